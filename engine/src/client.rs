@@ -1,0 +1,513 @@
+//! The client: submit, read, list, cancel, and manage the DLQ. Every operation is one script call
+//! (a by-id call without a queue asks every known queue, concurrently).
+
+use crate::clock::{Clock, Entropy};
+use crate::decode::{self, array_at, int_at, items, str_at};
+use crate::error::{Error, Result};
+use crate::keys::{is_valid_name, is_valid_task_id, queue_keys, QUEUES_KEY};
+use crate::resp::Resp;
+use crate::store::Store;
+use crate::task::{Status, Task, TaskSpec, BATCH_MAX, IDEMPOTENCY_TTL_MS};
+use orq_lua::script;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// How long completed and cancelled tasks are kept before they are trimmed (ms): 24 h.
+pub const RETENTION_MS: u64 = 24 * 3_600_000;
+/// Most finished tasks deleted per index by one complete or reap call.
+pub const TRIM_BOUND: u64 = 100;
+/// Most index entries one list page examines (tenant / type filters may skip entries).
+pub const LIST_SCAN_MAX: u64 = 10_000;
+/// Largest list page.
+pub const LIST_LIMIT_MAX: u32 = 1000;
+/// Most tenants reported by one stats call.
+pub const STATS_TENANTS_MAX: u64 = 1000;
+/// Most DLQ entries one bulk replay examines.
+pub const REPLAY_SCAN_MAX: u64 = 100_000;
+/// Most tasks one bulk replay puts back.
+pub const REPLAY_LIMIT_MAX: u64 = 10_000;
+
+/// The outcome of one submit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Submitted {
+    /// The task as stored.
+    pub task: Task,
+    /// False when the idempotency key (or id) matched an existing task, which is returned.
+    pub created: bool,
+}
+
+/// A listing request. `status: None` lists every status in a fixed order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    /// The queue.
+    pub queue: String,
+    /// Only this status.
+    pub status: Option<Status>,
+    /// Only this tenant.
+    pub tenant: Option<String>,
+    /// Only this type.
+    pub task_type: Option<String>,
+    /// Page size (1..=1000).
+    pub limit: u32,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The tasks, in index order.
+    pub tasks: Vec<Task>,
+    /// Pass to the next call; `None` when the listing is complete.
+    pub next_cursor: Option<String>,
+}
+
+/// Counts of one tenant in one queue.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TenantStats {
+    /// Tenant name.
+    pub tenant: String,
+    /// Current tasks per status.
+    pub counts: BTreeMap<Status, i64>,
+    /// Fair-share weight (1 unless set).
+    pub weight: f64,
+}
+
+/// Counts of one queue.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct QueueStats {
+    /// Queue name.
+    pub queue: String,
+    /// Current tasks per status.
+    pub counts: BTreeMap<Status, i64>,
+    /// Cumulative counters since the queue was created: `enqueued`, `completed`, `failed`
+    /// (attempts), `dead`, `reaped`, `replayed`, `purged`.
+    pub totals: BTreeMap<String, i64>,
+    /// Per tenant, in name order (at most [`STATS_TENANTS_MAX`]).
+    pub tenants: Vec<TenantStats>,
+    /// The store's time of the reading (ms).
+    pub now_ms: u64,
+}
+
+/// Result of a bulk DLQ replay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BulkReplay {
+    /// Tasks put back in the queue.
+    pub replayed: u64,
+    /// True when the scan stopped at a bound with DLQ entries left unexamined.
+    pub more: bool,
+}
+
+/// Submits and manages tasks. Cheap to clone (shared state behind `Arc`).
+#[derive(Clone)]
+pub struct Client {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<Entropy>,
+    registered: Arc<Mutex<HashSet<String>>>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").finish_non_exhaustive()
+    }
+}
+
+pub(crate) async fn call(
+    store: &dyn Store,
+    op: &'static str,
+    queue: &str,
+    args: Vec<Vec<u8>>,
+) -> Result<Resp> {
+    store
+        .eval(script(op), &queue_keys(queue), &args)
+        .await
+        .map_err(|e| Error::Unavailable { op, message: e.0 })
+}
+
+fn check_queue(op: &'static str, queue: &str) -> Result<()> {
+    if is_valid_name(queue) {
+        Ok(())
+    } else {
+        Err(Error::invalid(op, "queue: must match [A-Za-z0-9._-]{1,64}"))
+    }
+}
+
+fn check_id(op: &'static str, id: &str) -> Result<()> {
+    if is_valid_task_id(id) {
+        Ok(())
+    } else {
+        Err(Error::invalid(op, "id: must be a ULID"))
+    }
+}
+
+fn arg(s: impl ToString) -> Vec<u8> {
+    s.to_string().into_bytes()
+}
+
+impl Client {
+    /// A client over `store`, using `clock` and `entropy` for task ids.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, entropy: Arc<Entropy>) -> Self {
+        Client {
+            store,
+            clock,
+            entropy,
+            registered: Arc::new(Mutex::new(HashSet::new())),
+        }
+    }
+
+    /// The store this client talks to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Record `queue` in the queue registry (once per process per queue).
+    async fn register_queue(&self, queue: &str) -> Result<()> {
+        if self.registered.lock().unwrap().contains(queue) {
+            return Ok(());
+        }
+        self.store
+            .eval(
+                script("queues"),
+                &[QUEUES_KEY.to_string()],
+                &[arg("add"), arg(queue)],
+            )
+            .await
+            .map_err(|e| Error::Unavailable {
+                op: "submit",
+                message: e.0,
+            })?;
+        self.registered.lock().unwrap().insert(queue.to_string());
+        Ok(())
+    }
+
+    /// Every queue that ever received a task, sorted by name.
+    pub async fn queues(&self) -> Result<Vec<String>> {
+        let op = "queues";
+        let reply = self
+            .store
+            .eval(script(op), &[QUEUES_KEY.to_string()], &[arg("list")])
+            .await
+            .map_err(|e| Error::Unavailable { op, message: e.0 })?;
+        let it = items(op, &reply, "")?;
+        array_at(op, it, 1)?
+            .iter()
+            .map(|r| {
+                r.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| Error::protocol(op, "queue name is not text"))
+            })
+            .collect()
+    }
+
+    /// Submit one task. Errors: `Invalid` (a field out of range, naming it), `Unavailable`.
+    pub async fn submit(&self, spec: TaskSpec) -> Result<Submitted> {
+        let mut out = self.submit_batch(vec![spec]).await?;
+        Ok(out.remove(0))
+    }
+
+    /// Submit up to [`BATCH_MAX`] tasks: all are validated before any is stored, then one script
+    /// call per queue in the batch stores them (all tasks of one queue atomically). Results come
+    /// back in input order.
+    pub async fn submit_batch(&self, specs: Vec<TaskSpec>) -> Result<Vec<Submitted>> {
+        let op = "enqueue";
+        if specs.is_empty() || specs.len() > BATCH_MAX {
+            return Err(Error::invalid(
+                op,
+                format!("tasks: between 1 and {BATCH_MAX} per batch"),
+            ));
+        }
+        for (i, s) in specs.iter().enumerate() {
+            s.validate().map_err(|m| {
+                Error::invalid(
+                    op,
+                    if specs.len() > 1 {
+                        format!("tasks[{i}].{m}")
+                    } else {
+                        m
+                    },
+                )
+            })?;
+        }
+        // Group by queue, remembering each task's input position.
+        let mut groups: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, s) in specs.iter().enumerate() {
+            groups.entry(s.queue.as_str()).or_default().push(i);
+        }
+        let mut out: Vec<Option<Submitted>> = vec![None; specs.len()];
+        for (queue, positions) in groups {
+            self.register_queue(queue).await?;
+            let mut args = Vec::with_capacity(2 + positions.len() * 16);
+            args.push(arg(queue));
+            args.push(arg(positions.len()));
+            let now = self.clock.now_ms();
+            for &i in &positions {
+                let s = &specs[i];
+                let id = match &s.id {
+                    Some(id) => id.clone(),
+                    None => self.entropy.ulid(now).to_string(),
+                };
+                args.push(arg(id));
+                args.push(arg(&s.tenant));
+                args.push(arg(&s.task_type));
+                args.push(s.payload.as_bytes().to_vec());
+                args.push(arg(s.priority));
+                args.push(s.run_at_ms.map(arg).unwrap_or_default());
+                args.push(arg(s.delay_ms));
+                args.push(arg(s.max_retries));
+                args.push(arg(s.backoff.initial_ms));
+                args.push(arg(s.backoff.multiplier));
+                args.push(arg(s.backoff.max_ms));
+                args.push(arg(s.backoff.jitter));
+                args.push(arg(s.lease_ms));
+                args.push(s.timeout_ms.map(arg).unwrap_or_default());
+                args.push(s.idempotency_key.clone().map(arg).unwrap_or_default());
+                args.push(arg(IDEMPOTENCY_TTL_MS));
+            }
+            let reply = call(&*self.store, op, queue, args).await?;
+            let it = items(op, &reply, "")?;
+            let results = array_at(op, it, 1)?;
+            if results.len() != positions.len() {
+                return Err(Error::protocol(op, "reply count differs from task count"));
+            }
+            for (r, &i) in results.iter().zip(&positions) {
+                let pair = r
+                    .as_array()
+                    .ok_or_else(|| Error::protocol(op, "item is not an array"))?;
+                let created = int_at(op, pair, 0)? == 1;
+                let task = decode::task(op, array_at(op, pair, 1)?)?;
+                out[i] = Some(Submitted { task, created });
+            }
+        }
+        Ok(out.into_iter().flatten().collect())
+    }
+
+    /// The queues to search for a by-id operation: the one given, or every known queue.
+    async fn queues_for(&self, op: &'static str, queue: Option<&str>) -> Result<Vec<String>> {
+        match queue {
+            Some(q) => {
+                check_queue(op, q)?;
+                Ok(vec![q.to_string()])
+            }
+            None => self.queues().await,
+        }
+    }
+
+    /// Find which queue holds task `id` (checking `queue` only, when given).
+    async fn locate(&self, op: &'static str, queue: Option<&str>, id: &str) -> Result<Task> {
+        check_id(op, id)?;
+        let queues = self.queues_for(op, queue).await?;
+        let lookups = queues.iter().map(|q| {
+            let store = self.store.clone();
+            let id = id.to_string();
+            async move { call(&*store, "get", q, vec![arg(id)]).await }
+        });
+        for reply in futures::future::join_all(lookups).await {
+            let reply = reply?;
+            let it = items("get", &reply, id)?;
+            let flat = array_at("get", it, 1)?;
+            if !flat.is_empty() {
+                return decode::task(op, flat);
+            }
+        }
+        Err(Error::NotFound {
+            op,
+            id: id.to_string(),
+        })
+    }
+
+    /// One task by id. `queue: None` searches every known queue. Errors: `NotFound`, `Invalid`.
+    pub async fn get(&self, queue: Option<&str>, id: &str) -> Result<Task> {
+        self.locate("get", queue, id).await
+    }
+
+    /// One page of tasks. Errors: `Invalid` (bad name, limit or cursor).
+    pub async fn list(&self, q: &ListQuery) -> Result<Page> {
+        let op = "list";
+        check_queue(op, &q.queue)?;
+        for (field, v) in [("tenant", &q.tenant), ("type", &q.task_type)] {
+            if let Some(v) = v {
+                if !is_valid_name(v) {
+                    return Err(Error::invalid(
+                        op,
+                        format!("{field}: must match [A-Za-z0-9._-]{{1,64}}"),
+                    ));
+                }
+            }
+        }
+        if q.limit == 0 || q.limit > LIST_LIMIT_MAX {
+            return Err(Error::invalid(
+                op,
+                format!("limit: must be 1..={LIST_LIMIT_MAX}"),
+            ));
+        }
+        let cursor = q.cursor.clone().unwrap_or_default();
+        if cursor.len() > 64 {
+            return Err(Error::invalid(op, "cursor: malformed"));
+        }
+        let args = vec![
+            arg(q.status.map(Status::as_str).unwrap_or("")),
+            arg(q.tenant.as_deref().unwrap_or("")),
+            arg(q.task_type.as_deref().unwrap_or("")),
+            arg(cursor),
+            arg(q.limit),
+            arg(LIST_SCAN_MAX),
+        ];
+        let reply = call(&*self.store, op, &q.queue, args).await?;
+        let it = items(op, &reply, "")?;
+        let tasks = array_at(op, it, 1)?
+            .iter()
+            .map(|t| {
+                t.as_array()
+                    .ok_or_else(|| Error::protocol(op, "task is not an array"))
+                    .and_then(|flat| decode::task(op, flat))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let next = str_at(op, it, 2)?;
+        Ok(Page {
+            tasks,
+            next_cursor: (!next.is_empty()).then(|| next.to_string()),
+        })
+    }
+
+    /// Cancel a task that has not finished. Cancelling a cancelled task returns it unchanged.
+    /// Errors: `NotFound`; `Conflict` when it is completed or dead.
+    pub async fn cancel(&self, queue: Option<&str>, id: &str) -> Result<Task> {
+        let op = "cancel";
+        let found = self.locate(op, queue, id).await?;
+        let reply = call(&*self.store, op, &found.queue, vec![arg(id)]).await?;
+        let it = items(op, &reply, id)?;
+        decode::task(op, array_at(op, it, 2)?)
+    }
+
+    /// Put a dead task back in its queue with a fresh retry budget.
+    /// Errors: `NotFound`; `Conflict` when it is not dead.
+    pub async fn replay(&self, queue: Option<&str>, id: &str) -> Result<Task> {
+        let op = "replay";
+        let found = self.locate(op, queue, id).await?;
+        let reply = call(&*self.store, op, &found.queue, vec![arg("ids"), arg(id)]).await?;
+        let it = items(op, &reply, id)?;
+        let outcome = array_at(op, it, 1)?
+            .first()
+            .and_then(Resp::as_str)
+            .ok_or_else(|| Error::protocol(op, "no per-id result"))?;
+        match outcome {
+            "replayed" => self.get(Some(&found.queue), id).await,
+            "notfound" => Err(Error::NotFound {
+                op,
+                id: id.to_string(),
+            }),
+            status => Err(Error::Conflict {
+                op,
+                status: status.to_string(),
+            }),
+        }
+    }
+
+    /// Replay up to `limit` dead tasks of `queue`, oldest first, optionally only one tenant's or
+    /// one type's, examining at most [`REPLAY_SCAN_MAX`] DLQ entries.
+    pub async fn replay_bulk(
+        &self,
+        queue: &str,
+        tenant: Option<&str>,
+        task_type: Option<&str>,
+        limit: u64,
+    ) -> Result<BulkReplay> {
+        let op = "replay";
+        check_queue(op, queue)?;
+        for v in [tenant, task_type].into_iter().flatten() {
+            if !is_valid_name(v) {
+                return Err(Error::invalid(
+                    op,
+                    "tenant and type: must match [A-Za-z0-9._-]{1,64}",
+                ));
+            }
+        }
+        if limit == 0 || limit > REPLAY_LIMIT_MAX {
+            return Err(Error::invalid(
+                op,
+                format!("limit: must be 1..={REPLAY_LIMIT_MAX}"),
+            ));
+        }
+        let args = vec![
+            arg("filter"),
+            arg(tenant.unwrap_or("")),
+            arg(task_type.unwrap_or("")),
+            arg(limit),
+            arg(REPLAY_SCAN_MAX),
+        ];
+        let reply = call(&*self.store, op, queue, args).await?;
+        let it = items(op, &reply, "")?;
+        Ok(BulkReplay {
+            replayed: int_at(op, it, 1)? as u64,
+            more: int_at(op, it, 2)? == 1,
+        })
+    }
+
+    /// Delete a dead task for good. Errors: `NotFound`; `Conflict` when it is not dead.
+    pub async fn purge(&self, queue: Option<&str>, id: &str) -> Result<()> {
+        let op = "purge";
+        let found = self.locate(op, queue, id).await?;
+        let reply = call(&*self.store, op, &found.queue, vec![arg(id)]).await?;
+        let it = items(op, &reply, id)?;
+        let outcome = array_at(op, it, 1)?
+            .first()
+            .and_then(Resp::as_str)
+            .ok_or_else(|| Error::protocol(op, "no per-id result"))?;
+        match outcome {
+            "purged" => Ok(()),
+            "notfound" => Err(Error::NotFound {
+                op,
+                id: id.to_string(),
+            }),
+            status => Err(Error::Conflict {
+                op,
+                status: status.to_string(),
+            }),
+        }
+    }
+
+    /// Counts of one queue, overall and per tenant.
+    pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        let op = "stats";
+        check_queue(op, queue)?;
+        let reply = call(&*self.store, op, queue, vec![arg(STATS_TENANTS_MAX)]).await?;
+        let it = items(op, &reply, "")?;
+        let fields = decode::field_map(op, array_at(op, it, 1)?)?;
+        let counts = |f: &std::collections::HashMap<String, String>| {
+            Status::ALL
+                .into_iter()
+                .map(|s| {
+                    let n = f
+                        .get(&format!("n:{s}"))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(0);
+                    (s, n)
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        let totals = fields
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("total:")?.to_string(), v.parse().ok()?)))
+            .collect();
+        let mut tenants = Vec::new();
+        for entry in array_at(op, it, 2)? {
+            let e = entry
+                .as_array()
+                .ok_or_else(|| Error::protocol(op, "tenant entry is not an array"))?;
+            let tf = decode::field_map(op, array_at(op, e, 1)?)?;
+            tenants.push(TenantStats {
+                tenant: str_at(op, e, 0)?.to_string(),
+                counts: counts(&tf),
+                weight: tf.get("weight").and_then(|w| w.parse().ok()).unwrap_or(1.0),
+            });
+        }
+        Ok(QueueStats {
+            queue: queue.to_string(),
+            counts: counts(&fields),
+            totals,
+            tenants,
+            now_ms: int_at(op, it, 0)? as u64,
+        })
+    }
+}

@@ -1,0 +1,112 @@
+//! The engine's error type: expected faults, each naming the operation that met it.
+
+/// What went wrong in an engine operation. `op` names the operation (`"complete"`, `"submit"`).
+///
+/// Script error replies map to variants by their code word (`NOTFOUND`, `STALE`, `CANCELLED`,
+/// `CONFLICT`, `INVALID`; see `lua/scripts/lib.lua`).
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum Error {
+    /// The store could not be reached or did not answer (the operation may or may not have run).
+    #[error("{op}: store unavailable: {message}")]
+    Unavailable {
+        /// The operation.
+        op: &'static str,
+        /// The store's error text.
+        message: String,
+    },
+    /// No task with this id (in the queues searched).
+    #[error("{op}: task {id} not found")]
+    NotFound {
+        /// The operation.
+        op: &'static str,
+        /// The task id asked for.
+        id: String,
+    },
+    /// The lease token is not the task's current one: another worker holds (or held) the task.
+    #[error("{op}: stale lease ({message})")]
+    Stale {
+        /// The operation.
+        op: &'static str,
+        /// The script's explanation.
+        message: String,
+    },
+    /// The task was cancelled while this worker held its lease.
+    #[error("{op}: task was cancelled")]
+    Cancelled {
+        /// The operation.
+        op: &'static str,
+    },
+    /// The task's status does not allow the operation (cancel of a completed task, replay of a
+    /// task that is not dead).
+    #[error("{op}: task is {status}")]
+    Conflict {
+        /// The operation.
+        op: &'static str,
+        /// The task's current status.
+        status: String,
+    },
+    /// An argument failed validation; nothing was written.
+    #[error("{op}: {message}")]
+    Invalid {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong, naming the field.
+        message: String,
+    },
+    /// The store answered something the decoder did not expect: a bug or foreign state.
+    #[error("{op}: unexpected reply: {message}")]
+    Protocol {
+        /// The operation.
+        op: &'static str,
+        /// What was unexpected.
+        message: String,
+    },
+}
+
+impl Error {
+    /// An `Invalid` error for `op`.
+    pub fn invalid(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Invalid {
+            op,
+            message: message.into(),
+        }
+    }
+
+    /// A `Protocol` error for `op`.
+    pub fn protocol(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Protocol {
+            op,
+            message: message.into(),
+        }
+    }
+
+    /// Map a script error reply (`"CODE message"`) to a variant.
+    pub fn from_script(op: &'static str, text: &str, id: &str) -> Self {
+        let (code, message) = text.split_once(' ').unwrap_or((text, ""));
+        match code {
+            "NOTFOUND" => Error::NotFound {
+                op,
+                id: id.to_string(),
+            },
+            "STALE" => Error::Stale {
+                op,
+                message: message.to_string(),
+            },
+            "CANCELLED" => Error::Cancelled { op },
+            "CONFLICT" => Error::Conflict {
+                op,
+                status: message.trim_start_matches("task is ").to_string(),
+            },
+            "INVALID" => Error::invalid(op, message),
+            _ => Error::protocol(op, text),
+        }
+    }
+
+    /// True when the operation may not have reached the store and can be retried.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Unavailable { .. })
+    }
+}
+
+/// Result alias of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,183 @@
+//! The lease-holder's operations: lease, heartbeat, complete, fail, release, promote and reap, as
+//! typed calls of their scripts. The worker pool and the scheduler are built from these; tests and
+//! the simulator call them directly to play a worker that crashes between two of them.
+
+use crate::client::{call, RETENTION_MS, TRIM_BOUND};
+use crate::decode::{self, array_at, int_at, items, str_at};
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::task::Task;
+
+/// Most tasks one lease call may return.
+pub const LEASE_BATCH_MAX: usize = 100;
+/// Most due scheduled tasks a lease call promotes before leasing.
+pub const LEASE_PROMOTE_BOUND: u64 = 100;
+/// Most expired leases a lease call reaps before leasing.
+pub const LEASE_REAP_BOUND: u64 = 10;
+
+/// The reply of one lease call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leased {
+    /// The store's time of the call (ms).
+    pub now_ms: u64,
+    /// The leased tasks, each with `lease` set.
+    pub tasks: Vec<Task>,
+    /// When to ask again by the store's clock: `now_ms` when ready work is left, the earliest
+    /// scheduled run_at otherwise, `None` when nothing is waiting.
+    pub next_ms: Option<u64>,
+}
+
+/// How a complete / fail / release call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reported {
+    /// The transition was applied by this call.
+    Applied,
+    /// A previous call with the same token already applied it (its reply was lost).
+    AlreadyApplied,
+}
+
+fn arg(s: impl ToString) -> Vec<u8> {
+    s.to_string().into_bytes()
+}
+
+/// Lease up to `n` (1..=[`LEASE_BATCH_MAX`]) tasks of `queue` for `worker`. `token_bits` is
+/// 1..=32 lowercase hex digits of randomness; `seed` in `[0, 1)` jitters reaped tasks' retries.
+pub async fn lease(
+    store: &dyn Store,
+    queue: &str,
+    worker: &str,
+    n: usize,
+    token_bits: &str,
+    seed: f64,
+) -> Result<Leased> {
+    let op = "lease";
+    let args = vec![
+        arg(worker),
+        arg(n.clamp(1, LEASE_BATCH_MAX)),
+        arg(token_bits),
+        arg(seed),
+        arg(LEASE_PROMOTE_BOUND),
+        arg(LEASE_REAP_BOUND),
+    ];
+    let reply = call(store, op, queue, args).await?;
+    let it = items(op, &reply, "")?;
+    let mut tasks = Vec::new();
+    for entry in array_at(op, it, 1)? {
+        let pair = entry
+            .as_array()
+            .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
+        tasks.push(decode::task(op, array_at(op, pair, 1)?)?);
+    }
+    let next = int_at(op, it, 2)?;
+    Ok(Leased {
+        now_ms: int_at(op, it, 0)? as u64,
+        tasks,
+        next_ms: (next >= 0).then_some(next as u64),
+    })
+}
+
+/// Extend the lease of task `id` by `extend_ms` (0 = its lease_ms). Returns
+/// `(store now ms, new deadline ms)`. Errors: `Stale`, `Cancelled` (abort the handler), `NotFound`.
+pub async fn heartbeat(
+    store: &dyn Store,
+    queue: &str,
+    id: &str,
+    token: &str,
+    extend_ms: u64,
+) -> Result<(u64, u64)> {
+    let op = "heartbeat";
+    let reply = call(store, op, queue, vec![arg(id), arg(token), arg(extend_ms)]).await?;
+    let it = items(op, &reply, id)?;
+    Ok((int_at(op, it, 0)? as u64, int_at(op, it, 1)? as u64))
+}
+
+fn reported(op: &'static str, it: &[crate::resp::Resp]) -> Result<Reported> {
+    Ok(if str_at(op, it, 1)? == "again" {
+        Reported::AlreadyApplied
+    } else {
+        Reported::Applied
+    })
+}
+
+/// Record success with `result` (JSON text). Safe to retry with the same token.
+pub async fn complete(
+    store: &dyn Store,
+    queue: &str,
+    id: &str,
+    token: &str,
+    result: &str,
+) -> Result<Reported> {
+    let op = "complete";
+    let args = vec![
+        arg(id),
+        arg(token),
+        arg(result),
+        arg(RETENTION_MS),
+        arg(TRIM_BOUND),
+    ];
+    let reply = call(store, op, queue, args).await?;
+    reported(op, items(op, &reply, id)?)
+}
+
+/// Record a failed attempt. `retryable: false` sends the task straight to the DLQ; `jitter` in
+/// `[0, 1)` is the backoff jitter draw. Safe to retry with the same token.
+pub async fn fail(
+    store: &dyn Store,
+    queue: &str,
+    id: &str,
+    token: &str,
+    error: &str,
+    retryable: bool,
+    jitter: f64,
+) -> Result<Reported> {
+    let op = "fail";
+    let args = vec![
+        arg(id),
+        arg(token),
+        arg(error),
+        arg(u8::from(retryable)),
+        arg(jitter),
+    ];
+    let reply = call(store, op, queue, args).await?;
+    reported(op, items(op, &reply, id)?)
+}
+
+/// Give a leased task back without spending an attempt. Safe to retry with the same token.
+pub async fn release(store: &dyn Store, queue: &str, id: &str, token: &str) -> Result<Reported> {
+    let op = "release";
+    let reply = call(store, op, queue, vec![arg(id), arg(token)]).await?;
+    reported(op, items(op, &reply, id)?)
+}
+
+/// Promote up to `bound` due tasks. Returns `(promoted, next run_at ms)`.
+pub async fn promote(store: &dyn Store, queue: &str, bound: u64) -> Result<(u64, Option<u64>)> {
+    let op = "promote";
+    let reply = call(store, op, queue, vec![arg(bound)]).await?;
+    let it = items(op, &reply, "")?;
+    let next = int_at(op, it, 2)?;
+    Ok((
+        int_at(op, it, 1)? as u64,
+        (next >= 0).then_some(next as u64),
+    ))
+}
+
+/// Reap up to `bound` expired leases and trim finished tasks past retention.
+/// Returns `(reaped, trimmed, next lease deadline ms)`.
+pub async fn reap(
+    store: &dyn Store,
+    queue: &str,
+    bound: u64,
+    seed: f64,
+    retention_ms: u64,
+) -> Result<(u64, u64, Option<u64>)> {
+    let op = "reap";
+    let args = vec![arg(bound), arg(seed), arg(retention_ms), arg(TRIM_BOUND)];
+    let reply = call(store, op, queue, args).await?;
+    let it = items(op, &reply, "")?;
+    let next = int_at(op, it, 3)?;
+    Ok((
+        int_at(op, it, 1)? as u64,
+        int_at(op, it, 2)? as u64,
+        (next >= 0).then_some(next as u64),
+    ))
+}

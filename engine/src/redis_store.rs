@@ -1,0 +1,145 @@
+//! `RedisStore`: the [`Store`] on a real Redis 7, through the `redis` crate.
+
+use crate::resp::Resp;
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use orq_lua::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{ErrorKind, ServerErrorKind, Value};
+use std::time::Duration;
+
+/// A store on one Redis server. EVALSHA with a fall-back to EVAL on NOSCRIPT (which also caches
+/// the script again, so a Redis restart or `SCRIPT FLUSH` costs one extra round trip); one
+/// multiplexed connection that reconnects by itself after a drop, so concurrent calls pipeline.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    url: String,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+impl RedisStore {
+    /// Connect lazily to `url` (`redis://host:port/db`): the first call connects, so a server
+    /// that starts later is picked up. Errors: a malformed URL.
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        let client =
+            redis::Client::open(url).map_err(|e| StoreError(format!("bad Redis URL: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(5)))
+            .set_response_timeout(Some(Duration::from_secs(30)))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)
+            .map_err(|e| StoreError(format!("cannot create connection to {url}: {e}")))?;
+        Ok(RedisStore {
+            conn,
+            url: url.to_string(),
+        })
+    }
+
+    /// Connect to `url` and check the server answers PING.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let store = Self::open(url)?;
+        store.ping().await?;
+        Ok(store)
+    }
+
+    /// PING the server (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("PING")
+            .query_async::<String>(&mut conn)
+            .await
+            .map(|_| ())
+            .map_err(|e| StoreError(e.to_string()))
+    }
+
+    /// A `CONFIG GET` value, e.g. `maxmemory-policy` (None when the server refuses).
+    pub async fn config_get(&self, name: &str) -> Option<String> {
+        let mut conn = self.conn.clone();
+        let v: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        v.get(1).cloned()
+    }
+
+    async fn run(
+        &self,
+        cmd: &str,
+        first: &[u8],
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> redis::RedisResult<Value> {
+        let mut c = redis::cmd(cmd);
+        c.arg(first).arg(keys.len()).arg(keys);
+        for a in args {
+            c.arg(a.as_slice());
+        }
+        let mut conn = self.conn.clone();
+        c.query_async::<Value>(&mut conn).await
+    }
+}
+
+/// Convert a `redis` value into the engine's RESP type.
+fn to_resp(v: Value) -> Resp {
+    match v {
+        Value::Nil => Resp::Nil,
+        Value::Int(n) => Resp::Int(n),
+        Value::BulkString(b) => Resp::Bulk(b),
+        Value::Array(items) | Value::Set(items) => {
+            Resp::Array(items.into_iter().map(to_resp).collect())
+        }
+        Value::SimpleString(s) => Resp::Status(s),
+        Value::Okay => Resp::Status("OK".into()),
+        Value::Boolean(b) => Resp::Int(i64::from(b)),
+        Value::Double(d) => Resp::Bulk(d.to_string().into_bytes()),
+        Value::ServerError(e) => Resp::Error(match e.details() {
+            Some(d) => format!("{} {d}", e.code()),
+            None => e.code().to_string(),
+        }),
+        other => Resp::Error(format!("ERR unsupported reply {other:?}")),
+    }
+}
+
+/// A server error reply as `Resp::Error`, or `None` when the error is not a reply (I/O, ...).
+fn error_reply(e: &redis::RedisError) -> Option<Resp> {
+    let code = e.code()?;
+    Some(Resp::Error(match e.detail() {
+        Some(d) => format!("{code} {d}"),
+        None => code.to_string(),
+    }))
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        match self
+            .run("EVALSHA", script.sha1.as_bytes(), keys, args)
+            .await
+        {
+            Ok(v) => Ok(to_resp(v)),
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                match self.run("EVAL", script.source.as_bytes(), keys, args).await {
+                    Ok(v) => Ok(to_resp(v)),
+                    Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+                }
+            }
+            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+        }
+    }
+}

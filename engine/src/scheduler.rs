@@ -1,0 +1,154 @@
+//! The scheduler: promotes due scheduled tasks and reaps expired leases on a cadence. Several
+//! schedulers may run at once: each pass is a bounded atomic script, so two schedulers only
+//! share the work.
+
+use crate::client::{Client, RETENTION_MS};
+use crate::clock::{Clock, Entropy};
+use crate::error::Result;
+use crate::ops;
+use crate::store::Store;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Most tasks one promote or reap call handles.
+pub const PASS_BOUND: u64 = 1000;
+/// Most promote / reap calls per queue in one pass (so one pass is bounded too).
+pub const PASS_ROUNDS_MAX: u32 = 20;
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct SchedulerConfig {
+    /// Queues to serve; empty serves every known queue.
+    pub queues: Vec<String>,
+    /// Longest time between passes (ms); a pass starts earlier when a scheduled task or a lease
+    /// deadline falls due sooner.
+    pub interval_ms: u64,
+    /// Retention of completed and cancelled tasks (ms).
+    pub retention_ms: u64,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            queues: Vec::new(),
+            interval_ms: 500,
+            retention_ms: RETENTION_MS,
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pass {
+    /// Scheduled / retrying tasks moved to ready.
+    pub promoted: u64,
+    /// Expired leases turned into retries or DLQ entries.
+    pub reaped: u64,
+    /// Finished tasks deleted after retention.
+    pub trimmed: u64,
+    /// Shortest wait until something else falls due (ms), when known.
+    pub next_in_ms: Option<u64>,
+}
+
+/// Promotes and reaps.
+#[derive(Clone)]
+pub struct Scheduler {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<Entropy>,
+    client: Client,
+    config: SchedulerConfig,
+}
+
+impl Scheduler {
+    /// A scheduler over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<Entropy>,
+        config: SchedulerConfig,
+    ) -> Self {
+        let client = Client::new(store.clone(), clock.clone(), entropy.clone());
+        Scheduler {
+            store,
+            clock,
+            entropy,
+            client,
+            config,
+        }
+    }
+
+    /// One pass over every queue: promote and reap until nothing more is due (at most
+    /// [`PASS_ROUNDS_MAX`] calls each per queue). Tests call this without timers.
+    pub async fn run_once(&self) -> Result<Pass> {
+        let queues = if self.config.queues.is_empty() {
+            self.client.queues().await?
+        } else {
+            self.config.queues.clone()
+        };
+        let mut pass = Pass::default();
+        let mut next_abs: Option<(u64, u64)> = None; // (store now, store due)
+        for q in &queues {
+            for _ in 0..PASS_ROUNDS_MAX {
+                let (n, next) = ops::promote(&*self.store, q, PASS_BOUND).await?;
+                pass.promoted += n;
+                if n < PASS_BOUND {
+                    if let Some(due) = next {
+                        next_abs = Some(next_abs.map_or((0, due), |(a, b)| (a, b.min(due))));
+                    }
+                    break;
+                }
+            }
+            for _ in 0..PASS_ROUNDS_MAX {
+                let (n, trimmed, next) = ops::reap(
+                    &*self.store,
+                    q,
+                    PASS_BOUND,
+                    self.entropy.unit(),
+                    self.config.retention_ms,
+                )
+                .await?;
+                pass.reaped += n;
+                pass.trimmed += trimmed;
+                if n < PASS_BOUND {
+                    if let Some(due) = next {
+                        next_abs = Some(next_abs.map_or((0, due), |(a, b)| (a, b.min(due))));
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some((_, due)) = next_abs {
+            // Leases expire strictly after their deadline, so look again one ms later.
+            let now = self.clock.now_ms();
+            pass.next_in_ms = Some(due.saturating_sub(now) + 1);
+        }
+        Ok(pass)
+    }
+
+    /// Run passes until `shutdown` is cancelled.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        tracing::info!("scheduler started");
+        while !shutdown.is_cancelled() {
+            let wait = match self.run_once().await {
+                Ok(pass) => {
+                    if pass.promoted + pass.reaped + pass.trimmed > 0 {
+                        tracing::debug!(?pass, "scheduler pass");
+                    }
+                    pass.next_in_ms
+                        .unwrap_or(self.config.interval_ms)
+                        .clamp(1, self.config.interval_ms)
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "scheduler pass failed");
+                    self.config.interval_ms
+                }
+            };
+            tokio::select! {
+                _ = self.clock.sleep(wait) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+        tracing::info!("scheduler stopped");
+    }
+}

@@ -1,0 +1,342 @@
+//! The task model: what a client submits ([`TaskSpec`]), what the store holds ([`Task`]) and the
+//! status machine ([`Status`]).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Most tasks in one batch submit (one script call per queue in the batch).
+pub const BATCH_MAX: usize = 1000;
+/// Highest priority (most urgent). Priorities run from 0 to `PRIORITY_MAX`.
+pub const PRIORITY_MAX: u8 = 9;
+/// Most retries a task may ask for.
+pub const MAX_RETRIES_MAX: u32 = 100;
+/// Shortest lease a task may ask for (ms).
+pub const LEASE_MS_MIN: u64 = 1_000;
+/// Longest lease a task may ask for (ms).
+pub const LEASE_MS_MAX: u64 = 3_600_000;
+/// Longest delay before a task's first run (ms): one year.
+pub const DELAY_MS_MAX: u64 = 366 * 24 * 3_600_000;
+/// Longest handler timeout a task may ask for (ms): one day.
+pub const TIMEOUT_MS_MAX: u64 = 24 * 3_600_000;
+/// How long an idempotency key is remembered after its submit (ms): 24 h.
+pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3_600_000;
+/// Default payload size limit (bytes): 1 MiB.
+pub const PAYLOAD_MAX_BYTES: usize = 1 << 20;
+
+/// Where a task is in its life. See DESIGN.md, Task model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Waiting for its `run_at`.
+    Scheduled,
+    /// Ready to be leased.
+    Queued,
+    /// Held by a worker under a lease.
+    Leased,
+    /// Failed, waiting for its backoff before the next attempt.
+    Retrying,
+    /// Finished successfully (terminal).
+    Completed,
+    /// Retries spent or a permanent error: in the dead-letter queue (terminal until replayed).
+    Dead,
+    /// Cancelled (terminal).
+    Cancelled,
+}
+
+impl Status {
+    /// Every status, in listing order.
+    pub const ALL: [Status; 7] = [
+        Status::Scheduled,
+        Status::Queued,
+        Status::Leased,
+        Status::Retrying,
+        Status::Completed,
+        Status::Dead,
+        Status::Cancelled,
+    ];
+
+    /// The lowercase name used in the store and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Scheduled => "scheduled",
+            Status::Queued => "queued",
+            Status::Leased => "leased",
+            Status::Retrying => "retrying",
+            Status::Completed => "completed",
+            Status::Dead => "dead",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse a lowercase name.
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// True for statuses no transition leaves on its own (completed, dead, cancelled).
+    pub fn is_finished(self) -> bool {
+        matches!(self, Status::Completed | Status::Dead | Status::Cancelled)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Retry backoff: the wait after attempt `a` fails is
+/// `min(max_ms, initial_ms * multiplier^(a-1))`, then scaled by a uniform factor in
+/// `[1 - jitter, 1 + jitter]` ("full jitter" variants are discussed in the AWS Architecture Blog,
+/// "Exponential Backoff And Jitter"; this is the bounded ± form).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Backoff {
+    /// Wait after the first failure (ms).
+    pub initial_ms: u64,
+    /// Growth factor per attempt (≥ 1).
+    pub multiplier: f64,
+    /// Cap on the wait (ms).
+    pub max_ms: u64,
+    /// Jitter fraction in `[0, 1]`.
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            initial_ms: 1_000,
+            multiplier: 2.0,
+            max_ms: 300_000,
+            jitter: 0.2,
+        }
+    }
+}
+
+/// A task to submit. Only `payload` has no default; [`TaskSpec::new`] fills the rest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    /// Queue name (`[A-Za-z0-9._-]{1,64}`).
+    pub queue: String,
+    /// Tenant name (`[A-Za-z0-9._-]{1,64}`).
+    pub tenant: String,
+    /// Handler name (`[A-Za-z0-9._-]{1,64}`).
+    pub task_type: String,
+    /// The payload: JSON text, at most [`PAYLOAD_MAX_BYTES`] by default.
+    pub payload: String,
+    /// 0..=9, 9 most urgent.
+    pub priority: u8,
+    /// Wait before the first run, by the store's clock (ms). Ignored when `run_at_ms` is set.
+    pub delay_ms: u64,
+    /// Absolute time of the first run (ms since the Unix epoch), by the store's clock.
+    pub run_at_ms: Option<u64>,
+    /// Retries after the first attempt (0..=100); attempts total at most `max_retries + 1`.
+    pub max_retries: u32,
+    /// Retry backoff.
+    pub backoff: Backoff,
+    /// Lease length (ms), renewed by heartbeats.
+    pub lease_ms: u64,
+    /// Handler timeout (ms); `None` lets the handler run as long as it heartbeats.
+    pub timeout_ms: Option<u64>,
+    /// Idempotency key: a second submit with the same key (within 24 h) returns the first task.
+    pub idempotency_key: Option<String>,
+    /// The id to use; `None` makes a fresh ULID.
+    pub id: Option<String>,
+}
+
+impl TaskSpec {
+    /// A spec with the documented defaults: queue and tenant `default`, type `echo`, priority 0,
+    /// no delay, 3 retries, default backoff, 30 s lease, no timeout.
+    pub fn new(payload: impl Into<String>) -> Self {
+        TaskSpec {
+            queue: "default".into(),
+            tenant: "default".into(),
+            task_type: "echo".into(),
+            payload: payload.into(),
+            priority: 0,
+            delay_ms: 0,
+            run_at_ms: None,
+            max_retries: 3,
+            backoff: Backoff::default(),
+            lease_ms: 30_000,
+            timeout_ms: None,
+            idempotency_key: None,
+            id: None,
+        }
+    }
+
+    /// Builder: the queue.
+    pub fn queue(mut self, q: impl Into<String>) -> Self {
+        self.queue = q.into();
+        self
+    }
+    /// Builder: the tenant.
+    pub fn tenant(mut self, t: impl Into<String>) -> Self {
+        self.tenant = t.into();
+        self
+    }
+    /// Builder: the handler type.
+    pub fn task_type(mut self, t: impl Into<String>) -> Self {
+        self.task_type = t.into();
+        self
+    }
+    /// Builder: the priority.
+    pub fn priority(mut self, p: u8) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Builder: the delay (ms).
+    pub fn delay_ms(mut self, ms: u64) -> Self {
+        self.delay_ms = ms;
+        self
+    }
+    /// Builder: retries after the first attempt.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
+    }
+    /// Builder: the backoff.
+    pub fn backoff(mut self, b: Backoff) -> Self {
+        self.backoff = b;
+        self
+    }
+    /// Builder: the lease length (ms).
+    pub fn lease_ms(mut self, ms: u64) -> Self {
+        self.lease_ms = ms;
+        self
+    }
+    /// Builder: the handler timeout (ms).
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.timeout_ms = Some(ms);
+        self
+    }
+    /// Builder: the idempotency key.
+    pub fn idempotency_key(mut self, k: impl Into<String>) -> Self {
+        self.idempotency_key = Some(k.into());
+        self
+    }
+
+    /// Check every field against its documented range and alphabet; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::keys::{is_valid_idempotency_key, is_valid_name, is_valid_task_id};
+        for (field, v) in [
+            ("queue", &self.queue),
+            ("tenant", &self.tenant),
+            ("type", &self.task_type),
+        ] {
+            if !is_valid_name(v) {
+                return Err(format!("{field}: must match [A-Za-z0-9._-]{{1,64}}"));
+            }
+        }
+        if self.priority > PRIORITY_MAX {
+            return Err(format!("priority: must be 0..={PRIORITY_MAX}"));
+        }
+        if self.delay_ms > DELAY_MS_MAX {
+            return Err(format!(
+                "delay_ms: must be at most {DELAY_MS_MAX} (one year)"
+            ));
+        }
+        if self.max_retries > MAX_RETRIES_MAX {
+            return Err(format!("max_retries: must be 0..={MAX_RETRIES_MAX}"));
+        }
+        if !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&self.lease_ms) {
+            return Err(format!(
+                "lease_ms: must be {LEASE_MS_MIN}..={LEASE_MS_MAX} (1 s to 1 h)"
+            ));
+        }
+        if let Some(t) = self.timeout_ms {
+            if !(1..=TIMEOUT_MS_MAX).contains(&t) {
+                return Err(format!("timeout_ms: must be 1..={TIMEOUT_MS_MAX}"));
+            }
+        }
+        let b = &self.backoff;
+        if b.initial_ms > 86_400_000 {
+            return Err("backoff.initial_ms: must be at most 86400000 (one day)".into());
+        }
+        if !(b.multiplier.is_finite() && (1.0..=100.0).contains(&b.multiplier)) {
+            return Err("backoff.multiplier: must be in [1, 100]".into());
+        }
+        if b.max_ms > 604_800_000 {
+            return Err("backoff.max_ms: must be at most 604800000 (one week)".into());
+        }
+        if !(b.jitter.is_finite() && (0.0..=1.0).contains(&b.jitter)) {
+            return Err("backoff.jitter: must be in [0, 1]".into());
+        }
+        if let Some(k) = &self.idempotency_key {
+            if !is_valid_idempotency_key(k) {
+                return Err("idempotency_key: must match [A-Za-z0-9._:-]{1,128}".into());
+            }
+        }
+        if let Some(id) = &self.id {
+            if !is_valid_task_id(id) {
+                return Err("id: must be a ULID".into());
+            }
+        }
+        if self.payload.len() > PAYLOAD_MAX_BYTES {
+            return Err(format!("payload: larger than {PAYLOAD_MAX_BYTES} bytes"));
+        }
+        Ok(())
+    }
+}
+
+/// A live lease as the task records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The worker holding it.
+    pub worker: String,
+    /// Deadline by the store's clock (ms since the Unix epoch).
+    pub expires_at_ms: u64,
+    /// Fencing epoch: grows by one with every lease of the task.
+    pub epoch: u64,
+    /// The full token (`<epoch>-<random hex>`) that heartbeat / complete / fail / release present.
+    pub token: String,
+}
+
+/// A task as the store holds it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    /// ULID.
+    pub id: String,
+    /// Queue name.
+    pub queue: String,
+    /// Tenant name.
+    pub tenant: String,
+    /// Handler name.
+    pub task_type: String,
+    /// Payload, JSON text as submitted (byte for byte).
+    pub payload: String,
+    /// 0..=9.
+    pub priority: u8,
+    /// Current status.
+    pub status: Status,
+    /// Attempts started (the current one included while leased).
+    pub attempt: u32,
+    /// Retries allowed after the first attempt.
+    pub max_retries: u32,
+    /// When the task became (or becomes) due, by the store's clock (ms).
+    pub run_at_ms: u64,
+    /// Submit time (ms).
+    pub created_at_ms: u64,
+    /// Last transition (ms).
+    pub updated_at_ms: u64,
+    /// When it completed, died or was cancelled (ms).
+    pub finished_at_ms: Option<u64>,
+    /// The live lease, when leased.
+    pub lease: Option<Lease>,
+    /// The last attempt's error.
+    pub last_error: Option<String>,
+    /// The handler's result, JSON text.
+    pub result: Option<String>,
+    /// Retry backoff.
+    pub backoff: Backoff,
+    /// Lease length (ms).
+    pub lease_ms: u64,
+    /// Handler timeout (ms).
+    pub timeout_ms: Option<u64>,
+    /// The idempotency key it was submitted with.
+    pub idempotency_key: Option<String>,
+    /// Times it was replayed from the DLQ.
+    pub replays: u32,
+    /// Attempt history, oldest first: `"<attempt> <time ms> <worker> <outcome> <error>"` lines.
+    pub history: Vec<String>,
+}

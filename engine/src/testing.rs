@@ -1,0 +1,144 @@
+//! Test fixtures (feature `testing`): a private `redis-server` per test, on a free port, stopped
+//! when dropped. Never touches a Redis the test did not start.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a fixture waits for its server to answer PING.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `redis-server` child process on 127.0.0.1 and a free port, with no persistence.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    l.local_addr().expect("local addr").port()
+}
+
+fn pings(port: u16) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 7];
+    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+}
+
+impl RedisServer {
+    /// Start a server. Panics (failing the test) when `redis-server` is missing or never answers.
+    pub fn start() -> Self {
+        let mut last_err = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("orq-redis-{}-{port}", std::process::id()));
+            let _ = std::fs::create_dir_all(&dir);
+            let spawned = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .args(["--appendonly", "no", "--protected-mode", "no"])
+                .arg("--dir")
+                .arg(&dir)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn();
+            let mut child = match spawned {
+                Ok(c) => c,
+                Err(e) => panic!("cannot run redis-server (is it installed?): {e}"),
+            };
+            let deadline = Instant::now() + START_TIMEOUT;
+            while Instant::now() < deadline {
+                if pings(port) {
+                    return RedisServer {
+                        child: Some(child),
+                        port,
+                        dir,
+                    };
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    last_err = format!("redis-server exited with {status} (port {port} taken?)");
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            if last_err.is_empty() {
+                last_err = format!("redis-server on port {port} did not answer PING");
+            }
+        }
+        panic!("cannot start redis-server: {last_err}");
+    }
+
+    /// `redis://127.0.0.1:<port>/`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Stop the server and start it again on the same port, empty (as after a crash of a Redis
+    /// without persistence): its script cache is gone too.
+    pub fn restart(&mut self) {
+        self.stop();
+        let port = self.port;
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--protected-mode", "no"])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("restart redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !pings(port) {
+            assert!(
+                Instant::now() < deadline,
+                "restarted redis-server never answered"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

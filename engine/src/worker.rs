@@ -1,0 +1,426 @@
+//! The worker pool: leases tasks, runs their handlers with heartbeats and timeouts, and reports
+//! the outcome. The per-task decisions (heartbeat cadence, what a heartbeat reply means, how an
+//! outcome is reported) are plain functions so that the simulator drives the same logic.
+
+use crate::client::Client;
+use crate::clock::{Clock, Entropy};
+use crate::error::Error;
+use crate::ops::{self, LEASE_BATCH_MAX};
+use crate::store::Store;
+use crate::task::Task;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// What a handler receives for one attempt.
+#[derive(Debug, Clone)]
+pub struct TaskContext {
+    /// The task as leased (payload, tenant, lease, ...).
+    pub task: Task,
+    /// This attempt's number, from 1.
+    pub attempt: u32,
+    /// The lease's fencing epoch: pass it to systems you write to so they can reject a stale
+    /// worker's late write (Kleppmann, "How to do distributed locking", 2016).
+    pub epoch: u64,
+    /// Cancelled when the lease is lost (expired, superseded, the task cancelled), the handler
+    /// timed out, or the worker shuts down. The handler future is also dropped at its next await.
+    pub cancel: CancellationToken,
+}
+
+/// A handler's failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HandlerError {
+    /// What went wrong (stored on the task, truncated to 2 KiB).
+    pub message: String,
+    /// False sends the task to the DLQ at once, whatever retries are left.
+    pub retryable: bool,
+}
+
+impl HandlerError {
+    /// A failure worth retrying (after backoff).
+    pub fn retryable(message: impl Into<String>) -> Self {
+        HandlerError {
+            message: message.into(),
+            retryable: true,
+        }
+    }
+
+    /// A failure that no retry can fix.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        HandlerError {
+            message: message.into(),
+            retryable: false,
+        }
+    }
+}
+
+/// Runs tasks of one type. Register handlers by type name in [`Handlers`].
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    /// Run one attempt. `Ok(result)` completes the task with `result` stored as JSON.
+    async fn handle(&self, ctx: TaskContext) -> Result<serde_json::Value, HandlerError>;
+}
+
+/// Handlers by task type.
+#[derive(Clone, Default)]
+pub struct Handlers(HashMap<String, Arc<dyn Handler>>);
+
+impl Handlers {
+    /// No handlers.
+    pub fn new() -> Self {
+        Handlers::default()
+    }
+
+    /// Register `handler` for tasks of type `task_type` (replacing any previous one).
+    pub fn register(mut self, task_type: impl Into<String>, handler: impl Handler) -> Self {
+        self.0.insert(task_type.into(), Arc::new(handler));
+        self
+    }
+
+    /// The handler for `task_type`.
+    pub fn get(&self, task_type: &str) -> Option<Arc<dyn Handler>> {
+        self.0.get(task_type).cloned()
+    }
+
+    /// Registered type names, sorted.
+    pub fn types(&self) -> Vec<String> {
+        let mut t: Vec<_> = self.0.keys().cloned().collect();
+        t.sort();
+        t
+    }
+}
+
+/// Worker pool settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Worker id, recorded on leases (default: `<hostname-ish>-<pid>-<random>`).
+    pub id: String,
+    /// Queues to serve; empty serves every known queue (refreshed every [`Self::idle_poll_ms`] × 20).
+    pub queues: Vec<String>,
+    /// Most tasks run at once.
+    pub concurrency: usize,
+    /// Longest wait between lease attempts when there is no work (ms).
+    pub idle_poll_ms: u64,
+    /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
+    pub heartbeat_divisor: u64,
+    /// On shutdown, how long in-flight handlers may run before they are aborted and their tasks
+    /// released (ms).
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            id: format!(
+                "w{}-{:06x}",
+                std::process::id(),
+                rand::random::<u32>() & 0xffffff
+            ),
+            queues: Vec::new(),
+            concurrency: 8,
+            idle_poll_ms: 100,
+            heartbeat_divisor: 3,
+            shutdown_grace_ms: 10_000,
+        }
+    }
+}
+
+/// How one attempt ended, as far as the worker knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The handler returned a result (JSON text).
+    Succeeded(String),
+    /// The handler failed (or panicked, or timed out).
+    Failed(HandlerError),
+    /// The lease is gone (expired, superseded or the task cancelled): nothing to report.
+    LeaseLost,
+    /// The worker is shutting down: give the task back.
+    Release,
+}
+
+/// The time between heartbeats for a lease of `lease_ms` (at least 100 ms).
+pub fn heartbeat_interval_ms(lease_ms: u64, divisor: u64) -> u64 {
+    (lease_ms / divisor.max(1)).max(100)
+}
+
+/// What a heartbeat's reply means for the running handler: `true` to keep running.
+pub fn lease_still_held(reply: &Result<(u64, u64), Error>) -> bool {
+    !matches!(
+        reply,
+        Err(Error::Stale { .. } | Error::Cancelled { .. } | Error::NotFound { .. })
+    )
+}
+
+/// A pool of workers. Cheap to clone.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<Entropy>,
+    handlers: Handlers,
+    config: WorkerConfig,
+    client: Client,
+}
+
+impl Worker {
+    /// A pool over `store` running `handlers`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<Entropy>,
+        handlers: Handlers,
+        config: WorkerConfig,
+    ) -> Self {
+        let client = Client::new(store.clone(), clock.clone(), entropy.clone());
+        Worker {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                entropy,
+                handlers,
+                config,
+                client,
+            }),
+        }
+    }
+
+    /// This pool's worker id.
+    pub fn id(&self) -> &str {
+        &self.inner.config.id
+    }
+
+    /// Lease and run tasks until `shutdown` is cancelled; then stop leasing, let in-flight
+    /// handlers finish for up to `shutdown_grace_ms`, abort the rest and release their tasks.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let inner = &self.inner;
+        let hard_stop = CancellationToken::new();
+        let mut in_flight: JoinSet<()> = JoinSet::new();
+        let mut queues: Vec<String> = inner.config.queues.clone();
+        let mut queues_refreshed_ms = 0u64;
+        let mut rotate = 0usize;
+        tracing::info!(worker = %inner.config.id, concurrency = inner.config.concurrency, "worker started");
+        while !shutdown.is_cancelled() {
+            while in_flight.try_join_next().is_some() {}
+            let free = inner.config.concurrency.saturating_sub(in_flight.len());
+            if free == 0 {
+                tokio::select! {
+                    _ = in_flight.join_next() => {}
+                    _ = shutdown.cancelled() => {}
+                }
+                continue;
+            }
+            let now = inner.clock.now_ms();
+            if inner.config.queues.is_empty()
+                && now.saturating_sub(queues_refreshed_ms) >= inner.config.idle_poll_ms * 20
+            {
+                match inner.client.queues().await {
+                    Ok(q) => {
+                        queues = q;
+                        queues_refreshed_ms = now;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot list queues"),
+                }
+            }
+            let mut wait_ms = inner.config.idle_poll_ms;
+            let mut leased_any = false;
+            let mut free = free;
+            for k in 0..queues.len() {
+                if free == 0 {
+                    break;
+                }
+                let queue = &queues[(rotate + k) % queues.len()];
+                let n = free.min(LEASE_BATCH_MAX);
+                let bits = inner.entropy.token_bits();
+                match ops::lease(
+                    &*inner.store,
+                    queue,
+                    &inner.config.id,
+                    n,
+                    &bits,
+                    inner.entropy.unit(),
+                )
+                .await
+                {
+                    Ok(batch) => {
+                        if let Some(next) = batch.next_ms {
+                            wait_ms = wait_ms.min(next.saturating_sub(batch.now_ms));
+                        }
+                        for task in batch.tasks {
+                            leased_any = true;
+                            free -= 1;
+                            let inner = self.inner.clone();
+                            let hard = hard_stop.clone();
+                            let local_deadline_ms = task
+                                .lease
+                                .as_ref()
+                                .map(|l| now + l.expires_at_ms.saturating_sub(batch.now_ms))
+                                .unwrap_or(now);
+                            in_flight.spawn(async move {
+                                inner.run_task(task, local_deadline_ms, hard).await;
+                            });
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(queue = %queue, error = %e, "lease failed");
+                    }
+                }
+            }
+            rotate = rotate.wrapping_add(1);
+            if !leased_any {
+                let sleep = inner.clock.sleep(wait_ms.max(1));
+                tokio::select! {
+                    _ = sleep => {}
+                    _ = shutdown.cancelled() => {}
+                    Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+                }
+            }
+        }
+        // Graceful shutdown: wait for in-flight handlers, then abort and release the rest.
+        let grace = inner.clock.sleep(inner.config.shutdown_grace_ms);
+        tokio::pin!(grace);
+        loop {
+            if in_flight.is_empty() {
+                break;
+            }
+            tokio::select! {
+                _ = in_flight.join_next() => {}
+                _ = &mut grace => {
+                    hard_stop.cancel();
+                    while in_flight.join_next().await.is_some() {}
+                    break;
+                }
+            }
+        }
+        tracing::info!(worker = %inner.config.id, "worker stopped");
+    }
+}
+
+impl Inner {
+    /// Run one leased task to its reported outcome.
+    async fn run_task(
+        self: Arc<Self>,
+        task: Task,
+        local_deadline_ms: u64,
+        hard_stop: CancellationToken,
+    ) {
+        let Some(lease) = task.lease.clone() else {
+            return;
+        };
+        let queue = task.queue.clone();
+        let id = task.id.clone();
+        let outcome = self
+            .execute(task, lease.clone(), local_deadline_ms, hard_stop)
+            .await;
+        self.report(&queue, &id, &lease.token, outcome).await;
+    }
+
+    /// Run the handler under heartbeats, timeout and cancellation; return how it ended.
+    async fn execute(
+        &self,
+        task: Task,
+        lease: crate::task::Lease,
+        mut local_deadline_ms: u64,
+        hard_stop: CancellationToken,
+    ) -> Outcome {
+        let Some(handler) = self.handlers.get(&task.task_type) else {
+            return Outcome::Failed(HandlerError::retryable(format!(
+                "no handler for type {:?} on worker {}",
+                task.task_type, self.config.id
+            )));
+        };
+        let cancel = CancellationToken::new();
+        let ctx = TaskContext {
+            attempt: task.attempt,
+            epoch: lease.epoch,
+            cancel: cancel.clone(),
+            task: task.clone(),
+        };
+        // A spawned task turns a handler panic into a JoinError instead of killing the worker.
+        let mut run = tokio::spawn(async move { handler.handle(ctx).await });
+        let every_ms = heartbeat_interval_ms(task.lease_ms, self.config.heartbeat_divisor);
+        let timeout = match task.timeout_ms {
+            Some(ms) => self.clock.sleep(ms),
+            None => Box::pin(std::future::pending()),
+        };
+        tokio::pin!(timeout);
+        let outcome = loop {
+            let beat = self.clock.sleep(every_ms);
+            tokio::select! {
+                joined = &mut run => {
+                    break match joined {
+                        Ok(Ok(value)) => Outcome::Succeeded(value.to_string()),
+                        Ok(Err(e)) => Outcome::Failed(e),
+                        Err(e) if e.is_panic() => Outcome::Failed(HandlerError::retryable("handler panicked")),
+                        Err(_) => Outcome::LeaseLost,
+                    };
+                }
+                _ = beat => {
+                    let reply = ops::heartbeat(&*self.store, &task.queue, &task.id, &lease.token, 0).await;
+                    let now = self.clock.now_ms();
+                    match &reply {
+                        Ok((store_now, exp)) => local_deadline_ms = now + exp.saturating_sub(*store_now),
+                        Err(e) => tracing::debug!(task = %task.id, error = %e, "heartbeat failed"),
+                    }
+                    if !lease_still_held(&reply) || now >= local_deadline_ms {
+                        tracing::info!(task = %task.id, "lease lost; aborting handler");
+                        break Outcome::LeaseLost;
+                    }
+                }
+                _ = &mut timeout => {
+                    break Outcome::Failed(HandlerError::retryable(format!(
+                        "handler timed out after {} ms", task.timeout_ms.unwrap_or(0))));
+                }
+                _ = hard_stop.cancelled() => break Outcome::Release,
+            }
+        };
+        if !run.is_finished() {
+            cancel.cancel();
+            run.abort();
+        }
+        outcome
+    }
+
+    /// Report `outcome`, retrying while the store is unreachable (the scripts are idempotent
+    /// under the same token, so a retry after a lost reply applies nothing twice).
+    async fn report(&self, queue: &str, id: &str, token: &str, outcome: Outcome) {
+        const ATTEMPTS: u32 = 20;
+        for attempt in 0..ATTEMPTS {
+            let result = match &outcome {
+                Outcome::Succeeded(v) => ops::complete(&*self.store, queue, id, token, v).await,
+                Outcome::Failed(e) => {
+                    ops::fail(
+                        &*self.store,
+                        queue,
+                        id,
+                        token,
+                        &e.message,
+                        e.retryable,
+                        self.entropy.unit(),
+                    )
+                    .await
+                }
+                Outcome::Release => ops::release(&*self.store, queue, id, token).await,
+                Outcome::LeaseLost => return,
+            };
+            match result {
+                Ok(_) => return,
+                Err(e) if e.is_unavailable() => {
+                    tracing::warn!(task = %id, error = %e, attempt, "report failed; retrying");
+                    self.clock.sleep(100 * u64::from(attempt + 1)).await;
+                }
+                Err(e) => {
+                    // Stale or cancelled: another worker owns the task now, or nobody should.
+                    tracing::info!(task = %id, error = %e, "outcome refused");
+                    return;
+                }
+            }
+        }
+        tracing::error!(task = %id, "gave up reporting; the lease will expire and the task retry");
+    }
+}

@@ -1,0 +1,48 @@
+-- cancel: stop a task that has not finished.
+--
+-- Transition: queued / scheduled / retrying / leased -> cancelled. A leased task's lease ends at
+-- once; its worker learns it at the next heartbeat (CANCELLED) and aborts the handler, and its
+-- late complete or fail is refused with CANCELLED. Cancelling a cancelled task answers 'again'.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
+--   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
+--   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
+--   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1]  string   task id
+--
+-- Returns: {now_ms, 'cancelled' | 'again', fields} (fields: the task hash, flat, after the change)
+-- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead).
+-- Emits: cancelled.
+
+local now = now_ms()
+local id = ARGV[1]
+local t = fields(id, {'status', 'tenant', 'attempt', 'worker'})
+if not t.status then
+  return redis.error_reply('NOTFOUND task ' .. id)
+end
+if t.status == 'cancelled' then
+  return {now, 'again', redis.call('HGETALL', task_key(id))}
+end
+if t.status == 'queued' then
+  from_ready(id, t.tenant)
+elseif t.status == 'scheduled' or t.status == 'retrying' then
+  redis.call('ZREM', K_SCHEDULED, id)
+elseif t.status == 'leased' then
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('HSET', task_key(id), 'outcome', 'cancelled', 'lease_exp', '')
+else
+  return redis.error_reply('CONFLICT task is ' .. t.status)
+end
+redis.call('ZADD', K_CANCELLED, istr(now), id)
+redis.call('HSET', task_key(id), 'finished_at', istr(now), 'updated_at', istr(now))
+set_status(id, t.tenant, t.status, 'cancelled')
+emit(now, 'cancelled', id, t.tenant, tonumber(t.attempt) or 0, {'from', t.status})
+return {now, 'cancelled', redis.call('HGETALL', task_key(id))}

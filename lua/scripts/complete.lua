@@ -1,0 +1,49 @@
+-- complete: record a task's success.
+--
+-- Transition: leased -> completed. Idempotent: a retried call with the same token (the first
+-- reply was lost) answers 'again' and changes nothing.
+-- Also trims completed and cancelled tasks past their retention (bounded), hash and index together.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
+--   KEYS[7]  orq:{q}:completed   ZSET score=finish time ms
+--   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms (retention trim)
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1]  string   task id
+--   ARGV[2]  string   lease token
+--   ARGV[3]  bytes    result (JSON), may be ''
+--   ARGV[4]  integer  retention of finished tasks, ms
+--   ARGV[5]  integer  trim bound: most finished tasks deleted per index per call (0..1000)
+--
+-- Returns: {now_ms, 'completed' | 'again'}
+-- Errors: NOTFOUND; STALE; CANCELLED; INVALID.
+-- Emits: completed.
+
+local now = now_ms()
+local id, token, result = ARGV[1], ARGV[2], ARGV[3]
+local retention, e = arg_int(ARGV[4], 'retention_ms', 0, 31622400000)
+if not retention then return redis.error_reply(e) end
+local trim
+trim, e = arg_int(ARGV[5], 'trim bound', 0, 1000)
+if not trim then return redis.error_reply(e) end
+local state = check_lease(id, token, 'completed')
+if state == 'again' then
+  return {now, 'again'}
+elseif state ~= 'ok' then
+  return state
+end
+local t = fields(id, {'tenant', 'attempt', 'worker'})
+redis.call('ZREM', K_LEASES, id)
+redis.call('ZADD', K_COMPLETED, istr(now), id)
+redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
+  'outcome', 'completed', 'lease_exp', '')
+redis.call('HINCRBY', K_STATS, 'total:completed', 1)
+set_status(id, t.tenant, 'leased', 'completed')
+emit(now, 'completed', id, t.tenant, tonumber(t.attempt) or 0, {'w', t.worker or ''})
+if trim > 0 then trim_finished(now, retention, trim) end
+return {now, 'completed'}

@@ -1,0 +1,144 @@
+-- enqueue: accept one task or a batch, honouring idempotency keys.
+--
+-- Transition: (new) -> queued, or (new) -> scheduled when run_at is in the future.
+-- All items are validated before anything is written, so a bad item rejects the whole batch.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work, score=virtual time
+--   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
+--   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<key> = task id, with TTL
+--   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats          HASH counters
+--   KEYS[12] orq:{q}:events         STREAM
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--
+-- ARGV:
+--   ARGV[1]  string   queue name (stored on the task)
+--   ARGV[2]  integer  n, number of tasks (1..1000)
+--   then n groups of 16 values, one group per task:
+--     id           string   ULID made by the client
+--     tenant       string   tenant name (validated by the caller: [A-Za-z0-9._-]{1,64})
+--     type         string   handler name
+--     payload      bytes    JSON payload
+--     priority     integer  0..9, 9 most urgent
+--     run_at       integer  ms since epoch, or '' to use delay
+--     delay        integer  ms from the store's now (used when run_at is '')
+--     max_retries  integer  0..100
+--     b_init       integer  first backoff, ms
+--     b_mult       number   backoff multiplier >= 1
+--     b_max        integer  backoff cap, ms
+--     b_jitter     number   jitter fraction 0..1
+--     lease_ms     integer  lease length, ms
+--     timeout_ms   integer  handler timeout ms, or '' for none
+--     idem         string   idempotency key (validated by the caller), or '' for none
+--     idem_ttl_ms  integer  how long the idempotency key is remembered, ms
+--
+-- Returns: {now_ms, {item, ...}} with one item per task, in order: {created, fields} where
+--   created is 1 for a new task and 0 when an idempotency key (or the id) matched an existing
+--   task, and fields is the task hash as a flat name/value array (HGETALL).
+-- Errors: INVALID <message> (nothing written).
+-- Emits: queued or scheduled, one per new task.
+
+local GROUP = 16
+local BATCH_MAX = 1000
+
+local now = now_ms()
+local queue = ARGV[1]
+local n, e = arg_int(ARGV[2], 'count', 1, BATCH_MAX)
+if not n then
+  return redis.error_reply(e)
+end
+if #ARGV ~= 2 + n * GROUP then
+  return redis.error_reply('INVALID expected ' .. istr(2 + n * GROUP) .. ' arguments')
+end
+
+-- Validate every item before the first write.
+local items = {}
+for i = 1, n do
+  local b = 2 + (i - 1) * GROUP
+  local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4]}
+  if it.id == '' or it.tenant == '' or it.type == '' then
+    return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
+  end
+  local err
+  it.priority, err = arg_int(ARGV[b + 5], 'priority', 0, 9)
+  if not it.priority then return redis.error_reply(err) end
+  if ARGV[b + 6] ~= '' then
+    it.run_at, err = arg_int(ARGV[b + 6], 'run_at', 0, 253402300799999)
+    if not it.run_at then return redis.error_reply(err) end
+  else
+    local delay
+    delay, err = arg_int(ARGV[b + 7], 'delay', 0, 31622400000)
+    if not delay then return redis.error_reply(err) end
+    it.run_at = now + delay
+  end
+  it.max_retries, err = arg_int(ARGV[b + 8], 'max_retries', 0, 100)
+  if not it.max_retries then return redis.error_reply(err) end
+  it.b_init, err = arg_int(ARGV[b + 9], 'backoff.initial_ms', 0, 86400000)
+  if not it.b_init then return redis.error_reply(err) end
+  it.b_mult, err = arg_num(ARGV[b + 10], 'backoff.multiplier', 1, 100)
+  if not it.b_mult then return redis.error_reply(err) end
+  it.b_max, err = arg_int(ARGV[b + 11], 'backoff.max_ms', 0, 604800000)
+  if not it.b_max then return redis.error_reply(err) end
+  it.b_jitter, err = arg_num(ARGV[b + 12], 'backoff.jitter', 0, 1)
+  if not it.b_jitter then return redis.error_reply(err) end
+  it.lease_ms, err = arg_int(ARGV[b + 13], 'lease_ms', 1, 86400000)
+  if not it.lease_ms then return redis.error_reply(err) end
+  if ARGV[b + 14] ~= '' then
+    it.timeout_ms, err = arg_int(ARGV[b + 14], 'timeout_ms', 1, 86400000)
+    if not it.timeout_ms then return redis.error_reply(err) end
+  end
+  it.idem = ARGV[b + 15]
+  it.idem_ttl, err = arg_int(ARGV[b + 16], 'idem_ttl_ms', 1, 31622400000)
+  if not it.idem_ttl then return redis.error_reply(err) end
+  items[i] = it
+end
+
+local out = {}
+for i = 1, n do
+  local it = items[i]
+  local existing = nil
+  if it.idem ~= '' then
+    local prior = redis.call('GET', K_IDEM .. it.idem)
+    if prior and redis.call('EXISTS', task_key(prior)) == 1 then
+      existing = prior
+    end
+  end
+  if not existing and redis.call('EXISTS', task_key(it.id)) == 1 then
+    existing = it.id
+  end
+  if existing then
+    out[i] = {0, redis.call('HGETALL', task_key(existing))}
+  else
+    local key = task_key(it.id)
+    local fieldsv = {'HSET', key, 'id', it.id, 'queue', queue, 'tenant', it.tenant, 'type', it.type,
+      'payload', it.payload, 'priority', istr(it.priority), 'attempt', '0',
+      'max_retries', istr(it.max_retries), 'b_init', istr(it.b_init), 'b_mult', fstr(it.b_mult),
+      'b_max', istr(it.b_max), 'b_jitter', fstr(it.b_jitter), 'lease_ms', istr(it.lease_ms),
+      'created_at', istr(now), 'updated_at', istr(now), 'run_at', istr(it.run_at), 'epoch', '0'}
+    if it.timeout_ms then
+      fieldsv[#fieldsv + 1] = 'timeout_ms'
+      fieldsv[#fieldsv + 1] = istr(it.timeout_ms)
+    end
+    if it.idem ~= '' then
+      fieldsv[#fieldsv + 1] = 'idem'
+      fieldsv[#fieldsv + 1] = it.idem
+      redis.call('SET', K_IDEM .. it.idem, it.id, 'PX', it.idem_ttl)
+    end
+    redis.call(unpack(fieldsv))
+    redis.call('ZADD', K_KNOWN, 0, it.tenant)
+    redis.call('HINCRBY', K_STATS, 'total:enqueued', 1)
+    if it.run_at > now then
+      redis.call('ZADD', K_SCHEDULED, istr(it.run_at), it.id)
+      set_status(it.id, it.tenant, nil, 'scheduled')
+      emit(now, 'scheduled', it.id, it.tenant, 0, {'run_at', istr(it.run_at)})
+    else
+      to_ready(it.id, it.tenant, it.priority, nil, now)
+      emit(now, 'queued', it.id, it.tenant, 0, nil)
+    end
+    out[i] = {1, redis.call('HGETALL', key)}
+  end
+end
+return {now, out}

@@ -1,0 +1,15 @@
+-- get: read one task.
+--
+-- Transition: none (a read; a script so that the simulator covers it).
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:  prefix of HASH orq:{q}:task:<id>
+--
+-- ARGV:
+--   ARGV[1]  string  task id
+--
+-- Returns: {now_ms, fields} where fields is the task hash, flat (HGETALL), empty when not found.
+-- Errors: none.
+-- Emits: nothing.
+
+return {now_ms(), redis.call('HGETALL', task_key(ARGV[1]))}

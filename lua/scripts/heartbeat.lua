@@ -1,0 +1,37 @@
+-- heartbeat: extend a live lease.
+--
+-- Transition: leased -> leased (the deadline moves to now + extend_ms). Not a status change, so no
+-- event is emitted (heartbeats would flood the stream).
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:   prefix of HASH orq:{q}:task:<id>
+--   KEYS[5]  orq:{q}:leases  ZSET score=lease deadline ms
+--
+-- ARGV:
+--   ARGV[1]  string   task id
+--   ARGV[2]  string   lease token received from lease
+--   ARGV[3]  integer  extension in ms from the store's now (0 = the task's lease_ms)
+--
+-- Returns: {now_ms, expires_at_ms}
+-- Errors: NOTFOUND; STALE (token not current, or the lease already ended); CANCELLED (the task was
+--   cancelled while leased: the worker should abort the handler); INVALID.
+-- Emits: nothing.
+
+local now = now_ms()
+local id, token = ARGV[1], ARGV[2]
+local ext, e = arg_int(ARGV[3], 'extend_ms', 0, 86400000)
+if not ext then return redis.error_reply(e) end
+local state = check_lease(id, token, 'heartbeat')
+if state ~= 'ok' then
+  if state == 'again' then
+    return redis.error_reply('STALE lease ended')
+  end
+  return state
+end
+if ext == 0 then
+  ext = tonumber(redis.call('HGET', task_key(id), 'lease_ms')) or 30000
+end
+local exp = now + ext
+redis.call('ZADD', K_LEASES, istr(exp), id)
+redis.call('HSET', task_key(id), 'lease_exp', istr(exp))
+return {now, exp}

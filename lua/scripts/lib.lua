@@ -1,0 +1,300 @@
+-- lib.lua: helpers shared by every transition script. orq-lua prepends this file to each script
+-- before computing its SHA1, so Redis and the simulator run one self-contained chunk.
+-- Everything here is `local`: Redis refuses scripts that create globals.
+--
+-- The queue key set. Every script is called with the same KEYS, built by one Rust function
+-- (`orq::keys::QueueKeys`), all sharing the queue's hash tag `{q}` so one script touches one
+-- Redis Cluster slot. Three entries are key prefixes rather than keys: the task hash, the ready set
+-- and the tenant hash of an id or tenant the script finds inside an index (DESIGN.md, Redis keys).
+--   KEYS[1]  orq:{q}:task:           prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:          prefix of ZSET orq:{q}:ready:<tenant> score=priority band + seq
+--   KEYS[3]  orq:{q}:tenants         ZSET tenants with ready work, score=virtual time
+--   KEYS[4]  orq:{q}:scheduled       ZSET scheduled and retrying tasks, score=run_at ms
+--   KEYS[5]  orq:{q}:leases          ZSET leased tasks, score=lease deadline ms
+--   KEYS[6]  orq:{q}:dead            ZSET dead tasks, score=time of death ms
+--   KEYS[7]  orq:{q}:completed       ZSET completed tasks, score=finish time ms
+--   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
+--   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<key> = task id, with TTL
+--   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, counters)
+--   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
+--   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX
+--   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
+--
+-- Error replies start with a code word that `orq::ScriptError` mirrors:
+--   NOTFOUND  no such task;  STALE  the lease token is not the current one;
+--   CANCELLED the task was cancelled while leased;  CONFLICT  the task is not in a state that
+--   allows the transition;  INVALID  an argument failed validation (nothing was written).
+
+-- Longest the event stream grows (entries); XADD trims exactly so the simulator can model it.
+local EVENTS_MAX = 10000
+-- Width of one priority band in a ready ZSET score: score = (9 - priority) * PRIO_SPAN + seq.
+local PRIO_SPAN = 1099511627776
+-- Longest a stored error message or history line may be (bytes).
+local ERROR_MAX = 2048
+-- Attempt history lines kept on a task (older lines are dropped).
+local HISTORY_MAX = 20
+
+local K_TASK, K_READY, K_TENANTS, K_SCHEDULED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_LEASES, K_DEAD, K_COMPLETED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_IDEM, K_TENANT, K_STATS, K_EVENTS, K_KNOWN = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+
+-- The store's clock in integer milliseconds since the Unix epoch.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- An integer as a decimal string (tostring would print large numbers in exponent form).
+local function istr(x)
+  return string.format('%d', x)
+end
+
+-- A float as a string that round-trips exactly.
+local function fstr(x)
+  return string.format('%.17g', x)
+end
+
+-- Parse ARGV[i] as an integer in [lo, hi]; on failure return nil and an INVALID message.
+local function arg_int(v, name, lo, hi)
+  local n = tonumber(v)
+  if n == nil or n ~= math.floor(n) or n < lo or n > hi then
+    return nil, 'INVALID ' .. name .. ' must be an integer in [' .. istr(lo) .. ', ' .. istr(hi) .. ']'
+  end
+  return n
+end
+
+local function arg_num(v, name, lo, hi)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n < lo or n > hi then
+    return nil, 'INVALID ' .. name .. ' must be a number in [' .. fstr(lo) .. ', ' .. fstr(hi) .. ']'
+  end
+  return n
+end
+
+local function truncate(s, n)
+  if string.len(s) > n then
+    return string.sub(s, 1, n)
+  end
+  return s
+end
+
+local function task_key(id)
+  return K_TASK .. id
+end
+
+local function ready_key(tenant)
+  return K_READY .. tenant
+end
+
+local function tenant_key(tenant)
+  return K_TENANT .. tenant
+end
+
+-- Append one event to the queue's stream. `fields` is a flat list of extra name/value pairs.
+local function emit(now, kind, id, tenant, attempt, fields)
+  local args = {'XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
+    't', tenant, 'a', istr(attempt)}
+  if fields then
+    for i = 1, #fields do
+      args[#args + 1] = fields[i]
+    end
+  end
+  redis.call(unpack(args))
+end
+
+-- Move a task's status counter from `old` (may be nil for a new task) to `new`, in the queue's
+-- stats hash and the tenant's hash, and record the status on the task.
+local function set_status(id, tenant, old, new)
+  local tk = tenant_key(tenant)
+  if old then
+    redis.call('HINCRBY', K_STATS, 'n:' .. old, -1)
+    redis.call('HINCRBY', tk, 'n:' .. old, -1)
+  end
+  redis.call('HINCRBY', K_STATS, 'n:' .. new, 1)
+  redis.call('HINCRBY', tk, 'n:' .. new, 1)
+  redis.call('HSET', task_key(id), 'status', new)
+end
+
+-- Append a line to the task's attempt history, keeping the last HISTORY_MAX lines.
+local function add_history(id, line)
+  local key = task_key(id)
+  local h = redis.call('HGET', key, 'history')
+  local lines = {}
+  if h and h ~= '' then
+    for l in string.gmatch(h, '[^\n]+') do
+      lines[#lines + 1] = l
+    end
+  end
+  lines[#lines + 1] = truncate(string.gsub(line, '\n', ' '), ERROR_MAX)
+  local first = 1
+  if #lines > HISTORY_MAX then
+    first = #lines - HISTORY_MAX + 1
+  end
+  redis.call('HSET', key, 'history', table.concat(lines, '\n', first, #lines))
+end
+
+-- Put a task in its tenant's ready set (status queued), FIFO within its priority band, and make
+-- the tenant eligible for fair share at the current virtual time if it was idle.
+local function to_ready(id, tenant, priority, old, now)
+  local seq = redis.call('HINCRBY', K_STATS, 'seq', 1)
+  redis.call('ZADD', ready_key(tenant), istr((9 - priority) * PRIO_SPAN + seq), id)
+  local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
+  redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+  redis.call('HSET', task_key(id), 'updated_at', istr(now))
+  set_status(id, tenant, old, 'queued')
+end
+
+-- Remove a queued task from its tenant's ready set, dropping the tenant from the fair-share
+-- set when it has no ready work left.
+local function from_ready(id, tenant)
+  local rk = ready_key(tenant)
+  redis.call('ZREM', rk, id)
+  if redis.call('ZCARD', rk) == 0 then
+    redis.call('ZREM', K_TENANTS, tenant)
+  end
+end
+
+-- Read the named fields of a task hash into a Lua table (absent fields are false).
+local function fields(id, names)
+  local vals = redis.call('HMGET', task_key(id), unpack(names))
+  local t = {}
+  for i = 1, #names do
+    t[names[i]] = vals[i]
+  end
+  return t
+end
+
+-- Backoff before the next attempt after attempt `attempt` failed (ms): exponential, capped, with
+-- +/- jitter drawn from `r` in [0, 1) supplied by the caller.
+local function backoff_ms(t, attempt, r)
+  local init = tonumber(t.b_init) or 1000
+  local mult = tonumber(t.b_mult) or 2
+  local max = tonumber(t.b_max) or 300000
+  local jitter = tonumber(t.b_jitter) or 0
+  local d = init * math.pow(mult, attempt - 1)
+  if d > max then
+    d = max
+  end
+  d = d * (1 - jitter + 2 * jitter * r)
+  if d < 0 then
+    d = 0
+  end
+  return math.floor(d)
+end
+
+local FAIL_FIELDS = {'tenant', 'attempt', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'worker'}
+
+-- A leased task's attempt failed (handler error, timeout or lease expiry): schedule a retry with
+-- backoff, or move it to the DLQ when retries are spent or the error is permanent.
+-- Returns the new status ('retrying' or 'dead'). The caller has already removed the lease.
+local function fail_attempt(id, t, now, err, retryable, r, outcome)
+  local attempt = tonumber(t.attempt) or 1
+  local max_retries = tonumber(t.max_retries) or 0
+  local key = task_key(id)
+  err = truncate(err, ERROR_MAX)
+  add_history(id, istr(attempt) .. ' ' .. istr(now) .. ' ' .. (t.worker or '-') .. ' ' .. outcome .. ' ' .. err)
+  redis.call('HSET', key, 'last_error', err, 'updated_at', istr(now), 'outcome', outcome,
+    'lease_exp', '', 'worker', '')
+  redis.call('HINCRBY', K_STATS, 'total:failed', 1)
+  if retryable and attempt < max_retries + 1 then
+    local run_at = now + backoff_ms(t, attempt, r)
+    redis.call('ZADD', K_SCHEDULED, istr(run_at), id)
+    redis.call('HSET', key, 'run_at', istr(run_at))
+    set_status(id, t.tenant, 'leased', 'retrying')
+    emit(now, 'retrying', id, t.tenant, attempt, {'run_at', istr(run_at), 'm', err})
+    return 'retrying'
+  end
+  redis.call('ZADD', K_DEAD, istr(now), id)
+  redis.call('HSET', key, 'finished_at', istr(now))
+  redis.call('HINCRBY', K_STATS, 'total:dead', 1)
+  set_status(id, t.tenant, 'leased', 'dead')
+  emit(now, 'dead', id, t.tenant, attempt, {'m', err})
+  return 'dead'
+end
+
+-- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.
+local function promote_due(now, bound)
+  local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)
+  for i = 1, #due do
+    local id = due[i]
+    redis.call('ZREM', K_SCHEDULED, id)
+    local t = fields(id, {'tenant', 'priority', 'status', 'attempt'})
+    if t.tenant then
+      to_ready(id, t.tenant, tonumber(t.priority) or 0, t.status, now)
+      emit(now, 'queued', id, t.tenant, tonumber(t.attempt) or 0, nil)
+    end
+  end
+  return #due
+end
+
+-- Expire up to `bound` leases whose deadline has passed: each counts as a failed attempt.
+-- `seed` in [0, 1) spreads the jitter of the retries. Returns the count.
+local function reap_expired(now, bound, seed)
+  local expired = redis.call('ZRANGEBYSCORE', K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, bound)
+  for i = 1, #expired do
+    local id = expired[i]
+    redis.call('ZREM', K_LEASES, id)
+    local t = fields(id, FAIL_FIELDS)
+    if t.tenant then
+      local r = (seed + i * 0.6180339887498949) % 1
+      redis.call('HINCRBY', K_STATS, 'total:reaped', 1)
+      fail_attempt(id, t, now, 'lease expired', true, r, 'expired')
+    end
+  end
+  return #expired
+end
+
+-- Delete completed and cancelled tasks older than `retention_ms`, at most `bound` of each:
+-- the hash and the index entry go together. Returns the count.
+local function trim_finished(now, retention_ms, bound)
+  local n = 0
+  local idx = {{K_COMPLETED, 'completed'}, {K_CANCELLED, 'cancelled'}}
+  for j = 1, 2 do
+    local key, status = idx[j][1], idx[j][2]
+    local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', 0, bound)
+    for i = 1, #old do
+      local id = old[i]
+      local tenant = redis.call('HGET', task_key(id), 'tenant')
+      if tenant then
+        redis.call('HINCRBY', K_STATS, 'n:' .. status, -1)
+        redis.call('HINCRBY', tenant_key(tenant), 'n:' .. status, -1)
+      end
+      redis.call('DEL', task_key(id))
+      redis.call('ZREM', key, id)
+      n = n + 1
+    end
+  end
+  return n
+end
+
+-- Score of the earliest entry of a ZSET, or -1 when it is empty.
+local function first_score(key)
+  local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #r == 0 then
+    return -1
+  end
+  return tonumber(r[2])
+end
+
+-- The lease-holder check shared by heartbeat, complete, fail and release.
+-- Returns 'ok' when `token` holds the live lease; 'again' when the same token already ended the
+-- lease with `op` (a retried call whose reply was lost); otherwise an error reply to return.
+local function check_lease(id, token, op)
+  local t = fields(id, {'status', 'token', 'outcome'})
+  if not t.status then
+    return redis.error_reply('NOTFOUND task ' .. id)
+  end
+  if t.token ~= token then
+    return redis.error_reply('STALE lease token superseded')
+  end
+  if t.status == 'leased' then
+    return 'ok'
+  end
+  if t.outcome == 'cancelled' then
+    return redis.error_reply('CANCELLED task was cancelled')
+  end
+  if t.outcome == op then
+    return 'again'
+  end
+  return redis.error_reply('STALE lease ended (' .. (t.outcome or '?') .. ')')
+end

@@ -1,0 +1,121 @@
+-- list: one page of tasks by status, with an opaque cursor.
+--
+-- Transition: none (a read). Pages through the index of the status asked for, or through every
+-- index in a fixed order when none is given: queued (each tenant's ready set, tenants in name
+-- order, most urgent first), scheduled + retrying (earliest run_at first), leased (earliest
+-- deadline first), dead, completed, cancelled (newest first). Filters by tenant and type while
+-- examining at most `scan` index entries per page, so a page can be short (or empty) with a
+-- cursor to continue. The cursor is an offset: under concurrent changes a page may repeat or skip
+-- a task, like any offset pagination.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
+--   KEYS[5]  orq:{q}:leases         ZSET score=lease deadline ms
+--   KEYS[6]  orq:{q}:dead           ZSET score=time of death ms
+--   KEYS[7]  orq:{q}:completed      ZSET score=finish time ms
+--   KEYS[8]  orq:{q}:cancelled      ZSET score=cancel time ms
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--
+-- ARGV:
+--   ARGV[1]  string   status: queued|scheduled|retrying|leased|dead|completed|cancelled, or '' for all
+--   ARGV[2]  string   tenant filter, or ''
+--   ARGV[3]  string   type filter, or ''
+--   ARGV[4]  string   cursor from the previous page, or '' for the first page ("src:sub:offset")
+--   ARGV[5]  integer  page size (1..1000)
+--   ARGV[6]  integer  most index entries examined (1..100000)
+--
+-- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task hash, flat, and
+--   next_cursor is '' when the listing is complete.
+-- Errors: INVALID.
+-- Emits: nothing.
+
+local now = now_ms()
+local status, tenant, ttype = ARGV[1], ARGV[2], ARGV[3]
+local limit, e = arg_int(ARGV[5], 'limit', 1, 1000)
+if not limit then return redis.error_reply(e) end
+local scan
+scan, e = arg_int(ARGV[6], 'scan', 1, 100000)
+if not scan then return redis.error_reply(e) end
+
+-- Sources in listing order: {index key or false for ready sets, reverse order, status filter set}.
+local SOURCES = {
+  {false, false, {queued = true}},
+  {K_SCHEDULED, false, {scheduled = true, retrying = true}},
+  {K_LEASES, false, {leased = true}},
+  {K_DEAD, true, {dead = true}},
+  {K_COMPLETED, true, {completed = true}},
+  {K_CANCELLED, true, {cancelled = true}},
+}
+local SOURCE_OF = {queued = 1, scheduled = 2, retrying = 2, leased = 3, dead = 4, completed = 5,
+  cancelled = 6}
+local first, last = 1, #SOURCES
+if status ~= '' then
+  if not SOURCE_OF[status] then return redis.error_reply('INVALID unknown status ' .. status) end
+  first, last = SOURCE_OF[status], SOURCE_OF[status]
+end
+
+local src, sub, off = first, 0, 0
+if ARGV[4] ~= '' then
+  local a, b, c = string.match(ARGV[4], '^(%d+):(%d+):(%d+)$')
+  if not a then return redis.error_reply('INVALID malformed cursor') end
+  src, sub, off = tonumber(a), tonumber(b), tonumber(c)
+  if src < first or src > last then return redis.error_reply('INVALID cursor does not match status') end
+end
+
+-- The key of the index at (src, sub), or nil when src's sub-indexes are exhausted.
+local function index_key(s, u)
+  if SOURCES[s][1] then
+    if u == 0 then return SOURCES[s][1] end
+    return nil
+  end
+  if tenant ~= '' then
+    if u == 0 then return ready_key(tenant) end
+    return nil
+  end
+  local name = redis.call('ZRANGE', K_KNOWN, u, u)
+  if #name == 0 then return nil end
+  return ready_key(name[1])
+end
+
+local out = {}
+local scanned = 0
+local CHUNK = 100
+while #out < limit and scanned < scan and src <= last do
+  local key = index_key(src, sub)
+  if not key then
+    src, sub, off = src + 1, 0, 0
+  else
+    local want = math.min(CHUNK, scan - scanned)
+    local ids
+    if SOURCES[src][2] then
+      ids = redis.call('ZREVRANGE', key, off, off + want - 1)
+    else
+      ids = redis.call('ZRANGE', key, off, off + want - 1)
+    end
+    if #ids == 0 then
+      sub, off = sub + 1, 0
+    else
+      for i = 1, #ids do
+        local id = ids[i]
+        scanned = scanned + 1
+        off = off + 1
+        local t = fields(id, {'status', 'tenant', 'type'})
+        local want_status = SOURCES[src][3]
+        if status ~= '' then want_status = {[status] = true} end
+        if t.status and want_status[t.status] and (tenant == '' or t.tenant == tenant)
+            and (ttype == '' or t.type == ttype) then
+          out[#out + 1] = redis.call('HGETALL', task_key(id))
+          if #out >= limit then break end
+        end
+      end
+    end
+  end
+end
+
+local cursor = ''
+if src <= last then
+  cursor = istr(src) .. ':' .. istr(sub) .. ':' .. istr(off)
+end
+return {now, out, cursor}

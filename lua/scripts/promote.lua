@@ -1,0 +1,26 @@
+-- promote: move due scheduled and retrying tasks to their tenants' ready sets.
+--
+-- Transition: scheduled -> queued, retrying -> queued (run_at <= now by the store's clock),
+-- at most `bound` per call; callers repeat while the reply says more are due.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
+--   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1]  integer  bound: most tasks moved in this call (1..1000)
+--
+-- Returns: {now_ms, promoted_count, next_run_at_ms (-1 when nothing is scheduled)}
+-- Errors: INVALID.
+-- Emits: queued, one per promoted task.
+
+local now = now_ms()
+local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
+if not bound then return redis.error_reply(e) end
+local n = promote_due(now, bound)
+return {now, n, first_score(K_SCHEDULED)}

@@ -1,0 +1,43 @@
+-- purge: delete dead tasks for good.
+--
+-- Transition: dead -> (deleted): the task hash and its DLQ entry go together.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[6]  orq:{q}:dead        ZSET score=time of death ms
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1..] string  task ids (1..1000)
+--
+-- Returns: {now_ms, {result, ...}} with one result per id: 'purged', 'notfound', or the task's
+--   status when it is not dead (nothing is deleted then).
+-- Errors: INVALID.
+-- Emits: purged, one per task.
+
+local now = now_ms()
+if #ARGV < 1 or #ARGV > 1000 then
+  return redis.error_reply('INVALID between 1 and 1000 ids')
+end
+local out = {}
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  local t = fields(id, {'status', 'tenant', 'attempt'})
+  if not t.status then
+    redis.call('ZREM', K_DEAD, id)
+    out[i] = 'notfound'
+  elseif t.status ~= 'dead' then
+    out[i] = t.status
+  else
+    redis.call('ZREM', K_DEAD, id)
+    redis.call('DEL', task_key(id))
+    redis.call('HINCRBY', K_STATS, 'n:dead', -1)
+    redis.call('HINCRBY', tenant_key(t.tenant), 'n:dead', -1)
+    redis.call('HINCRBY', K_STATS, 'total:purged', 1)
+    emit(now, 'purged', id, t.tenant, tonumber(t.attempt) or 0, nil)
+    out[i] = 'purged'
+  end
+end
+return {now, out}

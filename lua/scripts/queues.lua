@@ -1,0 +1,27 @@
+-- queues: the registry of queue names (the one key outside every queue's slot).
+--
+-- Transition: none. A script with a single key, so it is cluster-safe and the simulator covers it.
+-- Unlike the transition scripts it does not take the queue key set.
+--
+-- KEYS:
+--   KEYS[1]  orq:queues  SET of queue names
+--
+-- ARGV:
+--   ARGV[1]  string  'add' or 'list'
+--   ARGV[2]  string  queue name to add (mode add; validated by the caller)
+--
+-- Returns: mode add: {now_ms, 1 when the name was new else 0};
+--   mode list: {now_ms, {name, ...}} sorted by name.
+-- Errors: INVALID.
+-- Emits: nothing.
+
+local now = now_ms()
+if ARGV[1] == 'add' then
+  if not ARGV[2] or ARGV[2] == '' then return redis.error_reply('INVALID queue name is required') end
+  return {now, redis.call('SADD', KEYS[1], ARGV[2])}
+elseif ARGV[1] == 'list' then
+  local names = redis.call('SMEMBERS', KEYS[1])
+  table.sort(names)
+  return {now, names}
+end
+return redis.error_reply('INVALID mode must be add or list')

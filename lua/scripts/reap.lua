@@ -1,0 +1,43 @@
+-- reap: expire leases whose deadline has passed, and trim finished tasks past retention.
+--
+-- Transition: leased -> retrying / dead (an expired lease counts as a failed attempt, so a task
+-- that kills every worker ends in the DLQ); completed / cancelled -> deleted after retention.
+-- Bounded per call; callers repeat while the reply says more are expired.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
+--   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
+--   KEYS[6]  orq:{q}:dead        ZSET score=time of death ms
+--   KEYS[7]  orq:{q}:completed   ZSET score=finish time ms
+--   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1]  integer  bound: most leases reaped in this call (1..1000)
+--   ARGV[2]  number   jitter seed in [0, 1) for the retries' backoff
+--   ARGV[3]  integer  retention of completed / cancelled tasks, ms
+--   ARGV[4]  integer  trim bound: most finished tasks deleted per index (0..1000)
+--
+-- Returns: {now_ms, reaped_count, trimmed_count, next_deadline_ms (-1 when nothing is leased)}
+-- Errors: INVALID.
+-- Emits: retrying or dead, one per reaped lease.
+
+local now = now_ms()
+local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
+if not bound then return redis.error_reply(e) end
+local seed
+seed, e = arg_num(ARGV[2], 'seed', 0, 1)
+if not seed then return redis.error_reply(e) end
+local retention
+retention, e = arg_int(ARGV[3], 'retention_ms', 0, 31622400000)
+if not retention then return redis.error_reply(e) end
+local trim
+trim, e = arg_int(ARGV[4], 'trim bound', 0, 1000)
+if not trim then return redis.error_reply(e) end
+local reaped = reap_expired(now, bound, seed)
+local trimmed = 0
+if trim > 0 then trimmed = trim_finished(now, retention, trim) end
+return {now, reaped, trimmed, first_score(K_LEASES)}

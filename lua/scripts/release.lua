@@ -1,0 +1,39 @@
+-- release: give a leased task back without spending an attempt (graceful worker shutdown).
+--
+-- Transition: leased -> queued (attempt is decremented, so the aborted run does not count).
+-- Idempotent under a retried call with the same token.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
+--   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--
+-- ARGV:
+--   ARGV[1]  string   task id
+--   ARGV[2]  string   lease token
+--
+-- Returns: {now_ms, 'released' | 'again'}
+-- Errors: NOTFOUND; STALE; CANCELLED.
+-- Emits: released.
+
+local now = now_ms()
+local id, token = ARGV[1], ARGV[2]
+local state = check_lease(id, token, 'released')
+if state == 'again' then
+  return {now, 'again'}
+elseif state ~= 'ok' then
+  return state
+end
+local t = fields(id, {'tenant', 'priority', 'attempt', 'worker'})
+local attempt = (tonumber(t.attempt) or 1) - 1
+if attempt < 0 then attempt = 0 end
+redis.call('ZREM', K_LEASES, id)
+redis.call('HSET', task_key(id), 'attempt', istr(attempt), 'outcome', 'released', 'lease_exp', '',
+  'worker', '')
+to_ready(id, t.tenant, tonumber(t.priority) or 0, 'leased', now)
+emit(now, 'released', id, t.tenant, attempt, {'w', t.worker or ''})
+return {now, 'released'}

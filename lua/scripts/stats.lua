@@ -1,0 +1,39 @@
+-- stats: counts of one queue, overall and per tenant.
+--
+-- Transition: none (a read).
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[4]  orq:{q}:scheduled      ZSET
+--   KEYS[5]  orq:{q}:leases         ZSET
+--   KEYS[6]  orq:{q}:dead           ZSET
+--   KEYS[7]  orq:{q}:completed      ZSET
+--   KEYS[8]  orq:{q}:cancelled      ZSET
+--   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats          HASH counters (n:<status> current, total:<event> cumulative)
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--
+-- ARGV:
+--   ARGV[1]  integer  most tenants reported (0..10000), in name order
+--
+-- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total}
+--   stats_fields: the stats hash, flat;
+--   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count};
+--   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD).
+-- Errors: INVALID.
+-- Emits: nothing.
+
+local now = now_ms()
+local max, e = arg_int(ARGV[1], 'tenants', 0, 10000)
+if not max then return redis.error_reply(e) end
+local tenants = {}
+if max > 0 then
+  local names = redis.call('ZRANGE', K_KNOWN, 0, max - 1)
+  for i = 1, #names do
+    local t = names[i]
+    tenants[i] = {t, redis.call('HGETALL', tenant_key(t)), redis.call('ZCARD', ready_key(t))}
+  end
+end
+local sizes = {redis.call('ZCARD', K_SCHEDULED), redis.call('ZCARD', K_LEASES),
+  redis.call('ZCARD', K_DEAD), redis.call('ZCARD', K_COMPLETED), redis.call('ZCARD', K_CANCELLED)}
+return {now, redis.call('HGETALL', K_STATS), tenants, sizes, redis.call('ZCARD', K_KNOWN)}
