@@ -217,7 +217,8 @@ impl Worker {
             }
             let now = inner.clock.now_ms();
             if inner.config.queues.is_empty()
-                && now.saturating_sub(queues_refreshed_ms) >= inner.config.idle_poll_ms * 20
+                && (queues.is_empty()
+                    || now.saturating_sub(queues_refreshed_ms) >= inner.config.idle_poll_ms * 20)
             {
                 match inner.client.queues().await {
                     Ok(q) => {

@@ -1,0 +1,391 @@
+//! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health.
+//! Every handler validates its input, caps sizes and answers typed JSON errors ([`ApiError`]);
+//! nothing user-supplied reaches a key name without passing `orq::keys` validation.
+
+use crate::error::ApiError;
+use crate::handlers::{check_payload, HttpAllow};
+use crate::model::{parse_body, BatchBody, BulkReplayBody, SubmitBody, TaskJson};
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use orq::keys::{is_valid_name, is_valid_task_id};
+use orq::task::BATCH_MAX;
+use orq::{Client, Clock, ListQuery, Status};
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+/// Largest request body of any route (bytes): a full batch of small tasks fits.
+pub const BODY_MAX_BYTES: usize = 16 << 20;
+/// Largest body of a single submit (bytes): a 1 MiB payload plus the other fields.
+pub const SUBMIT_BODY_MAX_BYTES: usize = (1 << 20) + 64 * 1024;
+/// Default page size of listings.
+pub const LIST_LIMIT_DEFAULT: u32 = 50;
+/// Default number of tasks a bulk DLQ replay puts back.
+pub const REPLAY_LIMIT_DEFAULT: u64 = 1000;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// The engine client.
+    pub client: Client,
+    /// Wall clock (bounds `run_at`).
+    pub clock: Arc<dyn Clock>,
+    /// The `http` handler's allow-list, checked at submit.
+    pub allow: Arc<HttpAllow>,
+}
+
+/// The router (no socket), for `main` and for tests.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/api/v1/healthz", get(healthz))
+        .route("/api/v1/readyz", get(readyz))
+        .route("/api/v1/tasks", post(submit).get(list_tasks))
+        .route("/api/v1/tasks/batch", post(submit_batch))
+        .route("/api/v1/tasks/{id}", get(get_task))
+        .route("/api/v1/tasks/{id}/cancel", post(cancel_task))
+        .route("/api/v1/dlq", get(list_dlq))
+        .route("/api/v1/dlq/replay", post(replay_bulk))
+        .route("/api/v1/dlq/{id}/replay", post(replay_one))
+        .route("/api/v1/dlq/{id}", axum::routing::delete(purge_one))
+        .route("/api/v1/queues", get(list_queues))
+        .route("/api/v1/queues/{queue}", get(queue_stats))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "method not allowed on this route",
+            )
+        })
+        .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        .with_state(state)
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
+    let bytes = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(format!("request body: larger than {BODY_MAX_BYTES} bytes"))
+        } else {
+            ApiError::bad_request(format!("request body: {}", r.body_text()))
+        }
+    })?;
+    if bytes.len() > max {
+        return Err(ApiError::too_large(format!(
+            "request body: larger than {max} bytes"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(v)| v)
+        .map_err(|r| ApiError::bad_request(format!("query: {}", r.body_text())))
+}
+
+fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
+    if is_valid_name(v) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "{field}: must match [A-Za-z0-9._-]{{1,64}}"
+        )))
+    }
+}
+
+fn check_task_id(id: &str) -> Result<(), ApiError> {
+    if is_valid_task_id(id) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(
+            "no task with this id (task ids are 26-character ULIDs)",
+        ))
+    }
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+async fn readyz(State(s): State<AppState>) -> Response {
+    match s.client.queues().await {
+        Ok(_) => Json(json!({"status": "ready"})).into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("store not reachable: {e}"),
+        )
+        .into_response(),
+    }
+}
+
+fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiError> {
+    let spec = body.into_spec(s.clock.now_ms())?;
+    check_payload(&spec.task_type, &spec.payload, &s.allow)?;
+    Ok(spec)
+}
+
+async fn submit(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let bytes = body_bytes(body, SUBMIT_BODY_MAX_BYTES)?;
+    let spec = spec_of(&s, parse_body::<SubmitBody>(&bytes)?)?;
+    let done = s.client.submit(spec).await?;
+    let status = if done.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(TaskJson::from(done.task))).into_response())
+}
+
+async fn submit_batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let bytes = body_bytes(body, BODY_MAX_BYTES)?;
+    let batch: BatchBody = parse_body(&bytes)?;
+    if batch.tasks.is_empty() || batch.tasks.len() > BATCH_MAX {
+        return Err(ApiError::bad_request(format!(
+            "tasks: between 1 and {BATCH_MAX} per batch"
+        )));
+    }
+    let mut specs = Vec::with_capacity(batch.tasks.len());
+    for (i, b) in batch.tasks.into_iter().enumerate() {
+        specs.push(spec_of(&s, b).map_err(|mut e| {
+            e.message = format!("tasks[{i}].{}", e.message);
+            e
+        })?);
+    }
+    let done = s.client.submit_batch(specs).await?;
+    let tasks: Vec<TaskJson> = done.into_iter().map(|d| TaskJson::from(d.task)).collect();
+    Ok((StatusCode::CREATED, Json(json!({"tasks": tasks}))).into_response())
+}
+
+/// `?queue=` of by-id routes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ById {
+    queue: Option<String>,
+}
+
+fn by_id(q: Result<Query<ById>, QueryRejection>) -> Result<Option<String>, ApiError> {
+    let q = query(q)?;
+    if let Some(queue) = &q.queue {
+        check_name("queue", queue)?;
+    }
+    Ok(q.queue)
+}
+
+async fn get_task(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<ById>, QueryRejection>,
+) -> ApiResult {
+    let queue = by_id(q)?;
+    check_task_id(&id)?;
+    let task = s.client.get(queue.as_deref(), &id).await?;
+    Ok(Json(TaskJson::from(task)).into_response())
+}
+
+async fn cancel_task(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<ById>, QueryRejection>,
+) -> ApiResult {
+    let queue = by_id(q)?;
+    check_task_id(&id)?;
+    let task = s.client.cancel(queue.as_deref(), &id).await?;
+    Ok(Json(TaskJson::from(task)).into_response())
+}
+
+/// Query of `GET /tasks` and `GET /dlq`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListParams {
+    queue: Option<String>,
+    tenant: Option<String>,
+    status: Option<String>,
+    #[serde(rename = "type")]
+    task_type: Option<String>,
+    limit: Option<String>,
+    cursor: Option<String>,
+}
+
+async fn list_common(s: &AppState, p: ListParams, status: Option<Status>) -> ApiResult {
+    let queue = p.queue.unwrap_or_else(|| "default".into());
+    check_name("queue", &queue)?;
+    for (field, v) in [("tenant", &p.tenant), ("type", &p.task_type)] {
+        if let Some(v) = v {
+            check_name(field, v)?;
+        }
+    }
+    let limit = match p.limit.as_deref() {
+        None | Some("") => LIST_LIMIT_DEFAULT,
+        Some(l) => l
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=orq::client::LIST_LIMIT_MAX).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "limit: must be an integer from 1 to {}",
+                    orq::client::LIST_LIMIT_MAX
+                ))
+            })?,
+    };
+    if let Some(c) = &p.cursor {
+        let ok = c.len() <= 64 && c.bytes().all(|b| b.is_ascii_digit() || b == b':');
+        if !ok {
+            return Err(ApiError::bad_request("cursor: malformed"));
+        }
+    }
+    let page = s
+        .client
+        .list(&ListQuery {
+            queue,
+            status,
+            tenant: p.tenant,
+            task_type: p.task_type,
+            limit,
+            cursor: p.cursor.filter(|c| !c.is_empty()),
+        })
+        .await?;
+    let tasks: Vec<TaskJson> = page.tasks.into_iter().map(TaskJson::from).collect();
+    Ok(Json(json!({"tasks": tasks, "next_cursor": page.next_cursor})).into_response())
+}
+
+async fn list_tasks(
+    State(s): State<AppState>,
+    q: Result<Query<ListParams>, QueryRejection>,
+) -> ApiResult {
+    let mut p = query(q)?;
+    let status = match p.status.take().filter(|v| !v.is_empty()) {
+        None => None,
+        Some(v) => Some(Status::parse(&v).ok_or_else(|| {
+            ApiError::bad_request(
+                "status: one of scheduled, queued, leased, retrying, completed, dead, cancelled",
+            )
+        })?),
+    };
+    list_common(&s, p, status).await
+}
+
+async fn list_dlq(
+    State(s): State<AppState>,
+    q: Result<Query<ListParams>, QueryRejection>,
+) -> ApiResult {
+    let p = query(q)?;
+    if p.status.is_some() {
+        return Err(ApiError::bad_request(
+            "status: the DLQ lists dead tasks only",
+        ));
+    }
+    list_common(&s, p, Some(Status::Dead)).await
+}
+
+async fn replay_one(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<ById>, QueryRejection>,
+) -> ApiResult {
+    let queue = by_id(q)?;
+    check_task_id(&id)?;
+    let task = s.client.replay(queue.as_deref(), &id).await?;
+    Ok(Json(TaskJson::from(task)).into_response())
+}
+
+async fn replay_bulk(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let bytes = body_bytes(body, 64 * 1024)?;
+    let b: BulkReplayBody = parse_body(&bytes)?;
+    let queue = b.queue.unwrap_or_else(|| "default".into());
+    check_name("queue", &queue)?;
+    for (field, v) in [("tenant", &b.tenant), ("type", &b.task_type)] {
+        if let Some(v) = v {
+            check_name(field, v)?;
+        }
+    }
+    let limit = b.limit.unwrap_or(REPLAY_LIMIT_DEFAULT);
+    if limit == 0 || limit > orq::client::REPLAY_LIMIT_MAX {
+        return Err(ApiError::bad_request(format!(
+            "limit: must be from 1 to {}",
+            orq::client::REPLAY_LIMIT_MAX
+        )));
+    }
+    let r = s
+        .client
+        .replay_bulk(&queue, b.tenant.as_deref(), b.task_type.as_deref(), limit)
+        .await?;
+    Ok(Json(json!({"queue": queue, "replayed": r.replayed, "more": r.more})).into_response())
+}
+
+async fn purge_one(
+    State(s): State<AppState>,
+    Path(id): Path<String>,
+    q: Result<Query<ById>, QueryRejection>,
+) -> ApiResult {
+    let queue = by_id(q)?;
+    check_task_id(&id)?;
+    s.client.purge(queue.as_deref(), &id).await?;
+    Ok(Json(json!({"id": id, "purged": true})).into_response())
+}
+
+fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
+    let counts = |c: &std::collections::BTreeMap<Status, i64>| {
+        Status::ALL
+            .iter()
+            .map(|s| {
+                (
+                    s.as_str().to_string(),
+                    json!(c.get(s).copied().unwrap_or(0)),
+                )
+            })
+            .collect::<serde_json::Map<_, _>>()
+    };
+    json!({
+        "queue": st.queue,
+        "counts": counts(&st.counts),
+        "totals": st.totals,
+        "tenants": st.tenants.iter().map(|t| json!({
+            "tenant": t.tenant,
+            "weight": t.weight,
+            "counts": counts(&t.counts),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+async fn list_queues(State(s): State<AppState>) -> ApiResult {
+    let names = s.client.queues().await?;
+    let stats = futures_join(&s.client, &names).await?;
+    let queues: Vec<_> = stats.iter().map(stats_json).collect();
+    Ok(Json(json!({"queues": queues})).into_response())
+}
+
+async fn futures_join(
+    client: &Client,
+    names: &[String],
+) -> Result<Vec<orq::QueueStats>, orq::Error> {
+    let mut out = Vec::with_capacity(names.len());
+    let mut set = tokio::task::JoinSet::new();
+    for (i, n) in names.iter().enumerate() {
+        let c = client.clone();
+        let n = n.clone();
+        set.spawn(async move { (i, c.stats(&n).await) });
+    }
+    let mut slots: Vec<Option<orq::QueueStats>> = vec![None; names.len()];
+    while let Some(joined) = set.join_next().await {
+        let (i, r) = joined.map_err(|e| orq::Error::protocol("stats", e.to_string()))?;
+        slots[i] = Some(r?);
+    }
+    out.extend(slots.into_iter().flatten());
+    Ok(out)
+}
+
+async fn queue_stats(State(s): State<AppState>, Path(queue): Path<String>) -> ApiResult {
+    check_name("queue", &queue)?;
+    if !s.client.queues().await?.contains(&queue) {
+        return Err(ApiError::not_found(format!("no queue named {queue}")));
+    }
+    let st = s.client.stats(&queue).await?;
+    Ok(Json(stats_json(&st)).into_response())
+}

@@ -1,0 +1,288 @@
+//! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`.
+
+use crate::api::{app, AppState};
+use crate::handlers::{builtin, HttpAllow};
+use clap::{Args, Parser, Subcommand};
+use orq::keys::is_valid_name;
+use orq::{
+    Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, Worker,
+    WorkerConfig,
+};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// orq: a background task engine on Redis whose every state transition is a Lua script.
+#[derive(Debug, Parser)]
+#[command(
+    name = "orq",
+    version,
+    about = "orq: a background task engine on Redis whose every state transition is a Lua script"
+)]
+pub struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The roles `orq` can run.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP API, the scheduler and a worker pool in one process.
+    Serve(ServeArgs),
+    /// Run only the HTTP API.
+    Api(ApiArgs),
+    /// Run only a worker pool (built-in handlers: echo, sleep, fail, http).
+    Worker(WorkerArgs),
+    /// Run only the scheduler (promotes due tasks, reaps expired leases).
+    Scheduler(StoreArgs),
+}
+
+/// Where the state lives.
+#[derive(Debug, Args, Clone)]
+pub struct StoreArgs {
+    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer).
+    #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]
+    pub redis: Option<String>,
+    /// Queues to serve, comma-separated (default: every queue that has received a task).
+    #[arg(long, env = "ORQ_QUEUES", value_delimiter = ',', value_name = "Q,..")]
+    pub queues: Vec<String>,
+}
+
+/// HTTP API options.
+#[derive(Debug, Args, Clone)]
+pub struct ListenArgs {
+    /// Address to listen on.
+    #[arg(
+        long,
+        env = "ORQ_LISTEN",
+        default_value = "127.0.0.1:8080",
+        value_name = "ADDR"
+    )]
+    pub listen: String,
+}
+
+/// Options of the `http` handler (checked at submit time by the API too).
+#[derive(Debug, Args, Clone)]
+pub struct HttpArgs {
+    /// Allow the `http` handler to call URLs under PREFIX (repeatable; env: comma-separated).
+    #[arg(
+        long = "http-allow",
+        env = "ORQ_HTTP_ALLOW",
+        value_delimiter = ',',
+        value_name = "PREFIX"
+    )]
+    pub http_allow: Vec<String>,
+}
+
+/// Worker options.
+#[derive(Debug, Args, Clone)]
+pub struct PoolArgs {
+    /// Most tasks run at once.
+    #[arg(long, env = "ORQ_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+    /// Worker id recorded on leases (default: generated from the process id).
+    #[arg(long = "worker-id", env = "ORQ_WORKER_ID")]
+    pub worker_id: Option<String>,
+}
+
+/// `orq serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    listen: ListenArgs,
+    #[command(flatten)]
+    pool: PoolArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+/// `orq api`.
+#[derive(Debug, Args)]
+pub struct ApiArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    listen: ListenArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+/// `orq worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    pool: PoolArgs,
+    #[command(flatten)]
+    http: HttpArgs,
+}
+
+struct Runtime {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    entropy: Arc<Entropy>,
+    queues: Vec<String>,
+}
+
+async fn open_store(args: &StoreArgs, role: &str) -> Result<Runtime, String> {
+    for q in &args.queues {
+        if !is_valid_name(q) {
+            return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
+        }
+    }
+    let Some(url) = &args.redis else {
+        return Err(format!(
+            "orq {role} needs a Redis: pass --redis redis://127.0.0.1:6379/ (or set ORQ_REDIS_URL). \
+             The embedded store that needs nothing installed is not built yet."
+        ));
+    };
+    let store = RedisStore::open(url).map_err(|e| e.to_string())?;
+    match store.ping().await {
+        Ok(()) => {
+            if let Some(policy) = store.config_get("maxmemory-policy").await {
+                if policy != "noeviction" {
+                    tracing::warn!(%policy, "Redis maxmemory-policy may evict orq's keys; use noeviction");
+                }
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, %url, "Redis not reachable yet; will keep trying"),
+    }
+    Ok(Runtime {
+        store: Arc::new(store),
+        clock: Arc::new(SystemClock),
+        entropy: Arc::new(Entropy::from_os()),
+        queues: args.queues.clone(),
+    })
+}
+
+/// Cancelled on SIGINT or SIGTERM.
+fn shutdown_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("install the SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutting down");
+        t.cancel();
+    });
+    token
+}
+
+fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> {
+    if pool.concurrency == 0 || pool.concurrency > 10_000 {
+        return Err("--concurrency: must be 1..=10000".into());
+    }
+    let mut c = WorkerConfig {
+        queues: rt.queues.clone(),
+        concurrency: pool.concurrency,
+        ..WorkerConfig::default()
+    };
+    if let Some(id) = &pool.worker_id {
+        if !is_valid_name(id) {
+            return Err("--worker-id: must match [A-Za-z0-9._-]{1,64}".into());
+        }
+        c.id = id.clone();
+    }
+    Ok(c)
+}
+
+async fn serve_http(
+    rt: &Runtime,
+    listen: &ListenArgs,
+    http: &HttpArgs,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let state = AppState {
+        client: orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
+        clock: rt.clock.clone(),
+        allow: Arc::new(HttpAllow(http.http_allow.clone())),
+    };
+    let listener = tokio::net::TcpListener::bind(&listen.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", listen.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%addr, "API listening on http://{addr}/api/v1");
+    println!("orq API listening on http://{addr}/api/v1");
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
+pub async fn run(cli: Cli) -> Result<(), String> {
+    let shutdown = shutdown_signal();
+    match cli.command {
+        Command::Serve(a) => {
+            let rt = open_store(&a.store, "serve").await?;
+            let worker = Worker::new(
+                rt.store.clone(),
+                rt.clock.clone(),
+                rt.entropy.clone(),
+                builtin(HttpAllow(a.http.http_allow.clone())),
+                worker_config(&rt, &a.pool)?,
+            );
+            let scheduler = Scheduler::new(
+                rt.store.clone(),
+                rt.clock.clone(),
+                rt.entropy.clone(),
+                SchedulerConfig {
+                    queues: rt.queues.clone(),
+                    ..SchedulerConfig::default()
+                },
+            );
+            let (s1, s2) = (shutdown.clone(), shutdown.clone());
+            let w = tokio::spawn(async move { worker.run(s1).await });
+            let s = tokio::spawn(async move { scheduler.run(s2).await });
+            let r = serve_http(&rt, &a.listen, &a.http, shutdown.clone()).await;
+            shutdown.cancel();
+            let _ = tokio::join!(w, s);
+            r
+        }
+        Command::Api(a) => {
+            let rt = open_store(&a.store, "api").await?;
+            serve_http(&rt, &a.listen, &a.http, shutdown).await
+        }
+        Command::Worker(a) => {
+            let rt = open_store(&a.store, "worker").await?;
+            let worker = Worker::new(
+                rt.store.clone(),
+                rt.clock.clone(),
+                rt.entropy.clone(),
+                builtin(HttpAllow(a.http.http_allow.clone())),
+                worker_config(&rt, &a.pool)?,
+            );
+            println!("orq worker {} started", worker.id());
+            worker.run(shutdown).await;
+            Ok(())
+        }
+        Command::Scheduler(a) => {
+            let rt = open_store(&a, "scheduler").await?;
+            let scheduler = Scheduler::new(
+                rt.store.clone(),
+                rt.clock.clone(),
+                rt.entropy.clone(),
+                SchedulerConfig {
+                    queues: rt.queues.clone(),
+                    ..SchedulerConfig::default()
+                },
+            );
+            scheduler.run(shutdown).await;
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `ApiError`: the one error type of the HTTP API, answered as
+//! `{"error": {"code": "...", "message": "..."}}` with the matching status.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use orq::Error;
+
+/// An API error: HTTP status, a stable machine-readable code and a human message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable code: `bad_request`, `not_found`, `conflict`, `payload_too_large`,
+    /// `unprocessable`, `unavailable`, `internal`.
+    pub code: &'static str,
+    /// What went wrong, naming the field when there is one.
+    pub message: String,
+}
+
+impl ApiError {
+    /// 400 `bad_request`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+    /// 404 `not_found`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    /// 409 `conflict`.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+    /// 413 `payload_too_large`.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+    /// 422 `unprocessable`.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+    }
+    /// Any status and code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        match &e {
+            Error::Invalid { message, .. } => ApiError::bad_request(message.clone()),
+            Error::NotFound { id, .. } => ApiError::not_found(format!("no task with id {id}")),
+            Error::Conflict { op, status } => {
+                ApiError::conflict(format!("cannot {op} a task that is {status}"))
+            }
+            Error::Stale { .. } | Error::Cancelled { .. } => ApiError::conflict(e.to_string()),
+            Error::Unavailable { .. } => {
+                tracing::warn!(error = %e, "store unavailable");
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "unavailable",
+                    "the store is unavailable; retry later",
+                )
+            }
+            Error::Protocol { .. } => {
+                tracing::error!(error = %e, "unexpected store reply");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error",
+                )
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        (self.status, Json(body)).into_response()
+    }
+}

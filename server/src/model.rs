@@ -1,0 +1,317 @@
+//! The API's JSON shapes: request bodies (strict: unknown fields are rejected, errors name the
+//! field) and the task representation (times as RFC 3339 UTC with milliseconds).
+
+use crate::error::ApiError;
+use orq::task::{Backoff, Task, TaskSpec, DELAY_MS_MAX, PAYLOAD_MAX_BYTES};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+/// Parse a JSON body strictly. A syntax error, a wrong type, a missing or unknown field is a 400
+/// whose message names the field path (`backoff.jitter: invalid type ...`).
+pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.is_empty() {
+        return Err(ApiError::bad_request(
+            "request body: expected a JSON object",
+        ));
+    }
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path.is_empty() || path == "." || path == "?" {
+            ApiError::bad_request(format!("request body: {inner}"))
+        } else {
+            ApiError::bad_request(format!("{path}: {inner}"))
+        }
+    })
+}
+
+/// `backoff` of a submit body; every field optional (defaults: 1000 ms, ×2, 300000 ms, 0.2).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffBody {
+    /// First wait (ms).
+    pub initial_ms: Option<u64>,
+    /// Growth factor.
+    pub multiplier: Option<f64>,
+    /// Cap (ms).
+    pub max_ms: Option<u64>,
+    /// Jitter fraction 0..1.
+    pub jitter: Option<f64>,
+}
+
+/// The body of `POST /api/v1/tasks` (and each item of a batch). Only `payload` is required.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitBody {
+    /// Queue (default `default`).
+    pub queue: Option<String>,
+    /// Tenant (default `default`).
+    pub tenant: Option<String>,
+    /// Handler type (default `echo`).
+    #[serde(rename = "type")]
+    pub task_type: Option<String>,
+    /// Any JSON, stored byte for byte.
+    pub payload: Box<RawValue>,
+    /// 0..9 (default 0).
+    pub priority: Option<i64>,
+    /// Delay before the first run, ms (default 0; at most one year).
+    pub delay_ms: Option<i64>,
+    /// First run time, RFC 3339 (exclusive with `delay_ms`).
+    pub run_at: Option<String>,
+    /// Retries after the first attempt, 0..100 (default 3).
+    pub max_retries: Option<i64>,
+    /// Retry backoff.
+    pub backoff: Option<BackoffBody>,
+    /// Lease length ms, 1000..3600000 (default 30000).
+    pub lease_ms: Option<i64>,
+    /// Handler timeout ms (default none).
+    pub timeout_ms: Option<i64>,
+    /// Idempotency key, `[A-Za-z0-9._:-]{1,128}`.
+    pub idempotency_key: Option<String>,
+}
+
+/// The body of `POST /api/v1/tasks/batch`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    /// 1..=1000 submit bodies.
+    pub tasks: Vec<SubmitBody>,
+}
+
+/// The body of `POST /api/v1/dlq/replay`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkReplayBody {
+    /// Queue (default `default`).
+    pub queue: Option<String>,
+    /// Only this tenant's tasks.
+    pub tenant: Option<String>,
+    /// Only tasks of this type.
+    #[serde(rename = "type")]
+    pub task_type: Option<String>,
+    /// Most tasks to replay (default 1000, at most 10000).
+    pub limit: Option<u64>,
+}
+
+fn int_field(name: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Result<i64, ApiError> {
+    let v = v.unwrap_or(default);
+    if v < lo || v > hi {
+        return Err(ApiError::bad_request(format!(
+            "{name}: must be between {lo} and {hi}"
+        )));
+    }
+    Ok(v)
+}
+
+/// Milliseconds since the Unix epoch of an RFC 3339 time.
+pub fn parse_time_ms(field: &str, s: &str) -> Result<u64, ApiError> {
+    let t = OffsetDateTime::parse(s, &Rfc3339)
+        .map_err(|e| ApiError::bad_request(format!("{field}: not an RFC 3339 time: {e}")))?;
+    let ms = t.unix_timestamp_nanos() / 1_000_000;
+    u64::try_from(ms).map_err(|_| ApiError::bad_request(format!("{field}: before 1970")))
+}
+
+/// RFC 3339 UTC with milliseconds: `2026-11-29T08:00:00.123Z`.
+pub fn format_time_ms(ms: u64) -> String {
+    let t = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+    let fmt = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    t.format(&fmt).unwrap_or_default()
+}
+
+impl SubmitBody {
+    /// Check and convert to a spec. `now_ms` bounds `run_at` (at most a year ahead).
+    /// Errors: 400 naming the field; 413 when the payload exceeds 1 MiB.
+    pub fn into_spec(self, now_ms: u64) -> Result<TaskSpec, ApiError> {
+        let payload = self.payload.get();
+        if payload.len() > PAYLOAD_MAX_BYTES {
+            return Err(ApiError::too_large(format!(
+                "payload: {} bytes is more than the limit of {PAYLOAD_MAX_BYTES}",
+                payload.len()
+            )));
+        }
+        let mut spec = TaskSpec::new(payload.to_string());
+        if let Some(q) = self.queue {
+            spec.queue = q;
+        }
+        if let Some(t) = self.tenant {
+            spec.tenant = t;
+        }
+        if let Some(t) = self.task_type {
+            spec.task_type = t;
+        }
+        spec.priority = int_field("priority", self.priority, 0, 9, 0)? as u8;
+        spec.max_retries = int_field("max_retries", self.max_retries, 0, 100, 3)? as u32;
+        spec.lease_ms = int_field("lease_ms", self.lease_ms, 1_000, 3_600_000, 30_000)? as u64;
+        if let Some(t) = self.timeout_ms {
+            spec.timeout_ms = Some(int_field("timeout_ms", Some(t), 1, 86_400_000, 0)? as u64);
+        }
+        let max_delay = DELAY_MS_MAX as i64;
+        match (self.delay_ms, self.run_at) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::bad_request(
+                    "delay_ms, run_at: give one or the other",
+                ))
+            }
+            (Some(d), None) => {
+                spec.delay_ms = int_field("delay_ms", Some(d), 0, max_delay, 0)? as u64
+            }
+            (None, Some(s)) => {
+                let at = parse_time_ms("run_at", &s)?;
+                if at > now_ms + DELAY_MS_MAX {
+                    return Err(ApiError::bad_request("run_at: more than a year ahead"));
+                }
+                spec.run_at_ms = Some(at);
+            }
+            (None, None) => {}
+        }
+        if let Some(b) = self.backoff {
+            let d = Backoff::default();
+            spec.backoff = Backoff {
+                initial_ms: b.initial_ms.unwrap_or(d.initial_ms),
+                multiplier: b.multiplier.unwrap_or(d.multiplier),
+                max_ms: b.max_ms.unwrap_or(d.max_ms),
+                jitter: b.jitter.unwrap_or(d.jitter),
+            };
+        }
+        spec.idempotency_key = self.idempotency_key;
+        spec.validate().map_err(ApiError::bad_request)?;
+        Ok(spec)
+    }
+}
+
+/// A lease in task JSON.
+#[derive(Debug, Serialize)]
+pub struct LeaseJson {
+    /// Worker id.
+    pub worker: String,
+    /// Deadline, RFC 3339.
+    pub expires_at: String,
+    /// Fencing epoch.
+    pub epoch: u64,
+}
+
+/// A task as the API shows it. The lease token is not shown: only its holder knows it.
+#[derive(Debug, Serialize)]
+pub struct TaskJson {
+    /// ULID.
+    pub id: String,
+    /// Queue.
+    pub queue: String,
+    /// Tenant.
+    pub tenant: String,
+    /// Handler type.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// The payload, byte for byte as submitted.
+    pub payload: Box<RawValue>,
+    /// 0..9.
+    pub priority: u8,
+    /// Status name.
+    pub status: orq::Status,
+    /// Attempts started.
+    pub attempt: u32,
+    /// Retries allowed after the first attempt.
+    pub max_retries: u32,
+    /// When it became or becomes due.
+    pub run_at: String,
+    /// Submit time.
+    pub created_at: String,
+    /// Last transition.
+    pub updated_at: String,
+    /// When it completed, died or was cancelled.
+    pub finished_at: Option<String>,
+    /// The live lease, or null.
+    pub lease: Option<LeaseJson>,
+    /// The last attempt's error.
+    pub last_error: Option<String>,
+    /// The handler's result (JSON), or null.
+    pub result: Option<Box<RawValue>>,
+    /// Retry backoff.
+    pub backoff: Backoff,
+    /// Lease length ms.
+    pub lease_ms: u64,
+    /// Handler timeout ms.
+    pub timeout_ms: Option<u64>,
+    /// Idempotency key.
+    pub idempotency_key: Option<String>,
+    /// Times replayed from the DLQ.
+    pub replays: u32,
+    /// Attempt history lines: `<attempt> <time ms> <worker> <outcome> <error>`.
+    pub history: Vec<String>,
+}
+
+fn raw(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_string()).unwrap_or_else(|_| {
+        // Not JSON (foreign or corrupt state): show it as a JSON string rather than fail.
+        RawValue::from_string(serde_json::Value::String(json.to_string()).to_string())
+            .expect("a JSON string is valid JSON")
+    })
+}
+
+impl From<Task> for TaskJson {
+    fn from(t: Task) -> Self {
+        TaskJson {
+            payload: raw(&t.payload),
+            result: t.result.as_deref().map(raw),
+            lease: t.lease.map(|l| LeaseJson {
+                worker: l.worker,
+                expires_at: format_time_ms(l.expires_at_ms),
+                epoch: l.epoch,
+            }),
+            run_at: format_time_ms(t.run_at_ms),
+            created_at: format_time_ms(t.created_at_ms),
+            updated_at: format_time_ms(t.updated_at_ms),
+            finished_at: t.finished_at_ms.map(format_time_ms),
+            id: t.id,
+            queue: t.queue,
+            tenant: t.tenant,
+            task_type: t.task_type,
+            priority: t.priority,
+            status: t.status,
+            attempt: t.attempt,
+            max_retries: t.max_retries,
+            last_error: t.last_error,
+            backoff: t.backoff,
+            lease_ms: t.lease_ms,
+            timeout_ms: t.timeout_ms,
+            idempotency_key: t.idempotency_key,
+            replays: t.replays,
+            history: t.history,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_with_milliseconds_and_round_trip() {
+        assert_eq!(
+            format_time_ms(1_700_000_000_123),
+            "2023-11-14T22:13:20.123Z"
+        );
+        assert_eq!(
+            parse_time_ms("t", "2023-11-14T22:13:20.123Z").unwrap(),
+            1_700_000_000_123
+        );
+        assert!(parse_time_ms("t", "yesterday").is_err());
+    }
+
+    #[test]
+    fn body_errors_name_the_field() {
+        let e = parse_body::<SubmitBody>(br#"{"payload":1,"backoff":{"jitter":"x"}}"#).unwrap_err();
+        assert!(e.message.starts_with("backoff.jitter"), "{}", e.message);
+        let e = parse_body::<SubmitBody>(br#"{"payload":1,"colour":"red"}"#).unwrap_err();
+        assert!(e.message.contains("colour"), "{}", e.message);
+        let e = parse_body::<SubmitBody>(br#"{"queue":"q"}"#).unwrap_err();
+        assert!(e.message.contains("payload"), "{}", e.message);
+    }
+}

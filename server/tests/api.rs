@@ -1,0 +1,502 @@
+//! The HTTP API end to end through the router, on a private Redis: the happy paths with real
+//! workers, and every kind of bad input the issue names (each must be a typed 4xx, never a 500).
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{code, message, TestApp};
+use serde_json::{json, Value};
+
+const POST: Method = Method::POST;
+const GET: Method = Method::GET;
+
+async fn submit(app: &TestApp, body: Value) -> Value {
+    let (status, t) = app
+        .call(POST, "/api/v1/tasks", Some(&body.to_string()))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{t}");
+    t
+}
+
+fn id(t: &Value) -> String {
+    t["id"].as_str().expect("task id").to_string()
+}
+
+// Goal: a submitted echo task runs on a worker and completes with its payload as result, and
+// the task JSON has the documented fields and formats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_task_completes_with_its_result() {
+    let app = TestApp::start(true, vec![]).await;
+    let t = submit(&app, json!({"payload": {"hello": "world", "n": [1, 2.5]}})).await;
+    for field in [
+        "id",
+        "queue",
+        "tenant",
+        "type",
+        "payload",
+        "priority",
+        "status",
+        "attempt",
+        "max_retries",
+        "run_at",
+        "created_at",
+        "updated_at",
+        "lease",
+        "last_error",
+        "result",
+    ] {
+        assert!(t.get(field).is_some(), "task JSON lacks {field}: {t}");
+    }
+    assert_eq!(t["queue"], "default");
+    assert_eq!(t["tenant"], "default");
+    assert_eq!(t["type"], "echo");
+    assert_eq!(t["status"], "queued");
+    let created = t["created_at"].as_str().unwrap();
+    assert!(
+        created.ends_with('Z') && created.len() == 24,
+        "RFC 3339 with ms: {created}"
+    );
+    let done = app
+        .wait_task(&id(&t), "completed", |t| t["status"] == "completed")
+        .await;
+    assert_eq!(done["result"], json!({"hello": "world", "n": [1, 2.5]}));
+    assert_eq!(done["attempt"], 1);
+    assert!(done["lease"].is_null());
+}
+
+// Goal: the idempotency key returns the first task (200) instead of creating a second (201).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_key_returns_the_existing_task() {
+    let app = TestApp::start(false, vec![]).await;
+    let body = json!({"payload": 1, "idempotency_key": "order-42"}).to_string();
+    let (s1, t1) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+    let (s2, t2) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+    assert_eq!(s1, StatusCode::CREATED);
+    assert_eq!(s2, StatusCode::OK);
+    assert_eq!(t1["id"], t2["id"]);
+    assert_eq!(t2["idempotency_key"], "order-42");
+}
+
+// Goal: a batch is stored in one call and returned in order; one bad item rejects the whole
+// batch and stores nothing; more than 1000 items is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_submit_is_all_or_nothing() {
+    let app = TestApp::start(false, vec![]).await;
+    let body = json!({"tasks": [
+        {"payload": 1, "priority": 1},
+        {"payload": 2, "tenant": "acme"},
+        {"payload": 3, "delay_ms": 60000},
+    ]});
+    let (s, r) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&body.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let tasks = r["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3);
+    assert_eq!(tasks[0]["payload"], 1);
+    assert_eq!(tasks[1]["tenant"], "acme");
+    assert_eq!(tasks[2]["status"], "scheduled");
+
+    let bad = json!({"tasks": [{"payload": 4}, {"payload": 5, "priority": 12}]});
+    let (s, e) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&bad.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(message(&e).starts_with("tasks[1].priority"), "{e}");
+    let (_, page) = app.call(GET, "/api/v1/tasks?limit=100", None).await;
+    assert_eq!(
+        page["tasks"].as_array().unwrap().len(),
+        3,
+        "nothing of the bad batch stored"
+    );
+
+    let many: Vec<Value> = (0..1001).map(|i| json!({"payload": i})).collect();
+    let (s, e) = app
+        .call(
+            POST,
+            "/api/v1/tasks/batch",
+            Some(&json!({"tasks": many}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let (s, _) = app
+        .call(POST, "/api/v1/tasks/batch", Some(r#"{"tasks": []}"#))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+// Goal: a failing task lands in the DLQ with its error, is listed there, is replayed and then
+// completes; a dead task can be purged, after which it is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_task_is_listed_replayed_and_purged() {
+    let app = TestApp::start(true, vec![]).await;
+    let t = submit(
+        &app,
+        json!({"type": "fail", "payload": {"times": 1}, "max_retries": 0}),
+    )
+    .await;
+    let dead = app
+        .wait_task(&id(&t), "dead", |t| t["status"] == "dead")
+        .await;
+    assert_eq!(dead["attempt"], 1);
+    assert!(dead["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("planned failure"));
+    let (s, dlq) = app.call(GET, "/api/v1/dlq", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(dlq["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["id"] == t["id"]));
+
+    let (s, r) = app
+        .call(POST, &format!("/api/v1/dlq/{}/replay", id(&t)), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["replays"], 1);
+    let done = app
+        .wait_task(&id(&t), "completed", |t| t["status"] == "completed")
+        .await;
+    assert_eq!(
+        done["history"].as_array().unwrap().len(),
+        1,
+        "history kept: {done}"
+    );
+
+    // Replay of a task that is not dead is a conflict.
+    let (s, _) = app
+        .call(POST, &format!("/api/v1/dlq/{}/replay", id(&t)), None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+
+    let p = submit(
+        &app,
+        json!({"type": "fail", "payload": {"permanent": true}}),
+    )
+    .await;
+    app.wait_task(&id(&p), "dead", |t| t["status"] == "dead")
+        .await;
+    let (s, _) = app
+        .call(Method::DELETE, &format!("/api/v1/dlq/{}", id(&p)), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, e) = app
+        .call(GET, &format!("/api/v1/tasks/{}", id(&p)), None)
+        .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(code(&e), "not_found");
+    // Purging a task that is not dead is refused.
+    let (s, _) = app
+        .call(Method::DELETE, &format!("/api/v1/dlq/{}", id(&t)), None)
+        .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+}
+
+// Goal: bulk replay puts back the dead tasks that match its filter, bounded by its limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_replay_filters_by_tenant_and_is_bounded() {
+    let app = TestApp::start(true, vec![]).await;
+    let mut ids = Vec::new();
+    for tenant in ["a", "a", "a", "b"] {
+        let t = submit(
+            &app,
+            json!({"type": "fail", "tenant": tenant, "payload": {"times": 1},
+            "max_retries": 0}),
+        )
+        .await;
+        ids.push(id(&t));
+    }
+    for i in &ids {
+        app.wait_task(i, "dead", |t| t["status"] == "dead").await;
+    }
+    let (s, r) = app
+        .call(
+            POST,
+            "/api/v1/dlq/replay",
+            Some(r#"{"tenant": "a", "limit": 2}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["replayed"], 2);
+    assert_eq!(r["more"], true);
+    let (_, r) = app
+        .call(POST, "/api/v1/dlq/replay", Some(r#"{"tenant": "a"}"#))
+        .await;
+    assert_eq!(r["replayed"], 1);
+    let (_, dlq) = app.call(GET, "/api/v1/dlq?tenant=b", None).await;
+    assert_eq!(
+        dlq["tasks"].as_array().unwrap().len(),
+        1,
+        "tenant b untouched"
+    );
+    let (s, _) = app
+        .call(POST, "/api/v1/dlq/replay", Some(r#"{"limit": 0}"#))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+// Goal: cancel works on queued and scheduled tasks, is idempotent, and a finished task answers 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_queued_scheduled_and_finished_tasks() {
+    let app = TestApp::start(false, vec![]).await;
+    let q = submit(&app, json!({"payload": 1})).await;
+    let s = submit(&app, json!({"payload": 2, "delay_ms": 60000})).await;
+    for t in [&q, &s] {
+        let (st, c) = app
+            .call(POST, &format!("/api/v1/tasks/{}/cancel", id(t)), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "{c}");
+        assert_eq!(c["status"], "cancelled");
+        let (st, c) = app
+            .call(POST, &format!("/api/v1/tasks/{}/cancel", id(t)), None)
+            .await;
+        assert_eq!(st, StatusCode::OK, "cancelling twice is not an error: {c}");
+    }
+    // Complete one with a worker, then cancel it: 409.
+    let app2 = TestApp::start(true, vec![]).await;
+    let t = {
+        let (st, t) = app2
+            .call(POST, "/api/v1/tasks", Some(r#"{"payload": 3}"#))
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        t
+    };
+    app2.wait_task(&id(&t), "completed", |t| t["status"] == "completed")
+        .await;
+    let (st, e) = app2
+        .call(POST, &format!("/api/v1/tasks/{}/cancel", id(&t)), None)
+        .await;
+    assert_eq!(st, StatusCode::CONFLICT, "{e}");
+    assert_eq!(code(&e), "conflict");
+}
+
+// Goal: listing pages through a status with a cursor, each task exactly once; queue stats count
+// per status and per tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_pages_and_queue_stats() {
+    let app = TestApp::start(false, vec![]).await;
+    let tasks: Vec<Value> = (0..25)
+        .map(|i| json!({"payload": i, "tenant": if i % 2 == 0 { "even" } else { "odd" }}))
+        .collect();
+    let (s, _) = app
+        .call(
+            POST,
+            "/api/v1/tasks/batch",
+            Some(&json!({"tasks": tasks}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let mut seen = std::collections::HashSet::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let uri = format!("/api/v1/tasks?status=queued&limit=7&cursor={cursor}");
+        let (s, page) = app.call(GET, &uri, None).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        for t in page["tasks"].as_array().unwrap() {
+            assert!(
+                seen.insert(t["id"].as_str().unwrap().to_string()),
+                "duplicate {t}"
+            );
+        }
+        pages += 1;
+        assert!(pages < 20, "paging does not end");
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = c.to_string(),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 25);
+    let (_, odd) = app
+        .call(GET, "/api/v1/tasks?tenant=odd&limit=100", None)
+        .await;
+    assert_eq!(odd["tasks"].as_array().unwrap().len(), 12);
+
+    let (s, st) = app.call(GET, "/api/v1/queues/default", None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(st["counts"]["queued"], 25);
+    let tenants = st["tenants"].as_array().unwrap();
+    assert_eq!(tenants.len(), 2);
+    assert_eq!(tenants[0]["tenant"], "even");
+    assert_eq!(tenants[0]["counts"]["queued"], 13);
+    let (_, all) = app.call(GET, "/api/v1/queues", None).await;
+    assert_eq!(all["queues"][0]["queue"], "default");
+}
+
+// Goal: health and readiness answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_readiness() {
+    let app = TestApp::start(false, vec![]).await;
+    let (s, _) = app.call(GET, "/api/v1/healthz", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, r) = app.call(GET, "/api/v1/readyz", None).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+}
+
+// Goal: every bad input the issue names gets its typed 4xx with a message naming the field, and
+// never a 500 (the fixture asserts no 5xx on every call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inputs_get_typed_errors() {
+    let app = TestApp::start(false, vec!["http://127.0.0.1:9/".into()]).await;
+    let cases: Vec<(&str, u16, &str)> = vec![
+        (r#"{"payload": 1"#, 400, "request body"),
+        ("", 400, "request body"),
+        ("[]", 400, "request body"),
+        ("not json", 400, "request body"),
+        (r#"{"queue": "q"}"#, 400, "payload"),
+        (r#"{"payload": 1, "colour": "red"}"#, 400, "colour"),
+        (r#"{"payload": 1, "priority": 10}"#, 400, "priority"),
+        (r#"{"payload": 1, "priority": -1}"#, 400, "priority"),
+        (r#"{"payload": 1, "priority": 1.5}"#, 400, "priority"),
+        (r#"{"payload": 1, "priority": "high"}"#, 400, "priority"),
+        (r#"{"payload": 1, "max_retries": 101}"#, 400, "max_retries"),
+        (r#"{"payload": 1, "lease_ms": 999}"#, 400, "lease_ms"),
+        (r#"{"payload": 1, "lease_ms": 3600001}"#, 400, "lease_ms"),
+        (
+            r#"{"payload": 1, "delay_ms": 40000000000}"#,
+            400,
+            "delay_ms",
+        ),
+        (
+            r#"{"payload": 1, "delay_ms": 99999999999999999999999}"#,
+            400,
+            "delay_ms",
+        ),
+        (r#"{"payload": 1, "run_at": "tomorrow"}"#, 400, "run_at"),
+        (
+            r#"{"payload": 1, "run_at": "2999-01-01T00:00:00Z"}"#,
+            400,
+            "run_at",
+        ),
+        (
+            r#"{"payload": 1, "delay_ms": 5, "run_at": "2020-01-01T00:00:00Z"}"#,
+            400,
+            "delay_ms",
+        ),
+        (r#"{"payload": 1, "timeout_ms": 0}"#, 400, "timeout_ms"),
+        (r#"{"payload": 1, "queue": "a b"}"#, 400, "queue"),
+        (r#"{"payload": 1, "queue": "{x}"}"#, 400, "queue"),
+        (r#"{"payload": 1, "queue": ""}"#, 400, "queue"),
+        (r#"{"payload": 1, "tenant": "a:b"}"#, 400, "tenant"),
+        (r#"{"payload": 1, "type": "x*"}"#, 400, "type"),
+        (
+            r#"{"payload": 1, "idempotency_key": "{k}"}"#,
+            400,
+            "idempotency_key",
+        ),
+        (
+            r#"{"payload": 1, "backoff": {"jitter": 2}}"#,
+            400,
+            "backoff.jitter",
+        ),
+        (
+            r#"{"payload": 1, "backoff": {"multiplier": 0.5}}"#,
+            400,
+            "backoff.multiplier",
+        ),
+        (r#"{"payload": 1, "backoff": {"speed": 1}}"#, 400, "speed"),
+        (
+            r#"{"type": "http", "payload": {"url": "http://10.1.1.1/x"}}"#,
+            422,
+            "payload.url",
+        ),
+        (
+            r#"{"type": "http", "payload": {"url": "http://127.0.0.1:9/x", "method": "GET"}}"#,
+            422,
+            "method",
+        ),
+        (
+            r#"{"type": "sleep", "payload": {"ms": "long"}}"#,
+            422,
+            "sleep",
+        ),
+    ];
+    for (body, want, mentions) in cases {
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(body)).await;
+        assert_eq!(s.as_u16(), want, "{body} -> {e}");
+        assert!(
+            message(&e).contains(mentions),
+            "{body}: message {:?} should mention {mentions}",
+            message(&e)
+        );
+        assert!(!code(&e).is_empty(), "{body}: typed error body: {e}");
+    }
+    // An allowed http task is accepted.
+    let (s, _) = app
+        .call(
+            POST,
+            "/api/v1/tasks",
+            Some(r#"{"type": "http", "payload": {"url": "http://127.0.0.1:9/x"}}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    // Payload just over 1 MiB: 413. Body over the route limit: 413.
+    let big = format!(r#"{{"payload": "{}"}}"#, "x".repeat(1 << 20));
+    let (s, e) = app.call(POST, "/api/v1/tasks", Some(&big)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    assert_eq!(code(&e), "payload_too_large");
+    let huge = vec![b' '; (16 << 20) + 1];
+    let (s, _) = app
+        .call_bytes(POST, "/api/v1/tasks/batch", Some(huge))
+        .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Invalid UTF-8.
+    let (s, _) = app
+        .call_bytes(
+            POST,
+            "/api/v1/tasks",
+            Some(b"{\"payload\": \"\xff\"}".to_vec()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // Unknown ids: 404, whether well-formed or not.
+    for path in [
+        "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV",
+        "/api/v1/tasks/nope",
+        "/api/v1/tasks/..%2F..%2Fetc",
+    ] {
+        let (s, e) = app.call(GET, path, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{path}: {e}");
+    }
+    for (m, path) in [
+        (POST, "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel"),
+        (POST, "/api/v1/dlq/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay"),
+        (Method::DELETE, "/api/v1/dlq/01ARZ3NDEKTSV4RRFFQ69G5FAV"),
+    ] {
+        let (s, _) = app.call(m, path, None).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{path}");
+    }
+    // Query parameters.
+    for (path, mentions) in [
+        ("/api/v1/tasks?status=lost", "status"),
+        ("/api/v1/tasks?limit=0", "limit"),
+        ("/api/v1/tasks?limit=abc", "limit"),
+        ("/api/v1/tasks?limit=1001", "limit"),
+        ("/api/v1/tasks?cursor=zzz", "cursor"),
+        ("/api/v1/tasks?cursor=9:0:0", "cursor"),
+        ("/api/v1/tasks?queue=%7Bq%7D", "queue"),
+        ("/api/v1/tasks?sort=asc", "sort"),
+        (
+            "/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV?queue=a%20b",
+            "queue",
+        ),
+        ("/api/v1/dlq?status=queued", "status"),
+        ("/api/v1/queues/a%20b", "queue"),
+    ] {
+        let (s, e) = app.call(GET, path, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {e}");
+        assert!(message(&e).contains(mentions), "{path}: {e}");
+    }
+    let (s, _) = app.call(GET, "/api/v1/queues/never-used", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, e) = app.call(Method::PUT, "/api/v1/tasks", None).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{e}");
+    assert_eq!(code(&e), "method_not_allowed");
+    let (s, e) = app.call(GET, "/api/v2/whatever", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert_eq!(code(&e), "not_found");
+}

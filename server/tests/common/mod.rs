@@ -1,0 +1,144 @@
+//! Fixtures shared by the server's tests: a router over a private Redis, with an optional
+//! in-process worker pool and scheduler running the built-in handlers.
+#![allow(dead_code)]
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use orq::testing::RedisServer;
+use orq::{
+    Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, Worker, WorkerConfig,
+};
+use orq_server::handlers::{builtin, HttpAllow};
+use orq_server::{app, AppState};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+/// How long tests wait for a condition before failing (generous: CI machines are loaded).
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct TestApp {
+    pub redis: RedisServer,
+    pub router: axum::Router,
+    pub store: Arc<dyn Store>,
+    pub client: orq::Client,
+    stop: CancellationToken,
+}
+
+impl TestApp {
+    /// A router over a fresh Redis; with `workers`, a pool (concurrency 4) and a scheduler run
+    /// in the background until the fixture is dropped. `allow` is the http allow-list.
+    pub async fn start(workers: bool, allow: Vec<String>) -> TestApp {
+        let redis = RedisServer::start();
+        let store: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url()).await.unwrap());
+        let clock = Arc::new(SystemClock);
+        let entropy = Arc::new(Entropy::from_os());
+        let client = orq::Client::new(store.clone(), clock.clone(), entropy.clone());
+        let stop = CancellationToken::new();
+        if workers {
+            let w = Worker::new(
+                store.clone(),
+                clock.clone(),
+                entropy.clone(),
+                builtin(HttpAllow(allow.clone())),
+                WorkerConfig {
+                    concurrency: 4,
+                    idle_poll_ms: 20,
+                    shutdown_grace_ms: 100,
+                    ..WorkerConfig::default()
+                },
+            );
+            let s = Scheduler::new(
+                store.clone(),
+                clock.clone(),
+                entropy.clone(),
+                SchedulerConfig {
+                    interval_ms: 50,
+                    ..SchedulerConfig::default()
+                },
+            );
+            let (t1, t2) = (stop.clone(), stop.clone());
+            tokio::spawn(async move { w.run(t1).await });
+            tokio::spawn(async move { s.run(t2).await });
+        }
+        let router = app(AppState {
+            client: client.clone(),
+            clock,
+            allow: Arc::new(HttpAllow(allow)),
+        });
+        TestApp {
+            redis,
+            router,
+            store,
+            client,
+            stop,
+        }
+    }
+
+    /// Send one request; returns the status and the JSON body (Null when empty or not JSON).
+    pub async fn call(&self, method: Method, uri: &str, body: Option<&str>) -> (StatusCode, Value) {
+        self.call_bytes(method, uri, body.map(|b| b.as_bytes().to_vec()))
+            .await
+    }
+
+    pub async fn call_bytes(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Vec<u8>>,
+    ) -> (StatusCode, Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json")
+            .body(body.map(Body::from).unwrap_or_else(Body::empty))
+            .unwrap();
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert!(
+            status.as_u16() < 500 || status.as_u16() == 503,
+            "{uri} answered {status}: {json}"
+        );
+        (status, json)
+    }
+
+    /// Poll `GET /tasks/{id}` until `pred` holds, or panic after [`WAIT`].
+    pub async fn wait_task(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let (status, t) = self
+                .call(Method::GET, &format!("/api/v1/tasks/{id}"), None)
+                .await;
+            assert_eq!(status, StatusCode::OK, "{t}");
+            if pred(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "task {id} never became {what}: {t}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// The error code of an error body.
+pub fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+/// The error message of an error body.
+pub fn message(v: &Value) -> &str {
+    v["error"]["message"].as_str().unwrap_or("")
+}

@@ -1,0 +1,147 @@
+//! Multi-process: `orq api` and two `orq worker` processes against one private Redis. One worker
+//! is killed with SIGKILL while it runs a task; the task must complete on the other one.
+
+use orq::testing::RedisServer;
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args(args)
+            .env("ORQ_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn orq");
+        Proc(Some(child))
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// Goal: crash recovery across processes. Method: the API and two workers run as real `orq`
+// processes; a `sleep` task with a 1 s lease starts on one worker, which we SIGKILL; after the
+// lease expires the other worker's lease call reaps it and runs attempt 2 to completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_workers_task_completes_on_the_other_worker() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _api = Proc::spawn(&["api", "--redis", &url, "--listen", &listen]);
+    let mut workers = [
+        Proc::spawn(&[
+            "worker",
+            "--redis",
+            &url,
+            "--concurrency",
+            "2",
+            "--worker-id",
+            "w-a",
+        ]),
+        Proc::spawn(&[
+            "worker",
+            "--redis",
+            &url,
+            "--concurrency",
+            "2",
+            "--worker-id",
+            "w-b",
+        ]),
+    ];
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_for("the API", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+
+    let body = json!({"type": "sleep", "payload": {"ms": 3000}, "lease_ms": 1000, "max_retries": 3,
+        "backoff": {"initial_ms": 10, "jitter": 0}});
+    let r = http
+        .post(format!("{base}/tasks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let task: Value = r.json().await.unwrap();
+    let id = task["id"].as_str().unwrap().to_string();
+    let get = |id: String| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
+            r.json::<Value>().await.ok()
+        }
+    };
+
+    let leased = wait_for("the task to be leased", async || {
+        let t = get(id.clone()).await?;
+        (t["status"] == "leased").then_some(t)
+    })
+    .await;
+    let first = leased["lease"]["worker"].as_str().unwrap().to_string();
+    let (victim, survivor) = if first == "w-a" {
+        (0, "w-b")
+    } else {
+        (1, "w-a")
+    };
+    workers[victim].kill();
+
+    let mut saw_survivor = false;
+    let done = wait_for("the task to complete", async || {
+        let t = get(id.clone()).await?;
+        if t["lease"]["worker"] == survivor {
+            saw_survivor = true;
+        }
+        (t["status"] == "completed").then_some(t)
+    })
+    .await;
+    assert_eq!(done["attempt"], 2, "the lost attempt counts: {done}");
+    assert_eq!(done["result"], json!({"slept_ms": 3000}));
+    let history = done["history"].as_array().unwrap();
+    assert_eq!(history.len(), 1, "{done}");
+    let line = history[0].as_str().unwrap();
+    assert!(line.contains(&first) && line.contains("expired"), "{line}");
+    assert!(saw_survivor, "attempt 2 ran on {survivor}");
+}
