@@ -161,10 +161,12 @@ impl Client {
         &self.store
     }
 
-    /// Record `queue` in the queue registry (once per process per queue).
-    async fn register_queue(&self, queue: &str) -> Result<()> {
-        if self.registered.lock().unwrap().contains(queue) {
-            return Ok(());
+    /// Record `queue` in the queue registry: once per process per queue, or again when `force`
+    /// (the store said the queue is new to it, so it lost its data since our last record).
+    /// Returns whether a record was sent.
+    async fn register_queue(&self, queue: &str, force: bool) -> Result<bool> {
+        if !force && self.registered.lock().unwrap().contains(queue) {
+            return Ok(false);
         }
         self.store
             .eval(
@@ -178,7 +180,7 @@ impl Client {
                 message: e.0,
             })?;
         self.registered.lock().unwrap().insert(queue.to_string());
-        Ok(())
+        Ok(true)
     }
 
     /// Every queue that ever received a task, sorted by name.
@@ -236,7 +238,7 @@ impl Client {
         }
         let mut out: Vec<Option<Submitted>> = vec![None; specs.len()];
         for (queue, positions) in groups {
-            self.register_queue(queue).await?;
+            let registered_now = self.register_queue(queue, false).await?;
             let mut args = Vec::with_capacity(2 + positions.len() * 16);
             args.push(arg(queue));
             args.push(arg(positions.len()));
@@ -277,6 +279,12 @@ impl Client {
                 let created = int_at(op, pair, 0)? == 1;
                 let task = decode::task(op, array_at(op, pair, 1)?)?;
                 out[i] = Some(Submitted { task, created });
+            }
+            // The queue is new to the store although this client recorded it before: the store
+            // lost its data (a Redis restart without persistence), registry included. Record it
+            // again, or workers serving every known queue would never see these tasks.
+            if int_at(op, it, 2)? == 1 && !registered_now {
+                self.register_queue(queue, true).await?;
             }
         }
         Ok(out.into_iter().flatten().collect())

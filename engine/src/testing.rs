@@ -1,7 +1,7 @@
 //! Test fixtures (feature `testing`): a private `redis-server` per test, on a free port, stopped
 //! when dropped. Never touches a Redis the test did not start.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -35,6 +35,40 @@ fn pings(port: u16) -> bool {
     s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
 }
 
+/// Whether the server answering on `port` is the process `pid`. PING alone is not enough: when
+/// two fixtures draw the same free port, the loser's server exits, and until it does its PING
+/// would be answered by the winner's server, so two tests would share one Redis.
+fn answers_as(port: u16, pid: u32) -> bool {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    if s.write_all(b"INFO server\r\n").is_err() {
+        return false;
+    }
+    // The reply is one bulk string: `$<len>\r\n<len bytes>\r\n`.
+    let mut reader = BufReader::new(s);
+    let mut head = String::new();
+    if reader.read_line(&mut head).is_err() {
+        return false;
+    }
+    let Some(len) = head
+        .trim_end()
+        .strip_prefix('$')
+        .and_then(|n| n.parse::<usize>().ok())
+    else {
+        return false;
+    };
+    let mut body = vec![0u8; len];
+    if reader.read_exact(&mut body).is_err() {
+        return false;
+    }
+    let want = format!("process_id:{pid}");
+    String::from_utf8_lossy(&body)
+        .lines()
+        .any(|l| l.trim_end() == want)
+}
+
 impl RedisServer {
     /// Start a server. Panics (failing the test) when `redis-server` is missing or never answers.
     pub fn start() -> Self {
@@ -64,7 +98,7 @@ impl RedisServer {
             };
             let deadline = Instant::now() + START_TIMEOUT;
             while Instant::now() < deadline {
-                if pings(port) {
+                if pings(port) && answers_as(port, child.id()) {
                     return RedisServer {
                         child: Some(child),
                         port,
@@ -117,9 +151,10 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("restart redis-server");
+        let pid = child.id();
         self.child = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
-        while !pings(port) {
+        while !(pings(port) && answers_as(port, pid)) {
             assert!(
                 Instant::now() < deadline,
                 "restarted redis-server never answered"

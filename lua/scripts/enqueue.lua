@@ -35,9 +35,12 @@
 --     idem         string   idempotency key (validated by the caller), or '' for none
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms
 --
--- Returns: {now_ms, {item, ...}} with one item per task, in order: {created, fields} where
+-- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {created, fields} where
 --   created is 1 for a new task and 0 when an idempotency key (or the id) matched an existing
---   task, and fields is the task hash as a flat name/value array (HGETALL).
+--   task, and fields is the task hash as a flat name/value array (HGETALL); fresh is 1 when the
+--   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
+--   or the first since the store lost its data, so the caller records the queue in the registry
+--   orq:queues again), else 0.
 -- Errors: INVALID <message> (nothing written).
 -- Emits: queued or scheduled, one per new task.
 
@@ -96,6 +99,13 @@ for i = 1, n do
   items[i] = it
 end
 
+-- Every task this store ever created wrote the stats hash (total:enqueued), so its absence marks
+-- a queue new to this store.
+local fresh = 0
+if redis.call('EXISTS', K_STATS) == 0 then
+  fresh = 1
+end
+
 local out = {}
 for i = 1, n do
   local it = items[i]
@@ -141,4 +151,4 @@ for i = 1, n do
     out[i] = {1, redis.call('HGETALL', key)}
   end
 end
-return {now, out}
+return {now, out, fresh}

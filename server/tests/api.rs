@@ -500,3 +500,57 @@ async fn bad_inputs_get_typed_errors() {
     assert_eq!(s, StatusCode::NOT_FOUND);
     assert_eq!(code(&e), "not_found");
 }
+
+// Goal: the http handler succeeds on 2xx with status and body as result, retries 5xx, and sends
+// other 4xx and redirects straight to the DLQ. Method: a local axum server answers by path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_handler_outcomes_follow_the_status() {
+    use axum::routing::post;
+    let hook = axum::Router::new()
+        .route(
+            "/ok",
+            post(|body: String| async move { (StatusCode::OK, format!("got {body}")) }),
+        )
+        .route(
+            "/boom",
+            post(|| async { StatusCode::INTERNAL_SERVER_ERROR }),
+        )
+        .route("/gone", post(|| async { StatusCode::NOT_FOUND }))
+        .route(
+            "/moved",
+            post(|| async { (StatusCode::FOUND, [("location", "http://10.9.9.9/")]) }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, hook).await });
+    let prefix = format!("http://{addr}/");
+    let app = TestApp::start(true, vec![prefix.clone()]).await;
+    let task = |path: &str| {
+        json!({"type": "http", "max_retries": 1, "backoff": {"initial_ms": 10, "jitter": 0},
+            "payload": {"url": format!("{prefix}{path}"), "body": {"k": 1}}})
+    };
+    let ok = submit(&app, task("ok")).await;
+    let boom = submit(&app, task("boom")).await;
+    let gone = submit(&app, task("gone")).await;
+    let moved = submit(&app, task("moved")).await;
+    let t = app
+        .wait_task(&id(&ok), "completed", |t| t["status"] == "completed")
+        .await;
+    assert_eq!(
+        t["result"],
+        json!({"status": 200, "body": r#"got {"k":1}"#})
+    );
+    let t = app
+        .wait_task(&id(&boom), "dead", |t| t["status"] == "dead")
+        .await;
+    assert_eq!(t["attempt"], 2, "5xx is retried: {t}");
+    let t = app
+        .wait_task(&id(&gone), "dead", |t| t["status"] == "dead")
+        .await;
+    assert_eq!(t["attempt"], 1, "404 is permanent: {t}");
+    let t = app
+        .wait_task(&id(&moved), "dead", |t| t["status"] == "dead")
+        .await;
+    assert_eq!(t["attempt"], 1, "redirects are not followed: {t}");
+    assert!(t["last_error"].as_str().unwrap().contains("redirect"));
+}

@@ -1,0 +1,296 @@
+//! A task's life on a real Redis: submit, run, complete; delays, priorities, FIFO order, batch
+//! submit and idempotency keys.
+
+mod common;
+
+use common::{spec, Echo, Env};
+use orq::ops;
+use orq::{Handlers, ListQuery, Status};
+use std::collections::HashSet;
+
+// Goal: a submitted task is leased by a worker, its handler runs once, and the task ends
+// `completed` with the handler's result stored.
+// Method: an echo handler returns the payload; a worker serves the queue; poll until completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submitted_task_completes_with_the_handlers_result() {
+    let env = Env::start().await;
+    let echo = Echo::default();
+    let worker = env.worker(
+        "w-1",
+        "q",
+        Handlers::new().register("echo", echo.clone()),
+        |_| {},
+    );
+
+    let payload = r#"{"hello":"world","n":[1,2,3]}"#;
+    let sub = env.client.submit(spec("q", "echo", payload)).await.unwrap();
+    assert!(sub.created);
+    assert_eq!(sub.task.status, Status::Queued);
+    assert_eq!(sub.task.attempt, 0);
+
+    let done = env.wait_status("q", &sub.task.id, Status::Completed).await;
+    let result: serde_json::Value = serde_json::from_str(done.result.as_deref().unwrap()).unwrap();
+    let expected: serde_json::Value = serde_json::from_str(payload).unwrap();
+    assert_eq!(result, expected);
+    assert_eq!(done.attempt, 1);
+    assert!(done.lease.is_none());
+    assert!(done.finished_at_ms.is_some_and(|f| f >= done.created_at_ms));
+    assert!(done.last_error.is_none());
+
+    let runs = echo.runs.of(&sub.task.id);
+    assert_eq!(runs.len(), 1);
+    assert_eq!((runs[0].attempt, runs[0].epoch), (1, 1));
+    assert_eq!(runs[0].worker, "w-1");
+
+    let stats = env.stats("q").await;
+    assert_eq!(stats.counts[&Status::Completed], 1);
+    assert_eq!(stats.counts[&Status::Queued], 0);
+    assert_eq!(stats.totals["completed"], 1);
+    assert_eq!(stats.totals["enqueued"], 1);
+    worker.stop().await;
+}
+
+// Goal: a delayed task is never leased before its run_at by the store's clock, and is leased
+// once it falls due.
+// Method: submit one task delayed 1500 ms and one delayed 60 s, then call lease repeatedly. The
+// first call, right after submit, returns nothing; every reply whose store time is before a
+// task's run_at must not hold that task; the reply that finally returns the 1500 ms task carries
+// a store time and a lease start at or after its run_at; the 60 s task stays scheduled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delayed_task_is_not_leased_before_its_run_at() {
+    let env = Env::start().await;
+    let subs = env
+        .client
+        .submit_batch(vec![
+            spec("q", "echo", "{}").delay_ms(1_500),
+            spec("q", "echo", "{}").delay_ms(60_000),
+        ])
+        .await
+        .unwrap();
+    let (soon, late) = (subs[0].task.clone(), subs[1].task.clone());
+    for (t, delay_ms) in [(&soon, 1_500), (&late, 60_000)] {
+        assert_eq!(t.status, Status::Scheduled);
+        assert_eq!(t.run_at_ms, t.created_at_ms + delay_ms);
+    }
+    assert_eq!(env.stats("q").await.counts[&Status::Scheduled], 2);
+
+    // Whether a reply may hold a task: only at or after the task's run_at.
+    let check = |now_ms: u64, tasks: &[orq::Task]| {
+        for t in tasks {
+            let run_at_ms = if t.id == soon.id {
+                soon.run_at_ms
+            } else {
+                late.run_at_ms
+            };
+            assert!(
+                now_ms >= run_at_ms,
+                "task {} leased at {now_ms} < run_at {run_at_ms}",
+                t.id
+            );
+        }
+    };
+    let first = env.lease("q", "w-1", 10).await;
+    check(first.now_ms, &first.tasks);
+    if first.now_ms < soon.run_at_ms {
+        assert!(
+            first.tasks.is_empty(),
+            "a lease right after submit returns nothing"
+        );
+        assert_eq!(
+            first.next_ms,
+            Some(soon.run_at_ms),
+            "next_ms is the earliest run_at"
+        );
+    }
+
+    let (now_ms, t) = common::eventually("the 1500 ms task to be leased", || async {
+        let batch = env.lease("q", "w-1", 10).await;
+        check(batch.now_ms, &batch.tasks);
+        let now_ms = batch.now_ms;
+        batch.tasks.into_iter().next().map(|t| (now_ms, t))
+    })
+    .await;
+    assert_eq!(t.id, soon.id);
+    assert!(now_ms >= soon.run_at_ms);
+    let lease = t.lease.unwrap();
+    assert!(
+        lease.expires_at_ms - t.lease_ms >= soon.run_at_ms,
+        "leased_at >= run_at"
+    );
+    assert_eq!(t.attempt, 1);
+    assert_eq!(env.get("q", &late.id).await.status, Status::Scheduled);
+}
+
+// Goal: the most urgent priority is leased first.
+// Method: submit priorities 1, 5, 9 in one batch, then lease one task at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn higher_priority_is_leased_first() {
+    let env = Env::start().await;
+    let specs = [1u8, 5, 9]
+        .iter()
+        .map(|&p| spec("q", "echo", &format!("{{\"p\":{p}}}")).priority(p))
+        .collect();
+    let subs = env.client.submit_batch(specs).await.unwrap();
+    assert!(subs.iter().all(|s| s.created));
+
+    let mut order = Vec::new();
+    for _ in 0..3 {
+        let batch = env.lease("q", "w-1", 1).await;
+        assert_eq!(batch.tasks.len(), 1);
+        order.push(batch.tasks[0].priority);
+    }
+    assert_eq!(order, vec![9, 5, 1]);
+    assert!(env.lease("q", "w-1", 1).await.tasks.is_empty());
+}
+
+// Goal: tasks of one priority are leased in submit order, whatever their ids.
+// Method: submit a batch of 10 tasks of priority 3 and then a single task, interleaved with a
+// more urgent task; lease one at a time and compare with the submit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_priority_is_leased_in_submit_order() {
+    let env = Env::start().await;
+    let mut expected = Vec::new();
+    let specs = (0..10)
+        .map(|i| spec("q", "echo", &format!("{{\"i\":{i}}}")).priority(3))
+        .collect();
+    for s in env.client.submit_batch(specs).await.unwrap() {
+        expected.push(s.task.id);
+    }
+    let urgent = env
+        .client
+        .submit(spec("q", "echo", "{}").priority(7))
+        .await
+        .unwrap();
+    let last = env
+        .client
+        .submit(spec("q", "echo", "{\"i\":10}").priority(3))
+        .await
+        .unwrap();
+    expected.push(last.task.id);
+
+    let first = env.lease("q", "w-1", 1).await;
+    assert_eq!(first.tasks[0].id, urgent.task.id);
+    let mut order = Vec::new();
+    for _ in 0..expected.len() {
+        let batch = env.lease("q", "w-1", 1).await;
+        assert_eq!(batch.tasks.len(), 1);
+        order.push(batch.tasks[0].id.clone());
+    }
+    assert_eq!(order, expected);
+}
+
+// Goal: a batch of 500 tasks is stored in one call, and a worker pool runs every one of them
+// to completion exactly once.
+// Method: submit_batch 500 echo tasks; run a worker with concurrency 8; poll the stats until 500
+// are completed; list the completed index; compare with the submitted ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_of_500_is_created_and_completed_by_a_worker() {
+    let env = Env::start().await;
+    let specs = (0..500)
+        .map(|i| spec("q", "echo", &format!("{{\"i\":{i}}}")))
+        .collect();
+    let subs = env.client.submit_batch(specs).await.unwrap();
+    assert_eq!(subs.len(), 500);
+    assert!(subs
+        .iter()
+        .all(|s| s.created && s.task.status == Status::Queued));
+    for (i, s) in subs.iter().enumerate() {
+        assert_eq!(
+            s.task.payload,
+            format!("{{\"i\":{i}}}"),
+            "results in input order"
+        );
+    }
+    let ids: HashSet<String> = subs.iter().map(|s| s.task.id.clone()).collect();
+    assert_eq!(ids.len(), 500);
+    assert_eq!(env.stats("q").await.counts[&Status::Queued], 500);
+
+    let echo = Echo::default();
+    let worker = env.worker(
+        "w-1",
+        "q",
+        Handlers::new().register("echo", echo.clone()),
+        |c| c.concurrency = 8,
+    );
+    common::eventually("500 completed tasks", || async {
+        (env.stats("q").await.counts[&Status::Completed] == 500).then_some(())
+    })
+    .await;
+    worker.stop().await;
+
+    let stats = env.stats("q").await;
+    assert_eq!(stats.totals["completed"], 500);
+    assert_eq!(stats.counts[&Status::Queued], 0);
+    assert_eq!(stats.counts[&Status::Leased], 0);
+    assert_eq!(echo.runs.total(), 500, "each task ran exactly once");
+    let page = env
+        .client
+        .list(&ListQuery {
+            queue: "q".into(),
+            status: Some(Status::Completed),
+            limit: 1000,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    let completed: HashSet<String> = page.tasks.iter().map(|t| t.id.clone()).collect();
+    assert_eq!(completed, ids);
+    assert!(page.tasks.iter().all(|t| t.attempt == 1));
+}
+
+// Goal: an idempotency key makes a second submit return the first task instead of a new one,
+// across calls and within one batch.
+// Method: submit twice with the same key (different payloads); then a batch holding one key
+// twice; check `created`, ids, payloads and that only the first tasks were stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotency_key_returns_the_first_task() {
+    let env = Env::start().await;
+    let first = env
+        .client
+        .submit(spec("q", "echo", r#"{"v":1}"#).idempotency_key("order:42"))
+        .await
+        .unwrap();
+    assert!(first.created);
+    let again = env
+        .client
+        .submit(spec("q", "echo", r#"{"v":2}"#).idempotency_key("order:42"))
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.task.id, first.task.id);
+    assert_eq!(again.task.payload, r#"{"v":1}"#);
+    assert_eq!(again.task.idempotency_key.as_deref(), Some("order:42"));
+
+    let batch = env
+        .client
+        .submit_batch(vec![
+            spec("q", "echo", r#"{"v":3}"#).idempotency_key("order:43"),
+            spec("q", "echo", r#"{"v":4}"#).idempotency_key("order:43"),
+            spec("q", "echo", r#"{"v":5}"#).idempotency_key("order:42"),
+        ])
+        .await
+        .unwrap();
+    assert!(batch[0].created);
+    assert!(!batch[1].created);
+    assert_eq!(batch[1].task.id, batch[0].task.id);
+    assert_eq!(batch[1].task.payload, r#"{"v":3}"#);
+    assert!(!batch[2].created);
+    assert_eq!(batch[2].task.id, first.task.id);
+
+    let stats = env.stats("q").await;
+    assert_eq!(stats.totals["enqueued"], 2);
+    assert_eq!(stats.counts[&Status::Queued], 2);
+    // A key still returns its task after the task has run.
+    let leased = env.lease_one("q", "w-1").await;
+    let token = leased.lease.unwrap().token;
+    ops::complete(&*env.store, "q", &leased.id, &token, "null")
+        .await
+        .unwrap();
+    let after = env
+        .client
+        .submit(spec("q", "echo", r#"{"v":6}"#).idempotency_key("order:42"))
+        .await
+        .unwrap();
+    assert!(!after.created);
+    assert_eq!(after.task.id, first.task.id);
+}
