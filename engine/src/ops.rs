@@ -149,35 +149,51 @@ pub async fn release(store: &dyn Store, queue: &str, id: &str, token: &str) -> R
     reported(op, items(op, &reply, id)?)
 }
 
-/// Promote up to `bound` due tasks. Returns `(promoted, next run_at ms)`.
-pub async fn promote(store: &dyn Store, queue: &str, bound: u64) -> Result<(u64, Option<u64>)> {
+/// What a promote or reap call did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Maintained {
+    /// The store's time of the call (ms).
+    pub now_ms: u64,
+    /// Tasks promoted (promote) or leases reaped (reap).
+    pub moved: u64,
+    /// Finished tasks trimmed after retention (reap only).
+    pub trimmed: u64,
+    /// When the next task falls due (promote) or the next lease expires (reap), by the store's
+    /// clock (ms); `None` when nothing is waiting.
+    pub next_ms: Option<u64>,
+}
+
+/// Promote up to `bound` due tasks.
+pub async fn promote(store: &dyn Store, queue: &str, bound: u64) -> Result<Maintained> {
     let op = "promote";
     let reply = call(store, op, queue, vec![arg(bound)]).await?;
     let it = items(op, &reply, "")?;
     let next = int_at(op, it, 2)?;
-    Ok((
-        int_at(op, it, 1)? as u64,
-        (next >= 0).then_some(next as u64),
-    ))
+    Ok(Maintained {
+        now_ms: int_at(op, it, 0)? as u64,
+        moved: int_at(op, it, 1)? as u64,
+        trimmed: 0,
+        next_ms: (next >= 0).then_some(next as u64),
+    })
 }
 
 /// Reap up to `bound` expired leases and trim finished tasks past retention.
-/// Returns `(reaped, trimmed, next lease deadline ms)`.
 pub async fn reap(
     store: &dyn Store,
     queue: &str,
     bound: u64,
     seed: f64,
     retention_ms: u64,
-) -> Result<(u64, u64, Option<u64>)> {
+) -> Result<Maintained> {
     let op = "reap";
     let args = vec![arg(bound), arg(seed), arg(retention_ms), arg(TRIM_BOUND)];
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
     let next = int_at(op, it, 3)?;
-    Ok((
-        int_at(op, it, 1)? as u64,
-        int_at(op, it, 2)? as u64,
-        (next >= 0).then_some(next as u64),
-    ))
+    Ok(Maintained {
+        now_ms: int_at(op, it, 0)? as u64,
+        moved: int_at(op, it, 1)? as u64,
+        trimmed: int_at(op, it, 2)? as u64,
+        next_ms: (next >= 0).then_some(next as u64),
+    })
 }

@@ -87,20 +87,26 @@ impl Scheduler {
             self.config.queues.clone()
         };
         let mut pass = Pass::default();
-        let mut next_abs: Option<(u64, u64)> = None; // (store now, store due)
+        // Waits are computed from the store's clock (due time minus the store's now), never
+        // from this process's clock.
+        let mut next_in_ms: Option<u64> = None;
+        let mut note = |m: &ops::Maintained, extra_ms: u64| {
+            if let Some(due) = m.next_ms {
+                let wait = due.saturating_sub(m.now_ms) + extra_ms;
+                next_in_ms = Some(next_in_ms.map_or(wait, |w| w.min(wait)));
+            }
+        };
         for q in &queues {
             for _ in 0..PASS_ROUNDS_MAX {
-                let (n, next) = ops::promote(&*self.store, q, PASS_BOUND).await?;
-                pass.promoted += n;
-                if n < PASS_BOUND {
-                    if let Some(due) = next {
-                        next_abs = Some(next_abs.map_or((0, due), |(a, b)| (a, b.min(due))));
-                    }
+                let m = ops::promote(&*self.store, q, PASS_BOUND).await?;
+                pass.promoted += m.moved;
+                if m.moved < PASS_BOUND {
+                    note(&m, 0);
                     break;
                 }
             }
             for _ in 0..PASS_ROUNDS_MAX {
-                let (n, trimmed, next) = ops::reap(
+                let m = ops::reap(
                     &*self.store,
                     q,
                     PASS_BOUND,
@@ -108,21 +114,16 @@ impl Scheduler {
                     self.config.retention_ms,
                 )
                 .await?;
-                pass.reaped += n;
-                pass.trimmed += trimmed;
-                if n < PASS_BOUND {
-                    if let Some(due) = next {
-                        next_abs = Some(next_abs.map_or((0, due), |(a, b)| (a, b.min(due))));
-                    }
+                pass.reaped += m.moved;
+                pass.trimmed += m.trimmed;
+                if m.moved < PASS_BOUND {
+                    // A lease expires strictly after its deadline: look again one ms later.
+                    note(&m, 1);
                     break;
                 }
             }
         }
-        if let Some((_, due)) = next_abs {
-            // Leases expire strictly after their deadline, so look again one ms later.
-            let now = self.clock.now_ms();
-            pass.next_in_ms = Some(due.saturating_sub(now) + 1);
-        }
+        pass.next_in_ms = next_in_ms;
         Ok(pass)
     }
 
