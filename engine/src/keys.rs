@@ -47,7 +47,7 @@ pub fn is_valid_task_id(s: &str) -> bool {
 /// | 6 | `orq:{q}:dead` | ZSET, score = time of death ms |
 /// | 7 | `orq:{q}:completed` | ZSET, score = finish time ms |
 /// | 8 | `orq:{q}:cancelled` | ZSET, score = cancel time ms |
-/// | 9 | `orq:{q}:idem:` | prefix of STRING `orq:{q}:idem:<key>` (with TTL) |
+/// | 9 | `orq:{q}:idem:` | prefix of STRING `orq:{q}:idem:<tenant>:<key>` (with TTL) |
 /// | 10 | `orq:{q}:tenant:` | prefix of HASH `orq:{q}:tenant:<tenant>` |
 /// | 11 | `orq:{q}:stats` | HASH |
 /// | 12 | `orq:{q}:events` | STREAM |

@@ -146,6 +146,7 @@ impl Scheduler {
                 }
             };
             tokio::select! {
+                biased;
                 _ = self.clock.sleep(wait) => {}
                 _ = shutdown.cancelled() => {}
             }

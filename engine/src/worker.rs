@@ -108,6 +108,10 @@ pub struct WorkerConfig {
     /// On shutdown, how long in-flight handlers may run before they are aborted and their tasks
     /// released (ms).
     pub shutdown_grace_ms: u64,
+    /// A bug planted on purpose for the simulator's self-test: keep running a handler after a
+    /// heartbeat said its lease is gone. Never set it outside that test.
+    #[doc(hidden)]
+    pub planted_ignore_lost_lease: bool,
 }
 
 impl Default for WorkerConfig {
@@ -123,7 +127,17 @@ impl Default for WorkerConfig {
             idle_poll_ms: 100,
             heartbeat_divisor: 3,
             shutdown_grace_ms: 10_000,
+            planted_ignore_lost_lease: false,
         }
+    }
+}
+
+/// A task handle that aborts the task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -140,9 +154,14 @@ pub enum Outcome {
     Release,
 }
 
-/// The time between heartbeats for a lease of `lease_ms` (at least 100 ms).
+/// Longest time between two heartbeats of a running task (ms). Heartbeats also carry
+/// cancellation to the worker, so this bounds how long a cancelled task's handler keeps running.
+pub const HEARTBEAT_INTERVAL_MAX_MS: u64 = 2_000;
+
+/// The time between heartbeats for a lease of `lease_ms`: `lease_ms / divisor`, at least 100 ms
+/// and at most [`HEARTBEAT_INTERVAL_MAX_MS`].
 pub fn heartbeat_interval_ms(lease_ms: u64, divisor: u64) -> u64 {
-    (lease_ms / divisor.max(1)).max(100)
+    (lease_ms / divisor.max(1)).clamp(100, HEARTBEAT_INTERVAL_MAX_MS)
 }
 
 /// What a heartbeat's reply means for the running handler: `true` to keep running.
@@ -210,6 +229,7 @@ impl Worker {
             let free = inner.config.concurrency.saturating_sub(in_flight.len());
             if free == 0 {
                 tokio::select! {
+                    biased;
                     _ = in_flight.join_next() => {}
                     _ = shutdown.cancelled() => {}
                 }
@@ -276,6 +296,7 @@ impl Worker {
             if !leased_any {
                 let sleep = inner.clock.sleep(wait_ms.max(1));
                 tokio::select! {
+                    biased;
                     _ = sleep => {}
                     _ = shutdown.cancelled() => {}
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
@@ -290,6 +311,7 @@ impl Worker {
                 break;
             }
             tokio::select! {
+                biased;
                 _ = in_flight.join_next() => {}
                 _ = &mut grace => {
                     hard_stop.cancel();
@@ -343,7 +365,9 @@ impl Inner {
             task: task.clone(),
         };
         // A spawned task turns a handler panic into a JoinError instead of killing the worker.
-        let mut run = tokio::spawn(async move { handler.handle(ctx).await });
+        // The guard aborts it when this future is dropped (the worker crashed or was stopped),
+        // so a handler never outlives the worker that runs it.
+        let mut run = AbortOnDrop(tokio::spawn(async move { handler.handle(ctx).await }));
         let every_ms = heartbeat_interval_ms(task.lease_ms, self.config.heartbeat_divisor);
         let timeout = match task.timeout_ms {
             Some(ms) => self.clock.sleep(ms),
@@ -353,7 +377,8 @@ impl Inner {
         let outcome = loop {
             let beat = self.clock.sleep(every_ms);
             tokio::select! {
-                joined = &mut run => {
+                biased;
+                joined = &mut run.0 => {
                     break match joined {
                         Ok(Ok(value)) => Outcome::Succeeded(value.to_string()),
                         Ok(Err(e)) => Outcome::Failed(e),
@@ -368,7 +393,8 @@ impl Inner {
                         Ok((store_now, exp)) => local_deadline_ms = now + exp.saturating_sub(*store_now),
                         Err(e) => tracing::debug!(task = %task.id, error = %e, "heartbeat failed"),
                     }
-                    if !lease_still_held(&reply) || now >= local_deadline_ms {
+                    let lost = !lease_still_held(&reply) || now >= local_deadline_ms;
+                    if lost && !self.config.planted_ignore_lost_lease {
                         tracing::info!(task = %task.id, "lease lost; aborting handler");
                         break Outcome::LeaseLost;
                     }
@@ -380,9 +406,9 @@ impl Inner {
                 _ = hard_stop.cancelled() => break Outcome::Release,
             }
         };
-        if !run.is_finished() {
+        if !run.0.is_finished() {
             cancel.cancel();
-            run.abort();
+            run.0.abort();
         }
         outcome
     }

@@ -8,7 +8,7 @@
 --   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work, score=virtual time
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
---   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<key> = task id, with TTL
+--   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, with TTL
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats          HASH counters
 --   KEYS[12] orq:{q}:events         STREAM
@@ -32,7 +32,8 @@
 --     b_jitter     number   jitter fraction 0..1
 --     lease_ms     integer  lease length, ms
 --     timeout_ms   integer  handler timeout ms, or '' for none
---     idem         string   idempotency key (validated by the caller), or '' for none
+--     idem         string   idempotency key (validated by the caller), or '' for none; keys are
+--                           scoped by tenant, so two tenants never see each other's tasks
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms
 --
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {created, fields} where
@@ -111,7 +112,7 @@ for i = 1, n do
   local it = items[i]
   local existing = nil
   if it.idem ~= '' then
-    local prior = redis.call('GET', K_IDEM .. it.idem)
+    local prior = redis.call('GET', K_IDEM .. it.tenant .. ':' .. it.idem)
     if prior and redis.call('EXISTS', task_key(prior)) == 1 then
       existing = prior
     end
@@ -135,7 +136,7 @@ for i = 1, n do
     if it.idem ~= '' then
       fieldsv[#fieldsv + 1] = 'idem'
       fieldsv[#fieldsv + 1] = it.idem
-      redis.call('SET', K_IDEM .. it.idem, it.id, 'PX', it.idem_ttl)
+      redis.call('SET', K_IDEM .. it.tenant .. ':' .. it.idem, it.id, 'PX', it.idem_ttl)
     end
     redis.call(unpack(fieldsv))
     redis.call('ZADD', K_KNOWN, 0, it.tenant)

@@ -14,7 +14,7 @@
 --   KEYS[6]  orq:{q}:dead            ZSET dead tasks, score=time of death ms
 --   KEYS[7]  orq:{q}:completed       ZSET completed tasks, score=finish time ms
 --   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
---   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<key> = task id, with TTL
+--   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
 --   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, counters)
 --   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
 --   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX

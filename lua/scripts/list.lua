@@ -59,9 +59,9 @@ end
 local src, sub, off = first, 0, 0
 if ARGV[4] ~= '' then
   local a, b, c = string.match(ARGV[4], '^(%d+):(%d+):(%d+)$')
-  if not a then return redis.error_reply('INVALID malformed cursor') end
+  if not a then return redis.error_reply('INVALID cursor: malformed') end
   src, sub, off = tonumber(a), tonumber(b), tonumber(c)
-  if src < first or src > last then return redis.error_reply('INVALID cursor does not match status') end
+  if src < first or src > last then return redis.error_reply('INVALID cursor: does not belong to this status') end
 end
 
 -- The key of the index at (src, sub), or nil when src's sub-indexes are exhausted.

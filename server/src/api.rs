@@ -4,10 +4,10 @@
 
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
-use crate::model::{parse_body, BatchBody, BulkReplayBody, SubmitBody, TaskJson};
+use crate::model::{parse_body, BatchBody, BulkReplayBody, SubmitBody, TaskJson, TasksJson};
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -71,7 +71,7 @@ type ApiResult = Result<Response, ApiError>;
 fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|r| {
         if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(format!("request body: larger than {BODY_MAX_BYTES} bytes"))
+            ApiError::too_large(format!("request body: larger than {max} bytes"))
         } else {
             ApiError::bad_request(format!("request body: {}", r.body_text()))
         }
@@ -99,13 +99,27 @@ fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
     }
 }
 
-fn check_task_id(id: &str) -> Result<(), ApiError> {
-    if is_valid_task_id(id) {
-        Ok(())
+/// The task id of a path: a ULID, case-insensitive (Crockford base32), stored in upper case.
+/// Anything else cannot name a task: 404.
+fn task_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let unknown = || ApiError::not_found("no task with this id (task ids are 26-character ULIDs)");
+    let id = path
+        .map(|Path(id)| id.to_ascii_uppercase())
+        .map_err(|_| unknown())?;
+    if is_valid_task_id(&id) {
+        Ok(id)
     } else {
-        Err(ApiError::not_found(
-            "no task with this id (task ids are 26-character ULIDs)",
-        ))
+        Err(unknown())
+    }
+}
+
+/// Routes that take no query parameters refuse any, rather than silently ignore them.
+fn no_query(q: &RawQuery) -> Result<(), ApiError> {
+    match q.0.as_deref() {
+        None | Some("") => Ok(()),
+        Some(_) => Err(ApiError::bad_request(
+            "query: this route takes no query parameters",
+        )),
     }
 }
 
@@ -131,7 +145,12 @@ fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiError> {
     Ok(spec)
 }
 
-async fn submit(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+async fn submit(
+    State(s): State<AppState>,
+    q: RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    no_query(&q)?;
     let bytes = body_bytes(body, SUBMIT_BODY_MAX_BYTES)?;
     let spec = spec_of(&s, parse_body::<SubmitBody>(&bytes)?)?;
     let done = s.client.submit(spec).await?;
@@ -143,7 +162,12 @@ async fn submit(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) 
     Ok((status, Json(TaskJson::from(done.task))).into_response())
 }
 
-async fn submit_batch(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+async fn submit_batch(
+    State(s): State<AppState>,
+    q: RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    no_query(&q)?;
     let bytes = body_bytes(body, BODY_MAX_BYTES)?;
     let batch: BatchBody = parse_body(&bytes)?;
     if batch.tasks.is_empty() || batch.tasks.len() > BATCH_MAX {
@@ -159,8 +183,12 @@ async fn submit_batch(State(s): State<AppState>, body: Result<Bytes, BytesReject
         })?);
     }
     let done = s.client.submit_batch(specs).await?;
-    let tasks: Vec<TaskJson> = done.into_iter().map(|d| TaskJson::from(d.task)).collect();
-    Ok((StatusCode::CREATED, Json(json!({"tasks": tasks}))).into_response())
+    let tasks = done.into_iter().map(|d| TaskJson::from(d.task)).collect();
+    let body = TasksJson {
+        tasks,
+        next_cursor: None,
+    };
+    Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// `?queue=` of by-id routes.
@@ -180,22 +208,22 @@ fn by_id(q: Result<Query<ById>, QueryRejection>) -> Result<Option<String>, ApiEr
 
 async fn get_task(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    check_task_id(&id)?;
+    let id = task_id(path)?;
     let task = s.client.get(queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
 async fn cancel_task(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    check_task_id(&id)?;
+    let id = task_id(path)?;
     let task = s.client.cancel(queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
@@ -251,8 +279,12 @@ async fn list_common(s: &AppState, p: ListParams, status: Option<Status>) -> Api
             cursor: p.cursor.filter(|c| !c.is_empty()),
         })
         .await?;
-    let tasks: Vec<TaskJson> = page.tasks.into_iter().map(TaskJson::from).collect();
-    Ok(Json(json!({"tasks": tasks, "next_cursor": page.next_cursor})).into_response())
+    let tasks = page.tasks.into_iter().map(TaskJson::from).collect();
+    Ok(Json(TasksJson {
+        tasks,
+        next_cursor: Some(page.next_cursor),
+    })
+    .into_response())
 }
 
 async fn list_tasks(
@@ -286,16 +318,21 @@ async fn list_dlq(
 
 async fn replay_one(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    check_task_id(&id)?;
+    let id = task_id(path)?;
     let task = s.client.replay(queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
-async fn replay_bulk(State(s): State<AppState>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+async fn replay_bulk(
+    State(s): State<AppState>,
+    q: RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    no_query(&q)?;
     let bytes = body_bytes(body, 64 * 1024)?;
     let b: BulkReplayBody = parse_body(&bytes)?;
     let queue = b.queue.unwrap_or_else(|| "default".into());
@@ -321,11 +358,11 @@ async fn replay_bulk(State(s): State<AppState>, body: Result<Bytes, BytesRejecti
 
 async fn purge_one(
     State(s): State<AppState>,
-    Path(id): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    check_task_id(&id)?;
+    let id = task_id(path)?;
     s.client.purge(queue.as_deref(), &id).await?;
     Ok(Json(json!({"id": id, "purged": true})).into_response())
 }
@@ -354,7 +391,8 @@ fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
     })
 }
 
-async fn list_queues(State(s): State<AppState>) -> ApiResult {
+async fn list_queues(State(s): State<AppState>, q: RawQuery) -> ApiResult {
+    no_query(&q)?;
     let names = s.client.queues().await?;
     let stats = futures_join(&s.client, &names).await?;
     let queues: Vec<_> = stats.iter().map(stats_json).collect();
@@ -381,7 +419,15 @@ async fn futures_join(
     Ok(out)
 }
 
-async fn queue_stats(State(s): State<AppState>, Path(queue): Path<String>) -> ApiResult {
+async fn queue_stats(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> ApiResult {
+    no_query(&q)?;
+    let queue = path
+        .map(|Path(q)| q)
+        .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;
     check_name("queue", &queue)?;
     if !s.client.queues().await?.contains(&queue) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));

@@ -27,7 +27,8 @@ pub struct Cli {
 /// The roles `orq` can run.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the HTTP API, the scheduler and a worker pool in one process.
+    /// Run the HTTP API, the scheduler and a worker pool in one process (embedded in-memory store
+    /// unless --redis is given).
     Serve(ServeArgs),
     /// Run only the HTTP API.
     Api(ApiArgs),
@@ -40,7 +41,9 @@ pub enum Command {
 /// Where the state lives.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer).
+    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer). Without it, `orq serve` runs on
+    /// the embedded store: the same scripts in an in-memory Redis model, state kept in memory only
+    /// and lost when orq stops. The other roles need Redis.
     #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]
     pub redis: Option<String>,
     /// Queues to serve, comma-separated (default: every queue that has received a task).
@@ -127,31 +130,38 @@ struct Runtime {
     queues: Vec<String>,
 }
 
-async fn open_store(args: &StoreArgs, role: &str) -> Result<Runtime, String> {
+/// Open the store: Redis when `--redis` is given; otherwise the embedded in-memory store when
+/// `embedded_ok` (only `orq serve`, whose roles share one process), else an error.
+async fn open_store(args: &StoreArgs, role: &str, _embedded_ok: bool) -> Result<Runtime, String> {
     for q in &args.queues {
         if !is_valid_name(q) {
             return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
         }
     }
-    let Some(url) = &args.redis else {
-        return Err(format!(
-            "orq {role} needs a Redis: pass --redis redis://127.0.0.1:6379/ (or set ORQ_REDIS_URL). \
-             The embedded store that needs nothing installed is not built yet."
-        ));
-    };
-    let store = RedisStore::open(url).map_err(|e| e.to_string())?;
-    match store.ping().await {
-        Ok(()) => {
-            if let Some(policy) = store.config_get("maxmemory-policy").await {
-                if policy != "noeviction" {
-                    tracing::warn!(%policy, "Redis maxmemory-policy may evict orq's keys; use noeviction");
+    let store: Arc<dyn Store> = match &args.redis {
+        Some(url) => {
+            let store = RedisStore::open(url).map_err(|e| e.to_string())?;
+            match store.ping().await {
+                Ok(()) => {
+                    if let Some(policy) = store.config_get("maxmemory-policy").await {
+                        if policy != "noeviction" {
+                            tracing::warn!(%policy, "Redis maxmemory-policy may evict orq's keys; use noeviction");
+                        }
+                    }
                 }
+                Err(e) => tracing::warn!(error = %e, %url, "Redis not reachable yet; will keep trying"),
             }
+            Arc::new(store)
         }
-        Err(e) => tracing::warn!(error = %e, %url, "Redis not reachable yet; will keep trying"),
-    }
+        None => {
+            return Err(format!(
+                "orq {role} needs a Redis: pass --redis redis://127.0.0.1:6379/ (or set ORQ_REDIS_URL). \
+                 The embedded store that needs nothing installed is not built yet."
+            ))
+        }
+    };
     Ok(Runtime {
-        store: Arc::new(store),
+        store,
         clock: Arc::new(SystemClock),
         entropy: Arc::new(Entropy::from_os()),
         queues: args.queues.clone(),
@@ -225,10 +235,19 @@ async fn serve_http(
 
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
 pub async fn run(cli: Cli) -> Result<(), String> {
+    let allow = match &cli.command {
+        Command::Serve(a) => Some(&a.http),
+        Command::Api(a) => Some(&a.http),
+        Command::Worker(a) => Some(&a.http),
+        Command::Scheduler(_) => None,
+    };
+    if let Some(h) = allow {
+        HttpAllow(h.http_allow.clone()).validate()?;
+    }
     let shutdown = shutdown_signal();
     match cli.command {
         Command::Serve(a) => {
-            let rt = open_store(&a.store, "serve").await?;
+            let rt = open_store(&a.store, "serve", true).await?;
             let worker = Worker::new(
                 rt.store.clone(),
                 rt.clock.clone(),
@@ -254,11 +273,11 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             r
         }
         Command::Api(a) => {
-            let rt = open_store(&a.store, "api").await?;
+            let rt = open_store(&a.store, "api", false).await?;
             serve_http(&rt, &a.listen, &a.http, shutdown).await
         }
         Command::Worker(a) => {
-            let rt = open_store(&a.store, "worker").await?;
+            let rt = open_store(&a.store, "worker", false).await?;
             let worker = Worker::new(
                 rt.store.clone(),
                 rt.clock.clone(),
@@ -271,7 +290,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Scheduler(a) => {
-            let rt = open_store(&a, "scheduler").await?;
+            let rt = open_store(&a, "scheduler", false).await?;
             let scheduler = Scheduler::new(
                 rt.store.clone(),
                 rt.clock.clone(),

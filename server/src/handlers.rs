@@ -20,11 +20,42 @@ pub const HTTP_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Most bytes of an `http` response body kept in the task's result.
 pub const HTTP_BODY_KEEP_BYTES: usize = 64 * 1024;
 
+/// Longest URL an `http` task may call (bytes).
+pub const URL_MAX_BYTES: usize = 2048;
+/// Headers an `http` task may not set: routing, framing and connection headers belong to the
+/// HTTP client (a `Host` header could route around the allow-list behind a proxy).
+pub const FORBIDDEN_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+];
+
 /// The allow-list of the `http` handler: URL prefixes (`--http-allow`).
 #[derive(Debug, Clone, Default)]
 pub struct HttpAllow(pub Vec<String>);
 
 impl HttpAllow {
+    /// Check the prefixes: each must be an http(s) URL with a host (`http://` alone would allow
+    /// every URL). Errors name the bad prefix.
+    pub fn validate(&self) -> Result<(), String> {
+        for p in &self.0 {
+            let url = reqwest::Url::parse(p).map_err(|e| format!("--http-allow {p}: {e}"))?;
+            let has_host = url.host_str().is_some_and(|h| !h.is_empty());
+            if !matches!(url.scheme(), "http" | "https") || !has_host {
+                return Err(format!(
+                    "--http-allow {p}: must be an http(s) URL prefix with a host"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// True when `url` starts with an allowed prefix at a boundary: the prefix ends with `/`, or
     /// the URL continues with `/`, `?`, `#` or ends there — so `http://a:80` does not allow
     /// `http://a:8080` nor `http://a:80@evil`.
@@ -99,7 +130,19 @@ fn check_http(p: &HttpPayload, allow: &HttpAllow) -> Result<(), String> {
             "payload.timeout_ms: must be 1..={HTTP_TIMEOUT_MS_MAX}"
         ));
     }
+    if p.url.len() > URL_MAX_BYTES {
+        return Err(format!("payload.url: longer than {URL_MAX_BYTES} bytes"));
+    }
     for (k, v) in &p.headers {
+        let lower = k.to_ascii_lowercase();
+        if FORBIDDEN_HEADERS.contains(&lower.as_str())
+            || lower.starts_with("proxy-")
+            || lower.starts_with("x-orq-")
+        {
+            return Err(format!(
+                "payload.headers: {k} is set by orq or the HTTP client and cannot be given"
+            ));
+        }
         reqwest::header::HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| format!("payload.headers: invalid header name {k:?}"))?;
         reqwest::header::HeaderValue::from_str(v)
@@ -174,9 +217,10 @@ impl Handler for Fail {
         // left one history line.
         let life_attempt = ctx.task.history.len() as u32 + 1;
         match p.times {
-            Some(n) if life_attempt > n => {
-                Ok(serde_json::json!({"succeeded_on_attempt": ctx.attempt}))
-            }
+            Some(n) if life_attempt > n => Ok(serde_json::json!({
+                "succeeded_on_attempt": ctx.attempt,
+                "attempts_in_life": life_attempt,
+            })),
             _ => Err(HandlerError::retryable(format!(
                 "planned failure {life_attempt} (attempt {})",
                 ctx.attempt
@@ -231,7 +275,13 @@ impl Handler for Http {
             r = req.send() => r,
             _ = ctx.cancel.cancelled() => return Err(HandlerError::retryable("cancelled")),
         };
-        let resp = resp.map_err(|e| HandlerError::retryable(format!("request failed: {e}")))?;
+        let resp = resp.map_err(|e| {
+            if e.is_timeout() {
+                HandlerError::retryable(format!("request timed out after {timeout} ms"))
+            } else {
+                HandlerError::retryable(format!("request failed: {e}"))
+            }
+        })?;
         let status = resp.status().as_u16();
         let bytes = resp
             .bytes()
@@ -242,7 +292,7 @@ impl Handler for Http {
         match status {
             200..=299 => Ok(serde_json::json!({"status": status, "body": body})),
             408 | 429 | 500..=599 => Err(HandlerError::retryable(format!("HTTP {status}: {body}"))),
-            300..=399 => Err(HandlerError::permanent(format!(
+            301 | 302 | 303 | 307 | 308 => Err(HandlerError::permanent(format!(
                 "HTTP {status}: redirects are not followed"
             ))),
             _ => Err(HandlerError::permanent(format!("HTTP {status}: {body}"))),

@@ -10,6 +10,7 @@ async fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = orq_server::cli::Cli::parse();
     if let Err(e) = orq_server::cli::run(cli).await {

@@ -12,13 +12,12 @@ use time::OffsetDateTime;
 /// Parse a JSON body strictly. A syntax error, a wrong type, a missing or unknown field is a 400
 /// whose message names the field path (`backoff.jitter: invalid type ...`).
 pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    if body.is_empty() {
-        return Err(ApiError::bad_request(
-            "request body: expected a JSON object",
-        ));
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first != Some(&b'{') {
+        return Err(ApiError::bad_request("request body: expected a JSON object"));
     }
     let de = &mut serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         if path.is_empty() || path == "." || path == "?" {
@@ -26,7 +25,10 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         } else {
             ApiError::bad_request(format!("{path}: {inner}"))
         }
-    })
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request(format!("request body: {e}")))?;
+    Ok(value)
 }
 
 /// `backoff` of a submit body; every field optional (defaults: 1000 ms, ×2, 300000 ms, 0.2).
@@ -136,6 +138,11 @@ impl SubmitBody {
                 payload.len()
             )));
         }
+        // The payload is stored byte for byte, but it must be JSON that every reader can parse:
+        // numbers in range, valid Unicode, nesting within serde_json's limit of 128.
+        if let Err(e) = serde_json::from_str::<serde_json::Value>(payload) {
+            return Err(ApiError::bad_request(format!("payload: {e}")));
+        }
         let mut spec = TaskSpec::new(payload.to_string());
         if let Some(q) = self.queue {
             spec.queue = q;
@@ -195,6 +202,16 @@ pub struct LeaseJson {
     pub expires_at: String,
     /// Fencing epoch.
     pub epoch: u64,
+}
+
+/// A page of tasks (`GET /tasks`, `GET /dlq`) or the tasks of a batch submit (without cursor).
+#[derive(Debug, Serialize)]
+pub struct TasksJson {
+    /// The tasks.
+    pub tasks: Vec<TaskJson>,
+    /// Pass as `cursor` to get the next page; null when the listing is complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<Option<String>>,
 }
 
 /// A task as the API shows it. The lease token is not shown: only its holder knows it.

@@ -101,6 +101,7 @@ impl Env {
             idle_poll_ms: 50,
             heartbeat_divisor: 3,
             shutdown_grace_ms: 1_000,
+            ..WorkerConfig::default()
         };
         tune(&mut config);
         let worker = Worker::new(

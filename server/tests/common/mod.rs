@@ -84,6 +84,19 @@ impl TestApp {
             .await
     }
 
+    /// Send one request; returns the status and the raw body text.
+    pub async fn call_text(&self, method: Method, uri: &str, body: Option<&str>) -> (StatusCode, String) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(body.map(|b| Body::from(b.to_string())).unwrap_or_else(Body::empty))
+            .unwrap();
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
     pub async fn call_bytes(
         &self,
         method: Method,
