@@ -14,7 +14,9 @@ use time::OffsetDateTime;
 pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let first = body.iter().find(|b| !b.is_ascii_whitespace());
     if first != Some(&b'{') {
-        return Err(ApiError::bad_request("request body: expected a JSON object"));
+        return Err(ApiError::bad_request(
+            "request body: expected a JSON object",
+        ));
     }
     let de = &mut serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut *de).map_err(|e| {

@@ -571,23 +571,41 @@ async fn payloads_round_trip_byte_for_byte_everywhere() {
         let body = format!(r#"{{"payload": {p}}}"#);
         let (s, text) = app.call_text(POST, "/api/v1/tasks", Some(&body)).await;
         assert_eq!(s, StatusCode::CREATED, "{text}");
-        assert!(text.contains(&format!(r#""payload":{p}"#)), "submit reply: {text}");
+        assert!(
+            text.contains(&format!(r#""payload":{p}"#)),
+            "submit reply: {text}"
+        );
     }
     let batch = format!(r#"{{"tasks": [{{"payload": {}}}]}}"#, odd[0]);
-    let (_, text) = app.call_text(POST, "/api/v1/tasks/batch", Some(&batch)).await;
-    assert!(text.contains(&format!(r#""payload":{}"#, odd[0])), "batch reply: {text}");
+    let (_, text) = app
+        .call_text(POST, "/api/v1/tasks/batch", Some(&batch))
+        .await;
+    assert!(
+        text.contains(&format!(r#""payload":{}"#, odd[0])),
+        "batch reply: {text}"
+    );
     let (s, text) = app.call_text(GET, "/api/v1/tasks?limit=100", None).await;
     assert_eq!(s, StatusCode::OK);
     for p in odd {
-        assert!(text.contains(&format!(r#""payload":{p}"#)), "listing lacks {p}: {text}");
+        assert!(
+            text.contains(&format!(r#""payload":{p}"#)),
+            "listing lacks {p}: {text}"
+        );
     }
     let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
     for bad in [r#"{"e": 1e400}"#, r#""\udc00""#, deep.as_str()] {
         let (s, e) = app
-            .call(POST, "/api/v1/tasks", Some(&format!(r#"{{"payload": {bad}}}"#)))
+            .call(
+                POST,
+                "/api/v1/tasks",
+                Some(&format!(r#"{{"payload": {bad}}}"#)),
+            )
             .await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {e}");
-        assert!(message(&e).starts_with("payload") || message(&e).starts_with("request body"), "{e}");
+        assert!(
+            message(&e).starts_with("payload") || message(&e).starts_with("request body"),
+            "{e}"
+        );
     }
 }
 
@@ -603,17 +621,30 @@ async fn more_bad_inputs_and_tenant_scoped_idempotency() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
         assert!(message(&e).starts_with("request body"), "{body}: {e}");
     }
-    let (s, _) = app.call(POST, "/api/v1/tasks/batch", Some(r#"{"tasks": [{"payload": 1}]} x"#)).await;
+    let (s, _) = app
+        .call(
+            POST,
+            "/api/v1/tasks/batch",
+            Some(r#"{"tasks": [{"payload": 1}]} x"#),
+        )
+        .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    for (m, path) in [(POST, "/api/v1/tasks?queue=other"), (GET, "/api/v1/queues/default?foo=1"),
-        (GET, "/api/v1/queues?x=1")] {
+    for (m, path) in [
+        (POST, "/api/v1/tasks?queue=other"),
+        (GET, "/api/v1/queues/default?foo=1"),
+        (GET, "/api/v1/queues?x=1"),
+    ] {
         let body = (m == POST).then_some(r#"{"payload": 1}"#);
         let (s, e) = app.call(m, path, body).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {e}");
         assert!(message(&e).starts_with("query"), "{e}");
     }
-    for headers in [r#"{"Host": "evil.example"}"#, r#"{"content-length": "0"}"#,
-        r#"{"Transfer-Encoding": "chunked"}"#, r#"{"X-Orq-Epoch": "9"}"#] {
+    for headers in [
+        r#"{"Host": "evil.example"}"#,
+        r#"{"content-length": "0"}"#,
+        r#"{"Transfer-Encoding": "chunked"}"#,
+        r#"{"X-Orq-Epoch": "9"}"#,
+    ] {
         let body = format!(
             r#"{{"type": "http", "payload": {{"url": "http://127.0.0.1:9/h", "headers": {headers}}}}}"#
         );
@@ -621,7 +652,10 @@ async fn more_bad_inputs_and_tenant_scoped_idempotency() {
         assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{headers}: {e}");
         assert!(message(&e).contains("payload.headers"), "{e}");
     }
-    let long = format!(r#"{{"type": "http", "payload": {{"url": "http://127.0.0.1:9/{}"}}}}"#, "a".repeat(3000));
+    let long = format!(
+        r#"{{"type": "http", "payload": {{"url": "http://127.0.0.1:9/{}"}}}}"#,
+        "a".repeat(3000)
+    );
     let (s, e) = app.call(POST, "/api/v1/tasks", Some(&long)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     let (s, e) = app.call(GET, "/api/v1/tasks/%FF%FE", None).await;
@@ -629,12 +663,29 @@ async fn more_bad_inputs_and_tenant_scoped_idempotency() {
     assert_eq!(code(&e), "not_found", "a JSON error: {e}");
 
     let t = submit(&app, json!({"payload": 1})).await;
-    let (s, got) = app.call(GET, &format!("/api/v1/tasks/{}", id(&t).to_lowercase()), None).await;
+    let (s, got) = app
+        .call(
+            GET,
+            &format!("/api/v1/tasks/{}", id(&t).to_lowercase()),
+            None,
+        )
+        .await;
     assert_eq!(s, StatusCode::OK, "ULIDs are case-insensitive: {got}");
     assert_eq!(got["id"], t["id"]);
 
-    let a = submit(&app, json!({"payload": "a", "tenant": "t1", "idempotency_key": "k1"})).await;
-    let b = submit(&app, json!({"payload": "b", "tenant": "t2", "idempotency_key": "k1"})).await;
-    assert_ne!(a["id"], b["id"], "another tenant's key never returns this tenant's task");
+    let a = submit(
+        &app,
+        json!({"payload": "a", "tenant": "t1", "idempotency_key": "k1"}),
+    )
+    .await;
+    let b = submit(
+        &app,
+        json!({"payload": "b", "tenant": "t2", "idempotency_key": "k1"}),
+    )
+    .await;
+    assert_ne!(
+        a["id"], b["id"],
+        "another tenant's key never returns this tenant's task"
+    );
     assert_eq!(b["payload"], "b");
 }

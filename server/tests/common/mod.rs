@@ -85,11 +85,19 @@ impl TestApp {
     }
 
     /// Send one request; returns the status and the raw body text.
-    pub async fn call_text(&self, method: Method, uri: &str, body: Option<&str>) -> (StatusCode, String) {
+    pub async fn call_text(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<&str>,
+    ) -> (StatusCode, String) {
         let req = Request::builder()
             .method(method)
             .uri(uri)
-            .body(body.map(|b| Body::from(b.to_string())).unwrap_or_else(Body::empty))
+            .body(
+                body.map(|b| Body::from(b.to_string()))
+                    .unwrap_or_else(Body::empty),
+            )
             .unwrap();
         let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();
