@@ -8,6 +8,7 @@ use orq::{
     Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, Worker,
     WorkerConfig,
 };
+use orq_sim::{MemoryStore, WallClock};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -41,9 +42,9 @@ pub enum Command {
 /// Where the state lives.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer). Without it, `orq serve` runs on
-    /// the embedded store: the same scripts in an in-memory Redis model, state kept in memory only
-    /// and lost when orq stops. The other roles need Redis.
+    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer). Without it, `orq serve` runs
+    /// on the embedded store: the same scripts in an in-memory Redis model, state kept in memory
+    /// only and lost when orq stops. The other roles need Redis.
     #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]
     pub redis: Option<String>,
     /// Queues to serve, comma-separated (default: every queue that has received a task).
@@ -132,7 +133,7 @@ struct Runtime {
 
 /// Open the store: Redis when `--redis` is given; otherwise the embedded in-memory store when
 /// `embedded_ok` (only `orq serve`, whose roles share one process), else an error.
-async fn open_store(args: &StoreArgs, role: &str, _embedded_ok: bool) -> Result<Runtime, String> {
+async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<Runtime, String> {
     for q in &args.queues {
         if !is_valid_name(q) {
             return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
@@ -153,10 +154,20 @@ async fn open_store(args: &StoreArgs, role: &str, _embedded_ok: bool) -> Result<
             }
             Arc::new(store)
         }
+        None if embedded_ok => {
+            tracing::warn!(
+                "embedded store: state is kept in memory only and is lost when orq stops; \
+                 pass --redis URL for durable, shared state"
+            );
+            println!(
+                "orq: embedded in-memory store (state is lost when orq stops; use --redis for Redis)"
+            );
+            Arc::new(MemoryStore::new(Arc::new(WallClock)))
+        }
         None => {
             return Err(format!(
                 "orq {role} needs a Redis: pass --redis redis://127.0.0.1:6379/ (or set ORQ_REDIS_URL). \
-                 The embedded store that needs nothing installed is not built yet."
+                 Only `orq serve` can run on the embedded store, because its roles share one process."
             ))
         }
     };

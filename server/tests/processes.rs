@@ -145,3 +145,86 @@ async fn killed_workers_task_completes_on_the_other_worker() {
     assert!(line.contains(&first) && line.contains("expired"), "{line}");
     assert!(saw_survivor, "attempt 2 ran on {survivor}");
 }
+
+// Goal: the README's first command needs no Redis. Method: run `orq serve` with no --redis
+// (the embedded store), submit an echo task and a failing task over HTTP, replay the dead one,
+// and see both complete; the startup output says that state lives in memory only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_without_redis_runs_on_the_embedded_store() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["serve", "--listen", &listen])
+        .env("ORQ_LOG", "warn")
+        .env_remove("ORQ_REDIS_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn orq serve");
+    let mut serve = Proc(Some(child));
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_for("the API", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+    let submit = |body: Value| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            let r = http
+                .post(format!("{base}/tasks"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 201);
+            r.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let status_of = |id: String| {
+        let http = http.clone();
+        let base = base.clone();
+        async move {
+            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
+            r.json::<Value>().await.ok()
+        }
+    };
+    let echo = submit(json!({"payload": {"hello": "embedded"}})).await;
+    let failing = submit(json!({"type": "fail", "payload": {"times": 1}, "max_retries": 0})).await;
+    let done = wait_for("echo to complete", async || {
+        let t = status_of(echo.clone()).await?;
+        (t["status"] == "completed").then_some(t)
+    })
+    .await;
+    assert_eq!(done["result"], json!({"hello": "embedded"}));
+    wait_for("the failing task to die", async || {
+        let t = status_of(failing.clone()).await?;
+        (t["status"] == "dead").then_some(t)
+    })
+    .await;
+    let r = http
+        .post(format!("{base}/dlq/{failing}/replay"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    wait_for("the replayed task to complete", async || {
+        let t = status_of(failing.clone()).await?;
+        (t["status"] == "completed").then_some(t)
+    })
+    .await;
+    // The startup output names the embedded store and its lack of durability.
+    let mut child = serve.0.take().unwrap();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("embedded in-memory store") && text.contains("lost"),
+        "{text}"
+    );
+}

@@ -1,0 +1,564 @@
+//! The invariant checker. It verifies, after every script call, the invariants of DESIGN.md
+//! (Simulation) by reading the store's state directly, plus what only the harness can see: which
+//! token each applied transition presented, how many leases each task had, which side effects
+//! handlers performed. At the end of a run it checks the accounting.
+//!
+//! What it checks:
+//! 1. every task is in exactly the index its status names, with the right score, and every index
+//!    entry has its task (no orphans); the status counters equal the real counts;
+//! 2. an applied heartbeat / complete / fail / release presented the task's current token while
+//!    the task was leased; a task is completed at most once;
+//! 3. `attempt` equals the leases the task had since it was (re)queued fresh, never exceeds
+//!    `max_retries + 1`; a task is dead early only after a permanent error;
+//! 4. no task is leased before its run_at by the store's clock (its highest reading so far: a
+//!    clock that steps back does not make a due task undue);
+//! 5. (end of run) every accepted task is completed, dead or cancelled;
+//! 7. a handler never performs its side effect after a heartbeat told its worker the lease was
+//!    lost; each completion's token produced a side effect.
+//!
+//! What it skips: fair share (checked by the tenancy tests), and after a lossy restart the
+//! harness-side ledgers (lease counts, completions) no longer describe the rolled-back store, so
+//! only the structural checks (1, 4) and liveness of surviving tasks remain.
+
+use super::world::{World, QUEUE};
+use crate::Value as StoreValue;
+use orq::Resp;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the harness knows that the store does not.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    /// Tasks the client saw accepted, with the virtual ms of acceptance.
+    pub accepted: BTreeMap<String, u64>,
+    /// Leases of each task since it was last queued with a fresh budget (= its expected attempt).
+    pub leases: BTreeMap<String, u32>,
+    /// The token of each task's applied completion.
+    pub completions: BTreeMap<String, String>,
+    /// Tasks whose last applied failure was permanent.
+    pub permanent: BTreeSet<String>,
+    /// (task, token) pairs a heartbeat or report told their worker were no longer valid. A token
+    /// is unique per task, not across tasks: one lease call gives its tasks the same random bits.
+    pub lost_tokens: BTreeSet<(String, String)>,
+    /// (task, token) pairs whose handler performed its side effect.
+    pub effect_tokens: BTreeSet<(String, String)>,
+    /// Side effects performed.
+    pub effects: u64,
+    /// The highest store time any reply carried (ms): the store's clock may step back, but a
+    /// task that was due stays due.
+    pub store_now_max: i64,
+    /// Set after a lossy restart: the ledgers above no longer describe the store.
+    pub rolled_back: bool,
+    /// Virtual ms of the rollback point: tasks accepted after it may be lost.
+    pub rollback_point_ms: Option<u64>,
+}
+
+/// The task's status and token before a call, for the calls that present a token.
+#[derive(Debug, Clone)]
+pub struct Pre {
+    id: String,
+    status: Option<String>,
+    token: Option<String>,
+}
+
+fn task_key(id: &str) -> String {
+    format!("orq:{{{QUEUE}}}:task:{id}")
+}
+
+fn arg(args: &[Vec<u8>], i: usize) -> String {
+    args.get(i)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .unwrap_or_default()
+}
+
+/// Record that a reply telling its caller that a lease is gone (STALE or CANCELLED) was
+/// delivered: from then on, that lease's handler must not perform its side effect. A reply that
+/// was lost tells nobody anything, so the store wrapper calls this only for delivered replies.
+pub fn delivered(w: &World, script: &str, args: &[Vec<u8>], reply: &Resp) {
+    if matches!(script, "heartbeat" | "complete" | "fail" | "release")
+        && matches!(error_code(reply), Some("STALE" | "CANCELLED"))
+    {
+        let (task, token) = (arg(args, 0), arg(args, 1));
+        w.state
+            .lock()
+            .unwrap()
+            .ledger
+            .lost_tokens
+            .insert((task.clone(), token.clone()));
+        w.event(
+            "harness",
+            "told_lost",
+            Some(&task),
+            serde_json::json!({"script": script, "token": token}),
+        );
+    }
+}
+
+/// Read the task's status and token before calls that present a lease token.
+pub fn pre_call(w: &World, script: &str, args: &[Vec<u8>]) -> Option<Pre> {
+    if !matches!(script, "heartbeat" | "complete" | "fail" | "release") {
+        return None;
+    }
+    let id = arg(args, 0);
+    let key = task_key(&id);
+    let r = w
+        .store
+        .command(&[b"HMGET", key.as_bytes(), b"status", b"token"]);
+    let vals = r.as_array().unwrap_or_default();
+    let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).map(str::to_string);
+    Some(Pre {
+        id,
+        status: text(0),
+        token: text(1),
+    })
+}
+
+/// A reply's second item as text (`'completed'`, `'again'`, ...).
+fn outcome(reply: &Resp) -> Option<&str> {
+    reply.as_array()?.get(1)?.as_str()
+}
+
+fn error_code(reply: &Resp) -> Option<&str> {
+    match reply {
+        Resp::Error(e) => e.split(' ').next(),
+        _ => None,
+    }
+}
+
+/// Bookkeeping and the per-call checks after a call.
+pub fn post_call(
+    w: &World,
+    actor: &str,
+    script: &str,
+    args: &[Vec<u8>],
+    reply: &Resp,
+    pre: Option<Pre>,
+) {
+    let mut violations = Vec::new();
+    {
+        let mut st = w.state.lock().unwrap();
+        let l = &mut st.ledger;
+        let token = arg(args, 1);
+        if let Some(code) = error_code(reply) {
+            if !matches!(code, "STALE" | "CANCELLED" | "NOTFOUND" | "CONFLICT") {
+                violations.push(format!(
+                    "{actor}: {script} answered an unexpected error: {reply:?}"
+                ));
+            }
+        }
+        // Check 2: an applied transition presented the current token of a leased task.
+        let applied = match script {
+            "heartbeat" => reply.as_array().is_some(),
+            "complete" => outcome(reply) == Some("completed"),
+            "fail" => matches!(outcome(reply), Some("retrying" | "dead")),
+            "release" => outcome(reply) == Some("released"),
+            _ => false,
+        };
+        if let (true, Some(p)) = (applied, &pre) {
+            if p.status.as_deref() != Some("leased") || p.token.as_deref() != Some(token.as_str()) {
+                violations.push(format!(
+                    "{actor}: {script} of task {} was applied with token {token} while the task was \
+                     {:?} with token {:?}",
+                    p.id, p.status, p.token
+                ));
+            }
+            match script {
+                "complete" => {
+                    if let Some(prev) = l.completions.insert(p.id.clone(), token.clone()) {
+                        if !l.rolled_back {
+                            violations.push(format!(
+                                "task {} completed twice (tokens {prev} and {token})",
+                                p.id
+                            ));
+                        }
+                    }
+                }
+                "fail" => {
+                    if arg(args, 3) == "0" {
+                        l.permanent.insert(p.id.clone());
+                    } else {
+                        l.permanent.remove(&p.id);
+                    }
+                }
+                "release" => {
+                    if let Some(n) = l.leases.get_mut(&p.id) {
+                        *n = n.saturating_sub(1);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(now) = reply
+            .as_array()
+            .and_then(|a| a.first())
+            .and_then(Resp::as_int)
+        {
+            l.store_now_max = l.store_now_max.max(now);
+        }
+        match script {
+            "lease" => {
+                let items = reply.as_array().unwrap_or_default();
+                let now = l.store_now_max;
+                for entry in items.get(1).and_then(Resp::as_array).unwrap_or_default() {
+                    let fields = entry
+                        .as_array()
+                        .and_then(|e| e.get(1))
+                        .and_then(Resp::as_array)
+                        .unwrap_or_default();
+                    let f = flat_map(fields);
+                    let id = f.get("id").cloned().unwrap_or_default();
+                    let run_at: i64 = f.get("run_at").and_then(|v| v.parse().ok()).unwrap_or(0);
+                    // Check 4: never leased before run_at by the store's clock. The clock may
+                    // step back after a task fell due; the task stays due, so the check uses the
+                    // highest store time seen.
+                    if now < run_at {
+                        violations.push(format!(
+                            "{actor}: task {id} leased at store time {now} before its run_at {run_at}"
+                        ));
+                    }
+                    *l.leases.entry(id).or_default() += 1;
+                }
+            }
+            "reap" => {}
+            "replay" => {
+                let results = reply
+                    .as_array()
+                    .and_then(|a| a.get(1))
+                    .and_then(Resp::as_array)
+                    .unwrap_or_default();
+                if arg(args, 0) == "ids" {
+                    for (i, r) in results.iter().enumerate() {
+                        if r.as_str() == Some("replayed") {
+                            let id = arg(args, i + 1);
+                            l.leases.insert(id.clone(), 0);
+                            l.permanent.remove(&id);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for v in violations {
+        w.violate(v);
+    }
+}
+
+/// Record a handler's side effect. Check 7: its token must not be one its worker was told is
+/// lost (a worker must abort a handler whose lease is gone).
+pub fn side_effect(w: &World, task: &str, token: &str, worker: &str) {
+    let lost = {
+        let mut st = w.state.lock().unwrap();
+        st.ledger.effects += 1;
+        let key = (task.to_string(), token.to_string());
+        let lost = st.ledger.lost_tokens.contains(&key);
+        st.ledger.effect_tokens.insert(key);
+        lost
+    };
+    w.event(
+        worker,
+        "side_effect",
+        Some(task),
+        serde_json::json!({"token": token}),
+    );
+    if lost {
+        w.violate(format!(
+            "{worker}: handler of task {task} performed its side effect after its worker was told \
+             lease {token} was lost"
+        ));
+    }
+}
+
+fn flat_map(fields: &[Resp]) -> BTreeMap<String, String> {
+    fields
+        .chunks(2)
+        .filter_map(|p| match p {
+            [k, v] => Some((
+                k.as_str()?.to_string(),
+                v.as_str().unwrap_or_default().to_string(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The queue's state, read in one pass over the store.
+#[derive(Debug, Default)]
+pub struct QueueView {
+    /// Task hashes by id.
+    pub tasks: BTreeMap<String, BTreeMap<String, String>>,
+    /// ZSETs by key suffix after `orq:{q}:` (`ready:t1`, `leases`, ...): member → score.
+    pub zsets: BTreeMap<String, BTreeMap<String, f64>>,
+    /// Other hashes by key suffix (`stats`, `tenant:t1`).
+    pub hashes: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Read the queue's keys from the store.
+pub fn view(w: &World) -> QueueView {
+    let prefix = format!("orq:{{{QUEUE}}}:");
+    w.store.read(|db| {
+        let mut v = QueueView::default();
+        for (key, value) in db.iter() {
+            let key = text(key);
+            let Some(suffix) = key.strip_prefix(&prefix) else {
+                continue;
+            };
+            match value {
+                StoreValue::Hash(h) => {
+                    let map = h.iter().map(|(k, v)| (text(k), text(v))).collect();
+                    match suffix.strip_prefix("task:") {
+                        Some(id) => {
+                            v.tasks.insert(id.to_string(), map);
+                        }
+                        None => {
+                            v.hashes.insert(suffix.to_string(), map);
+                        }
+                    }
+                }
+                StoreValue::ZSet(z) => {
+                    let members = z.iter().map(|(m, s)| (text(m), s)).collect();
+                    v.zsets.insert(suffix.to_string(), members);
+                }
+                _ => {}
+            }
+        }
+        v
+    })
+}
+
+fn index_of(status: &str, tenant: &str) -> String {
+    match status {
+        "queued" => format!("ready:{tenant}"),
+        "scheduled" | "retrying" => "scheduled".into(),
+        "leased" => "leases".into(),
+        "dead" => "dead".into(),
+        "completed" => "completed".into(),
+        "cancelled" => "cancelled".into(),
+        other => format!("<unknown status {other}>"),
+    }
+}
+
+fn parse_i64(v: Option<&Vec<u8>>) -> i64 {
+    v.and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// Checks 1 and 3 on the current state. Returns the first violation. Runs after every call, so
+/// it reads the store in place without copying.
+pub fn check_state(w: &World) -> Result<(), String> {
+    let st = w.state.lock().unwrap();
+    let l = &st.ledger;
+    let prefix = format!("orq:{{{QUEUE}}}:");
+    w.store.read(|db| {
+        let mut tasks: Vec<(&[u8], &crate::Hash)> = Vec::new();
+        let mut zsets: Vec<(&[u8], &crate::ZSet)> = Vec::new();
+        let mut hashes: Vec<(&[u8], &crate::Hash)> = Vec::new();
+        for (key, value) in db.iter() {
+            let Some(suffix) = key.strip_prefix(prefix.as_bytes()) else {
+                continue;
+            };
+            match value {
+                StoreValue::Hash(h) => match suffix.strip_prefix(b"task:") {
+                    Some(id) => tasks.push((id, h)),
+                    None => hashes.push((suffix, h)),
+                },
+                StoreValue::ZSet(z) if suffix != b"tenants" && suffix != b"known_tenants" => {
+                    zsets.push((suffix, z))
+                }
+                _ => {}
+            }
+        }
+        let tenants = match db.get(format!("{prefix}tenants").as_bytes()) {
+            Some(StoreValue::ZSet(z)) => Some(z),
+            _ => None,
+        };
+        let mut counts: BTreeMap<(&[u8], &[u8]), i64> = BTreeMap::new();
+        for &(id, f) in &tasks {
+            let ids = text(id);
+            let status = f.get(b"status".as_slice()).map(Vec::as_slice).unwrap_or(b"");
+            let tenant = f.get(b"tenant".as_slice()).map(Vec::as_slice).unwrap_or(b"");
+            *counts.entry((b"", status)).or_default() += 1;
+            *counts.entry((tenant, status)).or_default() += 1;
+            let status_s = text(status);
+            let home = index_of(&status_s, &text(tenant));
+            // Check 1: in its index, with the right score, and in no other.
+            let mut found = false;
+            for &(name, z) in &zsets {
+                let here = z.score(id);
+                if name == home.as_bytes() {
+                    let Some(score) = here else { continue };
+                    found = true;
+                    let want = match status {
+                        b"scheduled" | b"retrying" => Some(parse_i64(f.get(b"run_at".as_slice()))),
+                        b"leased" => Some(parse_i64(f.get(b"lease_exp".as_slice()))),
+                        _ => None,
+                    };
+                    if let Some(want) = want {
+                        if score as i64 != want {
+                            return Err(format!(
+                                "task {ids} is {status_s} in {home} with score {score}, field says {want}"
+                            ));
+                        }
+                    }
+                } else if here.is_some() {
+                    return Err(format!("task {ids} is {status_s} but also in {}", text(name)));
+                }
+            }
+            if !found {
+                return Err(format!("task {ids} is {status_s} but not in {home}"));
+            }
+            if status == b"queued" && tenants.is_none_or(|t| t.score(tenant).is_none()) {
+                return Err(format!(
+                    "task {ids} is queued but tenant {} is not in the tenants set",
+                    text(tenant)
+                ));
+            }
+            // Check 3: attempt within budget, and equal to the leases the harness saw.
+            let attempt = parse_i64(f.get(b"attempt".as_slice()));
+            let max_retries = parse_i64(f.get(b"max_retries".as_slice()));
+            if attempt > max_retries + 1 {
+                return Err(format!("task {ids} has attempt {attempt} > max_retries {max_retries} + 1"));
+            }
+            if !l.rolled_back {
+                let leases = i64::from(l.leases.get(&ids).copied().unwrap_or(0));
+                if leases != attempt {
+                    return Err(format!("task {ids} has attempt {attempt} but was leased {leases} times"));
+                }
+                if status == b"dead" && attempt < max_retries + 1 && !l.permanent.contains(&ids) {
+                    return Err(format!(
+                        "task {ids} is dead after {attempt} of {} attempts without a permanent error",
+                        max_retries + 1
+                    ));
+                }
+            }
+        }
+        // No orphans: every index entry has its task, with the matching status.
+        let by_id: BTreeMap<&[u8], &crate::Hash> = tasks.iter().copied().collect();
+        for &(name, z) in &zsets {
+            for (m, _) in z.iter() {
+                let Some(f) = by_id.get(m) else {
+                    return Err(format!("{} holds {}, which has no task hash", text(name), text(m)));
+                };
+                let status = text(f.get(b"status".as_slice()).map(Vec::as_slice).unwrap_or(b""));
+                let tenant = text(f.get(b"tenant".as_slice()).map(Vec::as_slice).unwrap_or(b""));
+                if index_of(&status, &tenant).as_bytes() != name {
+                    return Err(format!("{} holds {}, which is {status}", text(name), text(m)));
+                }
+            }
+        }
+        // The tenants set holds exactly the tenants with ready work.
+        for &(name, z) in &zsets {
+            if let Some(t) = name.strip_prefix(b"ready:") {
+                if !z.is_empty() && tenants.is_none_or(|ts| ts.score(t).is_none()) {
+                    return Err(format!("tenant {} has ready work but is not in the tenants set", text(t)));
+                }
+            }
+        }
+        if let Some(ts) = tenants {
+            for (t, _) in ts.iter() {
+                let ready = zsets.iter().find(|(n, _)| n.strip_prefix(b"ready:") == Some(t));
+                if ready.is_none_or(|(_, z)| z.is_empty()) {
+                    return Err(format!("tenant {} is in the tenants set without ready work", text(t)));
+                }
+            }
+        }
+        // Counters equal the real counts.
+        for &(name, h) in &hashes {
+            let owner: &[u8] = if name == b"stats" {
+                b""
+            } else if let Some(t) = name.strip_prefix(b"tenant:") {
+                t
+            } else {
+                continue;
+            };
+            for s in orq::Status::ALL {
+                let real = counts.get(&(owner, s.as_str().as_bytes())).copied().unwrap_or(0);
+                let counted = parse_i64(h.get(format!("n:{s}").as_bytes())).max(0);
+                if real != counted {
+                    return Err(format!(
+                        "{} count n:{s} is {counted}, real count {real}",
+                        text(name)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// End-of-run accounting (check 5 and the completion side of check 7). Returns the counts by
+/// final status and the number of accepted tasks lost to a rollback.
+pub fn check_end(w: &World) -> Result<(u64, u64, u64, u64), String> {
+    let v = view(w);
+    let st = w.state.lock().unwrap();
+    let l = &st.ledger;
+    let (mut completed, mut dead, mut cancelled, mut lost) = (0, 0, 0, 0);
+    for (id, accepted_ms) in &l.accepted {
+        let Some(f) = v.tasks.get(id) else {
+            match l.rollback_point_ms {
+                Some(p) if *accepted_ms >= p => {
+                    lost += 1;
+                    continue;
+                }
+                _ => return Err(format!("accepted task {id} is gone from the store")),
+            }
+        };
+        match f.get("status").map(String::as_str) {
+            Some("completed") => {
+                completed += 1;
+                if !l.rolled_back {
+                    let token = l.completions.get(id);
+                    match token {
+                        None => {
+                            return Err(format!(
+                                "task {id} is completed but no complete was applied"
+                            ))
+                        }
+                        Some(t) if !l.effect_tokens.contains(&(id.clone(), t.clone())) => {
+                            return Err(format!(
+                                "task {id} was completed by token {t}, whose handler never ran"
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Some("dead") => dead += 1,
+            Some("cancelled") => cancelled += 1,
+            other => {
+                return Err(format!(
+                    "task {id} is still {other:?} at the end of the run"
+                ))
+            }
+        }
+    }
+    for id in v.tasks.keys() {
+        if !l.accepted.contains_key(id) {
+            return Err(format!(
+                "task {id} is in the store but the client never saw it accepted"
+            ));
+        }
+    }
+    Ok((completed, dead, cancelled, lost))
+}
+
+/// The accepted tasks still in the store that are not completed, dead or cancelled, with their
+/// status (at most 10).
+pub fn unfinished(w: &World) -> Vec<(String, String)> {
+    let v = view(w);
+    let st = w.state.lock().unwrap();
+    st.ledger
+        .accepted
+        .keys()
+        .filter_map(|id| {
+            let status = v.tasks.get(id)?.get("status").cloned().unwrap_or_default();
+            (!matches!(status.as_str(), "completed" | "dead" | "cancelled"))
+                .then(|| (id.clone(), status))
+        })
+        .take(10)
+        .collect()
+}

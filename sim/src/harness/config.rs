@@ -1,0 +1,198 @@
+//! What one simulation run does: the workload and the fault probabilities, all drawn from the
+//! seed, so a seed alone names a run.
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha12Rng;
+use serde::Serialize;
+
+/// Virtual time at which every run starts (ms since the Unix epoch): 2027-01-15T08:00:00Z.
+/// Fixed so that timelines of the same seed are byte-identical.
+pub const EPOCH_MS: u64 = 1_800_000_000_000;
+
+/// A bug planted on purpose, to prove the simulator finds it (test-only switches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PlantedBug {
+    /// No planted bug: the product as shipped.
+    #[default]
+    None,
+    /// `complete` accepts any token (the fencing check is removed).
+    CompleteIgnoresToken,
+    /// `lease` promotes scheduled tasks without checking their run_at.
+    LeaseIgnoresRunAt,
+    /// The reaper requeues an expired lease without counting the attempt.
+    ReapDoesNotCountAttempt,
+    /// The worker keeps running a handler after a heartbeat said its lease is gone.
+    WorkerIgnoresLostLease,
+}
+
+impl PlantedBug {
+    /// Every planted bug (not `None`).
+    pub const ALL: [PlantedBug; 4] = [
+        PlantedBug::CompleteIgnoresToken,
+        PlantedBug::LeaseIgnoresRunAt,
+        PlantedBug::ReapDoesNotCountAttempt,
+        PlantedBug::WorkerIgnoresLostLease,
+    ];
+
+    /// The snake_case name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::None => "none",
+            PlantedBug::CompleteIgnoresToken => "complete_ignores_token",
+            PlantedBug::LeaseIgnoresRunAt => "lease_ignores_run_at",
+            PlantedBug::ReapDoesNotCountAttempt => "reap_does_not_count_attempt",
+            PlantedBug::WorkerIgnoresLostLease => "worker_ignores_lost_lease",
+        }
+    }
+
+    /// Parse a name given by [`PlantedBug::name`].
+    pub fn parse(s: &str) -> Option<PlantedBug> {
+        std::iter::once(PlantedBug::None)
+            .chain(PlantedBug::ALL)
+            .find(|b| b.name() == s)
+    }
+}
+
+/// Fault probabilities and sizes. Probabilities are per store call unless said otherwise.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Faults {
+    /// Mean virtual time between supervisor faults (crash, stall, clock jump, script flush), ms.
+    pub mean_fault_gap_ms: u64,
+    /// Weight of a worker crash among supervisor faults.
+    pub w_crash: u32,
+    /// Weight of a worker stall (all its store calls wait) longer than a lease.
+    pub w_stall: u32,
+    /// Weight of a store clock jump (forward or backward).
+    pub w_clock_jump: u32,
+    /// Weight of a store restart that flushes the script cache.
+    pub w_script_flush: u32,
+    /// Probability that a handler asks for its worker to crash before its side effect.
+    pub p_crash_before_effect: f64,
+    /// Probability that a handler asks for its worker to crash after its side effect, before the
+    /// worker reports.
+    pub p_crash_after_effect: f64,
+    /// Longest stall, ms.
+    pub stall_ms_max: u64,
+    /// Longest downtime of a crashed worker before it restarts, ms.
+    pub downtime_ms_max: u64,
+    /// Probability that a call's reply is lost after the script ran.
+    pub p_lost_reply: f64,
+    /// Probability that a call fails before it reaches the store.
+    pub p_fail_before: f64,
+    /// Probability that a call is delivered twice (the second reply is dropped).
+    pub p_duplicate: f64,
+    /// Largest worker clock offset, ms (each worker draws one in ±this).
+    pub clock_offset_ms_max: u64,
+    /// Largest worker clock drift, parts per million (each worker draws one in ±this).
+    pub drift_ppm_max: u64,
+    /// Largest store clock jump, ms (forward or backward).
+    pub clock_jump_ms_max: u64,
+}
+
+/// A run's whole configuration.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SimConfig {
+    /// The seed everything is drawn from.
+    pub seed: u64,
+    /// Tenants submitting.
+    pub tenants: u32,
+    /// Tasks submitted over the submit window.
+    pub tasks: u32,
+    /// Tasks per submit call (1 = single submits).
+    pub batch_max: u32,
+    /// Worker pools.
+    pub workers: u32,
+    /// Concurrency of each pool.
+    pub concurrency: u32,
+    /// Schedulers running at once.
+    pub schedulers: u32,
+    /// Submits spread over this much virtual time, ms.
+    pub submit_window_ms: u64,
+    /// Length of the safety phase (faults on), ms.
+    pub safety_ms: u64,
+    /// Budget of the liveness phase (faults off): every task must be finished within it, ms.
+    pub liveness_budget_ms: u64,
+    /// Lease length given to tasks, ms.
+    pub lease_ms: u64,
+    /// Longest handler run time, ms.
+    pub handler_ms_max: u64,
+    /// Probability that an attempt fails with a retryable error.
+    pub p_transient: f64,
+    /// Probability that an attempt fails with a permanent error.
+    pub p_permanent: f64,
+    /// Probability that a task is submitted with a delay.
+    pub p_delayed: f64,
+    /// Longest delay, ms.
+    pub delay_ms_max: u64,
+    /// Probability that the client cancels a task it submitted.
+    pub p_cancel: f64,
+    /// Most retries a task asks for (each task draws 0..=this).
+    pub max_retries_max: u32,
+    /// Faults of the safety phase.
+    pub faults: Faults,
+    /// A bug planted on purpose (tests of the simulator itself).
+    pub planted: PlantedBug,
+    /// Roll the store back to an earlier snapshot once during the safety phase (an unsynced
+    /// Redis crash or an asynchronous failover). Weakens the invariants: see the checker.
+    pub lossy_restart: bool,
+}
+
+impl SimConfig {
+    /// Draw a configuration from `seed`. The same seed always gives the same configuration.
+    pub fn draw(seed: u64) -> SimConfig {
+        let mut r = ChaCha12Rng::seed_from_u64(seed ^ 0x6f72_715f_7369_6d00);
+        let lease_ms = [1_000, 2_000, 5_000][r.random_range(0..3)];
+        SimConfig {
+            seed,
+            tenants: r.random_range(1..=4),
+            tasks: r.random_range(20..=120),
+            batch_max: [1, 1, 5, 20][r.random_range(0..4)],
+            workers: r.random_range(1..=4),
+            concurrency: r.random_range(1..=6),
+            schedulers: r.random_range(0..=2),
+            submit_window_ms: r.random_range(1_000..=20_000),
+            safety_ms: 60_000,
+            liveness_budget_ms: 600_000,
+            lease_ms,
+            handler_ms_max: r.random_range(1..=lease_ms * 2),
+            p_transient: r.random_range(0.0..0.3),
+            p_permanent: r.random_range(0.0..0.05),
+            p_delayed: r.random_range(0.0..0.4),
+            delay_ms_max: r.random_range(100..=30_000),
+            p_cancel: r.random_range(0.0..0.05),
+            max_retries_max: r.random_range(0..=5),
+            faults: Faults {
+                mean_fault_gap_ms: r.random_range(500..=10_000),
+                w_crash: r.random_range(0..=4),
+                w_stall: r.random_range(0..=3),
+                w_clock_jump: r.random_range(0..=2),
+                w_script_flush: r.random_range(0..=1),
+                p_crash_before_effect: r.random_range(0.0..0.03),
+                p_crash_after_effect: r.random_range(0.0..0.03),
+                stall_ms_max: lease_ms * 3,
+                downtime_ms_max: r.random_range(0..=10_000),
+                p_lost_reply: r.random_range(0.0..0.05),
+                p_fail_before: r.random_range(0.0..0.05),
+                p_duplicate: r.random_range(0.0..0.03),
+                clock_offset_ms_max: r.random_range(0..=2_000),
+                drift_ppm_max: r.random_range(0..=50_000),
+                clock_jump_ms_max: r.random_range(0..=5_000),
+            },
+            planted: PlantedBug::None,
+            lossy_restart: false,
+        }
+    }
+
+    /// The same configuration with a lossy restart.
+    pub fn with_lossy_restart(mut self) -> SimConfig {
+        self.lossy_restart = true;
+        self
+    }
+
+    /// The same configuration with `bug` planted.
+    pub fn with_planted(mut self, bug: PlantedBug) -> SimConfig {
+        self.planted = bug;
+        self
+    }
+}

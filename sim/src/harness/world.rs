@@ -1,0 +1,570 @@
+//! The simulated world: virtual clocks, the store every actor shares (each through its own
+//! fault-injecting wrapper), the handler that records side effects, and the run's bookkeeping.
+//! Everything here is single-threaded under a paused tokio runtime, so the seed decides it all.
+
+use super::checker::{self, Ledger};
+use super::config::{PlantedBug, SimConfig, EPOCH_MS};
+use crate::{MemoryStore, StoreClock};
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use orq::{Handler, HandlerError, Resp, Store, StoreError, TaskContext};
+use orq_lua::Script;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha12Rng;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The one queue every simulated task goes to.
+pub const QUEUE: &str = "sim";
+/// The handler type of simulated tasks.
+pub const TASK_TYPE: &str = "sim";
+/// Virtual latency of every store call, ms: lets other actors interleave between calls.
+pub const CALL_LATENCY_MS: u64 = 1;
+
+/// Virtual time: tokio's paused clock, read as milliseconds since [`EPOCH_MS`]'s run start.
+#[derive(Debug, Clone, Copy)]
+pub struct VirtualTime {
+    start: tokio::time::Instant,
+}
+
+impl VirtualTime {
+    /// Start counting now (inside the paused runtime).
+    pub fn start() -> Self {
+        VirtualTime {
+            start: tokio::time::Instant::now(),
+        }
+    }
+
+    /// Virtual ms since the run started.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    /// Virtual µs since the run started.
+    pub fn elapsed_micros(&self) -> u64 {
+        self.start.elapsed().as_micros() as u64
+    }
+
+    /// Sleep until virtual ms `t` (since the run started).
+    pub async fn sleep_until_ms(&self, t: u64) {
+        tokio::time::sleep_until(self.start + Duration::from_millis(t)).await;
+    }
+}
+
+/// The store's clock: virtual time plus the jumps the harness injects.
+#[derive(Debug)]
+pub struct StoreTime {
+    vt: VirtualTime,
+    offset_ms: AtomicI64,
+}
+
+impl StoreClock for StoreTime {
+    fn now_micros(&self) -> u64 {
+        let base = EPOCH_MS as i64 * 1000 + self.vt.elapsed_micros() as i64;
+        (base + self.offset_ms.load(Ordering::Relaxed) * 1000).max(0) as u64
+    }
+}
+
+/// A worker's own clock: virtual time with a fixed offset and a drift (ppm).
+#[derive(Debug, Clone)]
+pub struct SkewedClock {
+    vt: VirtualTime,
+    offset_ms: i64,
+    drift_ppm: i64,
+}
+
+impl orq::Clock for SkewedClock {
+    fn now_ms(&self) -> u64 {
+        let e = self.vt.elapsed_ms() as i64;
+        (EPOCH_MS as i64 + self.offset_ms + e + e * self.drift_ppm / 1_000_000).max(0) as u64
+    }
+
+    fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
+        // A fast clock (positive drift) sees its ms pass sooner in real (virtual) time.
+        let real = (ms as i128 * 1_000_000 / (1_000_000 + self.drift_ppm as i128)).max(0) as u64;
+        Box::pin(tokio::time::sleep(Duration::from_millis(real)))
+    }
+}
+
+/// A side effect a handler performed, with the lease that produced it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideEffect {
+    /// Virtual ms.
+    pub t_ms: u64,
+    /// Task id.
+    pub task: String,
+    /// The lease token of the attempt.
+    pub token: String,
+    /// Worker id.
+    pub worker: String,
+}
+
+/// Counters of a run.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RunStats {
+    /// Script calls that reached the store (duplicates included).
+    pub script_calls: u64,
+    /// Virtual ms the run lasted.
+    pub virtual_ms: u64,
+    /// Tasks the client saw accepted.
+    pub accepted: u64,
+    /// Finished tasks by status at the end.
+    pub completed: u64,
+    /// Dead at the end.
+    pub dead: u64,
+    /// Cancelled at the end.
+    pub cancelled: u64,
+    /// Tasks lost to a lossy restart (accepted after the rollback point).
+    pub lost_to_rollback: u64,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+}
+
+/// Everything the actors share. Locks are never held across an await.
+pub struct World {
+    /// The run's configuration.
+    pub config: SimConfig,
+    /// The store.
+    pub store: Arc<MemoryStore>,
+    /// Virtual time.
+    pub vt: VirtualTime,
+    /// The store's clock (jumps).
+    pub store_time: Arc<StoreTime>,
+    /// Faults are injected only while this is set (the safety phase).
+    pub faults_on: AtomicBool,
+    /// Script calls made.
+    pub calls: AtomicU64,
+    rng: Mutex<ChaCha12Rng>,
+    patched: BTreeMap<&'static str, String>,
+    crash_tx: UnboundedSender<String>,
+    /// Mutable bookkeeping.
+    pub state: Mutex<WorldState>,
+}
+
+/// The run's mutable bookkeeping.
+#[derive(Default)]
+pub struct WorldState {
+    /// Timeline lines (JSON), header excluded.
+    pub timeline: Vec<String>,
+    /// The first invariant violation, if any.
+    pub violation: Option<String>,
+    /// Actors whose store calls wait until this virtual ms.
+    pub stalls: BTreeMap<String, u64>,
+    /// What the checker compares the store against.
+    pub ledger: Ledger,
+    /// Last stream entry id seen.
+    pub stream_last: String,
+    /// Faults injected, by kind.
+    pub faults: BTreeMap<String, u64>,
+}
+
+/// SplitMix64: a fixed, well-mixed hash of a u64 (Steele, Lea, Flood: "Fast splittable
+/// pseudorandom number generators", OOPSLA 2014).
+pub fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// FNV-1a of a string, for mixing names into draws.
+pub fn fnv(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A uniform draw in [0, 1) from a hash.
+pub fn unit(h: u64) -> f64 {
+    (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The Lua source of each script as this run uses it: with the planted bug's patch applied.
+fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
+    let mut out = BTreeMap::new();
+    let mut patch = |name: &'static str, from: &str, to: &str| {
+        let src = &orq_lua::script(name).source;
+        assert!(
+            src.contains(from),
+            "planted bug patch for {name} no longer applies"
+        );
+        out.insert(name, src.replace(from, to));
+    };
+    match bug {
+        PlantedBug::None | PlantedBug::WorkerIgnoresLostLease => {}
+        PlantedBug::CompleteIgnoresToken => patch(
+            "complete",
+            "local state = check_lease(id, token, 'completed')",
+            "local state = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, 'completed')",
+        ),
+        PlantedBug::LeaseIgnoresRunAt => patch(
+            "lease",
+            "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
+            "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
+        ),
+        PlantedBug::ReapDoesNotCountAttempt => {
+            for name in ["lease", "reap"] {
+                patch(
+                    name,
+                    "fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
+                    "redis.call('HINCRBY', task_key(id), 'attempt', -1) \
+                     t.attempt = tostring((tonumber(t.attempt) or 1) - 1) \
+                     fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
+                );
+            }
+        }
+    }
+    out
+}
+
+impl World {
+    /// A world for `config`, on a fresh store. `crash_tx` carries crash requests to the
+    /// supervisor.
+    pub fn new(config: SimConfig, crash_tx: UnboundedSender<String>) -> Arc<World> {
+        let vt = VirtualTime::start();
+        let store_time = Arc::new(StoreTime {
+            vt,
+            offset_ms: AtomicI64::new(0),
+        });
+        let store = Arc::new(MemoryStore::new(store_time.clone()).strict_cluster(true));
+        let rng = ChaCha12Rng::seed_from_u64(mix(config.seed ^ 0x00fa_0017));
+        let patched = patched_sources(config.planted);
+        Arc::new(World {
+            store,
+            vt,
+            store_time,
+            faults_on: AtomicBool::new(true),
+            calls: AtomicU64::new(0),
+            rng: Mutex::new(rng),
+            patched,
+            crash_tx,
+            state: Mutex::new(WorldState {
+                stream_last: "0-0".into(),
+                ..WorldState::default()
+            }),
+            config,
+        })
+    }
+
+    /// A draw in [0, 1) from the run's fault stream.
+    pub fn draw(&self) -> f64 {
+        self.rng.lock().unwrap().random::<f64>()
+    }
+
+    /// A draw in `lo..=hi`.
+    pub fn draw_range(&self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        self.rng.lock().unwrap().random_range(lo..=hi)
+    }
+
+    /// True with probability `p`, while faults are on.
+    fn fault(&self, p: f64) -> bool {
+        self.faults_on.load(Ordering::Relaxed) && p > 0.0 && self.draw() < p
+    }
+
+    /// Shift the store's clock by `delta_ms`.
+    pub fn jump_store_clock(&self, delta_ms: i64) {
+        self.store_time
+            .offset_ms
+            .fetch_add(delta_ms, Ordering::Relaxed);
+    }
+
+    /// Append a timeline event.
+    pub fn event(&self, actor: &str, kind: &str, task: Option<&str>, details: Value) {
+        let line = json!({
+            "t_ms": self.vt.elapsed_ms(),
+            "actor": actor,
+            "kind": kind,
+            "task": task,
+            "tenant": Value::Null,
+            "attempt": Value::Null,
+            "details": details,
+        });
+        self.state.lock().unwrap().timeline.push(line.to_string());
+    }
+
+    /// Record an injected fault (counted and put on the timeline).
+    pub fn fault_event(&self, actor: &str, kind: &str, task: Option<&str>, details: Value) {
+        *self
+            .state
+            .lock()
+            .unwrap()
+            .faults
+            .entry(kind.to_string())
+            .or_default() += 1;
+        self.event(actor, kind, task, details);
+    }
+
+    /// Record the first violation; later ones are ignored.
+    pub fn violate(&self, what: String) {
+        let mut st = self.state.lock().unwrap();
+        if st.violation.is_none() {
+            let line = json!({
+                "t_ms": self.vt.elapsed_ms(), "actor": "checker", "kind": "violation",
+                "task": Value::Null, "tenant": Value::Null, "attempt": Value::Null,
+                "details": {"message": what},
+            });
+            st.timeline.push(line.to_string());
+            st.violation = Some(what);
+        }
+    }
+
+    /// The first violation so far.
+    pub fn violation(&self) -> Option<String> {
+        self.state.lock().unwrap().violation.clone()
+    }
+
+    /// Ask the supervisor to crash `worker` now.
+    pub fn request_crash(&self, worker: &str) {
+        let _ = self.crash_tx.send(worker.to_string());
+    }
+
+    /// Run one script call against the store with the run's patches, then do the bookkeeping
+    /// and check every invariant. Called by [`ActorStore`] for each delivery of a call.
+    pub fn apply(
+        &self,
+        actor: &str,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Resp {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let before = checker::pre_call(self, script.name, args);
+        let reply = match self.patched.get(script.name) {
+            Some(src) => self.store.eval_source(src, keys, args),
+            None => self.store.call_sync(script, keys, args),
+        };
+        self.record_stream(actor);
+        checker::post_call(self, actor, script.name, args, &reply, before);
+        let read_only = matches!(script.name, "get" | "list" | "stats" | "queues");
+        if !read_only && self.violation().is_none() {
+            if let Err(v) = checker::check_state(self) {
+                self.violate(v);
+            }
+        }
+        reply
+    }
+
+    /// Put the stream entries appended by the last call on the timeline, attributed to `actor`.
+    fn record_stream(&self, actor: &str) {
+        let key = format!("orq:{{{QUEUE}}}:events");
+        let last = self.state.lock().unwrap().stream_last.clone();
+        let reply = self
+            .store
+            .command(&[b"XRANGE", key.as_bytes(), last.as_bytes(), b"+"]);
+        let Resp::Array(entries) = reply else { return };
+        let mut lines = Vec::new();
+        let mut new_last = last.clone();
+        for e in &entries {
+            let Some([id, fields]) = e.as_array().map(|a| [&a[0], &a[1]]) else {
+                continue;
+            };
+            let id = id.as_str().unwrap_or_default().to_string();
+            if id == last {
+                continue;
+            }
+            let mut f = BTreeMap::new();
+            for pair in fields.as_array().unwrap_or_default().chunks(2) {
+                if let [k, v] = pair {
+                    f.insert(
+                        k.as_str().unwrap_or_default().to_string(),
+                        v.as_str().unwrap_or_default().to_string(),
+                    );
+                }
+            }
+            let mut details = Map::new();
+            for (k, v) in &f {
+                if !matches!(k.as_str(), "k" | "id" | "t" | "a" | "ts") {
+                    details.insert(k.clone(), Value::String(v.clone()));
+                }
+            }
+            details.insert(
+                "store_ms".into(),
+                json!(f.get("ts").and_then(|t| t.parse::<u64>().ok())),
+            );
+            lines.push(
+                json!({
+                    "t_ms": self.vt.elapsed_ms(),
+                    "actor": actor,
+                    "kind": f.get("k").cloned().unwrap_or_default(),
+                    "task": f.get("id"),
+                    "tenant": f.get("t"),
+                    "attempt": f.get("a").and_then(|a| a.parse::<u64>().ok()),
+                    "details": details,
+                })
+                .to_string(),
+            );
+            new_last = id;
+        }
+        let mut st = self.state.lock().unwrap();
+        st.timeline.extend(lines);
+        st.stream_last = new_last;
+    }
+
+    /// Forget the stream position (after a lossy restart rolled the stream back).
+    pub fn reset_stream_position(&self) {
+        let key = format!("orq:{{{QUEUE}}}:events");
+        let reply = self.store.command(&[b"XRANGE", key.as_bytes(), b"-", b"+"]);
+        let last = reply
+            .as_array()
+            .and_then(|a| a.last())
+            .and_then(|e| e.as_array())
+            .and_then(|e| e.first())
+            .and_then(|id| id.as_str())
+            .unwrap_or("0-0")
+            .to_string();
+        self.state.lock().unwrap().stream_last = last;
+    }
+}
+
+/// One actor's view of the store: every call goes through the fault injector.
+pub struct ActorStore {
+    /// The world.
+    pub world: Arc<World>,
+    /// Who is calling ("w1", "s1", "client").
+    pub actor: String,
+}
+
+#[async_trait]
+impl Store for ActorStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        let w = &self.world;
+        tokio::time::sleep(Duration::from_millis(CALL_LATENCY_MS)).await;
+        let stall = w.state.lock().unwrap().stalls.get(&self.actor).copied();
+        if let Some(until) = stall {
+            w.vt.sleep_until_ms(until).await;
+        }
+        let f = &w.config.faults;
+        if w.fault(f.p_fail_before) {
+            w.fault_event(
+                &self.actor,
+                "fail_before",
+                None,
+                json!({"script": script.name}),
+            );
+            return Err(StoreError("injected: connection refused".into()));
+        }
+        let reply = w.apply(&self.actor, script, keys, args);
+        if w.fault(f.p_duplicate) {
+            w.fault_event(
+                &self.actor,
+                "duplicate",
+                None,
+                json!({"script": script.name}),
+            );
+            let _ = w.apply(&self.actor, script, keys, args);
+        }
+        if w.fault(f.p_lost_reply) {
+            w.fault_event(
+                &self.actor,
+                "lost_reply",
+                None,
+                json!({"script": script.name}),
+            );
+            return Err(StoreError("injected: reply lost".into()));
+        }
+        checker::delivered(w, script.name, args, &reply);
+        Ok(reply)
+    }
+}
+
+/// The handler of simulated tasks: runs for a drawn time, performs its side effect (recorded
+/// with its lease token), may ask for its worker to crash before or after the effect, and
+/// succeeds or fails as drawn. Every draw is a hash of (seed, task, epoch): the same lease of
+/// the same task always behaves the same.
+pub struct SimHandler {
+    /// The world.
+    pub world: Arc<World>,
+}
+
+#[async_trait]
+impl Handler for SimHandler {
+    async fn handle(&self, ctx: TaskContext) -> Result<Value, HandlerError> {
+        let w = &self.world;
+        let c = &w.config;
+        let lease = ctx.task.lease.clone().unwrap_or(orq::Lease {
+            worker: String::new(),
+            expires_at_ms: 0,
+            epoch: 0,
+            token: String::new(),
+        });
+        let h = mix(c.seed ^ fnv(&ctx.task.id) ^ mix(ctx.epoch));
+        let faults = || w.faults_on.load(Ordering::Relaxed);
+        if faults() && unit(mix(h ^ 1)) < c.faults.p_crash_before_effect {
+            w.fault_event(
+                &lease.worker,
+                "crash_request",
+                Some(&ctx.task.id),
+                json!({"point": "before_effect"}),
+            );
+            w.request_crash(&lease.worker);
+            std::future::pending::<()>().await;
+        }
+        let run_ms = mix(h ^ 2) % c.handler_ms_max.max(1);
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => return Err(HandlerError::retryable("cancelled")),
+            _ = tokio::time::sleep(Duration::from_millis(run_ms)) => {}
+        }
+        checker::side_effect(w, &ctx.task.id, &lease.token, &lease.worker);
+        if faults() && unit(mix(h ^ 3)) < c.faults.p_crash_after_effect {
+            w.fault_event(
+                &lease.worker,
+                "crash_request",
+                Some(&ctx.task.id),
+                json!({"point": "after_effect"}),
+            );
+            w.request_crash(&lease.worker);
+            std::future::pending::<()>().await;
+        }
+        let u = unit(mix(h ^ 4));
+        if u < c.p_permanent {
+            Err(HandlerError::permanent(format!(
+                "planned permanent failure (epoch {})",
+                ctx.epoch
+            )))
+        } else if u < c.p_permanent + c.p_transient {
+            Err(HandlerError::retryable(format!(
+                "planned transient failure (epoch {})",
+                ctx.epoch
+            )))
+        } else {
+            Ok(json!({"worker": lease.worker, "epoch": ctx.epoch}))
+        }
+    }
+}
+
+/// The draws that fix a worker's clock: `(offset ms, drift ppm)`.
+pub fn worker_clock(world: &Arc<World>, name: &str) -> SkewedClock {
+    let f = &world.config.faults;
+    let h = mix(world.config.seed ^ fnv(name));
+    let span = |max: u64, h: u64| -> i64 {
+        if max == 0 {
+            0
+        } else {
+            (h % (2 * max + 1)) as i64 - max as i64
+        }
+    };
+    SkewedClock {
+        vt: world.vt,
+        offset_ms: span(f.clock_offset_ms_max, mix(h ^ 1)),
+        drift_ppm: span(f.drift_ppm_max, mix(h ^ 2)),
+    }
+}
+
+/// The ids of tasks the client saw accepted, with the virtual ms of acceptance.
+pub type Accepted = BTreeMap<String, u64>;
+
+/// A set of task ids.
+pub type Ids = BTreeSet<String>;

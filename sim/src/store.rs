@@ -1,0 +1,292 @@
+//! `MemoryStore`: the in-memory Redis model behind the engine's [`orq::Store`] trait.
+
+use crate::clock::StoreClock;
+use crate::commands::{self, Exec};
+use crate::db::{Db, Dump, Entry};
+use crate::script::{Interpreter, Run, CROSSSLOT};
+use crate::slot::key_slot;
+use async_trait::async_trait;
+use orq::{Resp, Store, StoreError};
+use orq_lua::Script;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An in-memory Redis 7.0 that runs orq's transition scripts.
+///
+/// It holds one Lua 5.1 state (the language version Redis embeds) behind a mutex, so scripts run
+/// one at a time and atomically, as in Redis. Each script is compiled once into a SHA1 → function
+/// cache; [`MemoryStore::flush_scripts`] empties it (a `SCRIPT FLUSH` or a restart), after which
+/// the next call of a script counts as a NOSCRIPT miss ([`MemoryStore::noscript_misses`]) and
+/// compiles it again, as `RedisStore`'s EVALSHA → NOSCRIPT → EVAL does.
+///
+/// Time comes from the [`StoreClock`] it is given, read once when a script starts: `TIME`, key
+/// expiry and `XADD *` IDs inside the script all use that reading (Redis freezes expiry at the
+/// script's start the same way; its `TIME` would advance by the script's own run time). Writes a
+/// script made before it failed stay applied: there is no rollback, in Redis or here.
+///
+/// Commands and scripting rules are those of Redis 7.0, checked against a real server by the
+/// tests in `sim/tests/`; see the crate documentation for what is modelled and what is not.
+/// Cheap to share: wrap it in an `Arc`.
+pub struct MemoryStore {
+    interp: Mutex<Interpreter>,
+    clock: Arc<dyn StoreClock>,
+    strict: bool,
+    noscript_misses: AtomicU64,
+    script_calls: AtomicU64,
+}
+
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("strict", &self.strict)
+            .field("script_calls", &self.script_calls())
+            .field("noscript_misses", &self.noscript_misses())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A copy of a store's data (keys, values and expiry times; not the script cache), taken by
+/// [`MemoryStore::snapshot`] and put back by [`MemoryStore::restore`] to simulate a restart that
+/// loses the writes made after the snapshot.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl Snapshot {
+    /// Number of keys in the snapshot (expired ones included).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the snapshot holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store reading time from `clock`.
+    pub fn new(clock: Arc<dyn StoreClock>) -> Self {
+        MemoryStore {
+            interp: Mutex::new(Interpreter::new()),
+            clock,
+            strict: false,
+            noscript_misses: AtomicU64::new(0),
+            script_calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Strict cluster mode (off by default). When on, every script call must name KEYS that all
+    /// hash to one Redis Cluster slot (otherwise the reply is
+    /// `CROSSSLOT Keys in request don't hash to the same slot`, as a cluster answers such an
+    /// EVALSHA), and every key a command inside the script touches must hash to that slot too
+    /// (otherwise that command fails with
+    /// `ERR Script attempted to access keys that do not hash to the same slot`, Redis 7's error
+    /// for an undeclared key in another slot). Slots are computed as in the Redis Cluster
+    /// specification (CRC16 of the key or its `{hash tag}`, modulo 16384).
+    pub fn strict_cluster(mut self, on: bool) -> Self {
+        self.strict = on;
+        self
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Interpreter> {
+        self.interp
+            .lock()
+            .expect("MemoryStore mutex poisoned by an earlier panic")
+    }
+
+    /// Empty the SHA1 → function script cache (`SCRIPT FLUSH`, or what a restart does).
+    pub fn flush_scripts(&self) {
+        self.lock().flush_scripts();
+    }
+
+    /// How many [`MemoryStore::call_sync`] calls found their script missing from the cache (the
+    /// NOSCRIPT replies a real Redis would have given EVALSHA) and compiled it.
+    pub fn noscript_misses(&self) -> u64 {
+        self.noscript_misses.load(Ordering::Relaxed)
+    }
+
+    /// How many scripts this store has run (through any entry point).
+    pub fn script_calls(&self) -> u64 {
+        self.script_calls.load(Ordering::Relaxed)
+    }
+
+    /// Run `script` with `keys` (KEYS) and `args` (ARGV), atomically, and return its reply as
+    /// Redis would send it over RESP2 (script errors are `Resp::Error`).
+    pub fn call_sync(&self, script: &Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        self.execute(&script.sha1, &script.source, keys, args, true)
+    }
+
+    /// Run an ad-hoc script body (EVAL semantics: compiled and cached by its SHA1, never a
+    /// NOSCRIPT miss). For tests.
+    pub fn eval_source(&self, source: &str, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        let sha = sha1_smol::Sha1::from(source.as_bytes())
+            .digest()
+            .to_string();
+        self.execute(&sha, source, keys, args, false)
+    }
+
+    fn execute(
+        &self,
+        sha: &str,
+        source: &str,
+        keys: &[String],
+        args: &[Vec<u8>],
+        by_sha: bool,
+    ) -> Resp {
+        let mut slot = None;
+        if self.strict {
+            let mut slots = keys.iter().map(|k| key_slot(k.as_bytes()));
+            slot = slots.next();
+            if slots.any(|s| Some(s) != slot) {
+                return Resp::Error(CROSSSLOT.to_string());
+            }
+        }
+        let mut interp = self.lock();
+        self.script_calls.fetch_add(1, Ordering::Relaxed);
+        if !interp.has_script(sha) {
+            if by_sha {
+                self.noscript_misses.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Err(reply) = interp.compile(sha, source) {
+                return reply;
+            }
+        }
+        let now_us = self.clock.now_micros();
+        interp.engine().db.set_now(now_us / 1000);
+        let run = Run {
+            now_us,
+            sha: sha.to_string(),
+            strict: self.strict,
+            slot,
+            instructions: 0,
+            killed: false,
+            error: None,
+        };
+        interp.run(run, keys, args)
+    }
+
+    /// Run one command outside any script (seeding and reading in tests), with Redis's client
+    /// semantics and error texts (`ERR unknown command ...`, `ERR wrong number of arguments for
+    /// 'get' command`). Time is the clock's reading now.
+    pub fn command(&self, args: &[&[u8]]) -> Resp {
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
+        if args.is_empty() {
+            return Resp::Error("ERR orq-sim: empty command".to_string());
+        }
+        let Some(cmd) = commands::lookup(&args[0]) else {
+            return commands::unknown_command_error(&args);
+        };
+        if !cmd.arity_ok(args.len()) {
+            return commands::arity_error(cmd.name);
+        }
+        let now_us = self.clock.now_micros();
+        let interp = self.lock();
+        let mut eng = interp.engine();
+        eng.db.set_now(now_us / 1000);
+        cmd.run(
+            &mut Exec {
+                db: &mut eng.db,
+                now_us,
+            },
+            &args,
+        )
+    }
+
+    /// Read the keyspace directly (invariant checkers): `f` sees every key live at the clock's
+    /// current time, and nothing runs meanwhile.
+    pub fn read<R>(&self, f: impl FnOnce(&Db) -> R) -> R {
+        let now_ms = self.clock.now_micros() / 1000;
+        let interp = self.lock();
+        let mut eng = interp.engine();
+        eng.db.set_now(now_ms);
+        f(&eng.db)
+    }
+
+    /// A copy of the data (not the script cache).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            entries: self.lock().engine().db.entries_clone(),
+        }
+    }
+
+    /// Replace the data with `s` (the script cache is untouched; call
+    /// [`MemoryStore::flush_scripts`] too to simulate a full restart).
+    pub fn restore(&self, s: &Snapshot) {
+        self.lock().engine().db.restore(&s.entries);
+    }
+
+    /// Every live key (at the clock's current time) with its value and expiry, in key order.
+    pub fn dump(&self) -> Dump {
+        self.read(|db| db.dump())
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        Ok(self.call_sync(script, keys, args))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn assert_send_sync<T: Send + Sync>() {}
+
+    // Goal: the store can be shared across threads and tasks (the engine holds it in an Arc).
+    #[test]
+    fn memory_store_is_send_and_sync() {
+        assert_send_sync::<MemoryStore>();
+        assert_send_sync::<Arc<MemoryStore>>();
+    }
+
+    // Goal: the engine's Store trait runs scripts on the model, and commands and reads see what
+    // they wrote.
+    #[tokio::test]
+    async fn store_trait_runs_transition_scripts() {
+        let clock = Arc::new(ManualClock::from_ms(1_700_000_000_000));
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock));
+        let reply = store
+            .eval(
+                orq_lua::script("queues"),
+                &[orq::keys::QUEUES_KEY.to_string()],
+                &[b"add".to_vec(), b"q".to_vec()],
+            )
+            .await
+            .expect("the model never fails as a store");
+        assert_eq!(
+            reply,
+            Resp::Array(vec![Resp::Int(1_700_000_000_000), Resp::Int(1)])
+        );
+    }
+
+    // Goal: a snapshot restores the data it copied, expiry times included, and nothing written
+    // after it.
+    #[test]
+    fn restore_rolls_back_to_the_snapshot() {
+        let clock = Arc::new(ManualClock::from_ms(1_000));
+        let store = MemoryStore::new(clock.clone());
+        store.command(&[b"SET", b"a", b"1", b"PX", b"500"]);
+        let snap = store.snapshot();
+        store.command(&[b"SET", b"b", b"2"]);
+        store.command(&[b"DEL", b"a"]);
+        store.restore(&snap);
+        assert_eq!(store.command(&[b"GET", b"a"]), Resp::Bulk(b"1".to_vec()));
+        assert_eq!(store.command(&[b"EXISTS", b"b"]), Resp::Int(0));
+        assert_eq!(store.command(&[b"PTTL", b"a"]), Resp::Int(500));
+        clock.advance_ms(501);
+        assert!(store.dump().is_empty());
+        assert_eq!(store.read(|db| db.len()), 0);
+    }
+}
