@@ -19,11 +19,13 @@
 --   ARGV[1]  string   task id
 --
 -- Returns: {now_ms, 'cancelled' | 'again', fields} (fields: the task hash, flat, after the change)
--- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead).
+-- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead); INVALID (no id).
 -- Emits: cancelled.
 
 local now = now_ms()
 local id = ARGV[1]
+local missing = require_args({'id'})
+if missing then return missing end
 local t = fields(id, {'status', 'tenant', 'attempt', 'worker'})
 if not t.status then
   return redis.error_reply('NOTFOUND task ' .. id)

@@ -26,6 +26,8 @@
 
 local now = now_ms()
 local id, token, result = ARGV[1], ARGV[2], ARGV[3]
+local missing = require_args({'id', 'token'})
+if missing then return missing end
 local retention, e = arg_int(ARGV[4], 'retention_ms', 0, 31622400000)
 if not retention then return redis.error_reply(e) end
 local trim

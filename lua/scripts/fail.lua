@@ -25,6 +25,8 @@
 
 local now = now_ms()
 local id, token, err = ARGV[1], ARGV[2], ARGV[3]
+local missing = require_args({'id', 'token'})
+if missing then return missing end
 local retryable, e = arg_int(ARGV[4], 'retryable', 0, 1)
 if not retryable then return redis.error_reply(e) end
 local r

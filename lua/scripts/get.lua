@@ -9,7 +9,9 @@
 --   ARGV[1]  string  task id
 --
 -- Returns: {now_ms, fields} where fields is the task hash, flat (HGETALL), empty when not found.
--- Errors: none.
+-- Errors: INVALID (no id).
 -- Emits: nothing.
 
+local missing = require_args({'id'})
+if missing then return missing end
 return {now_ms(), redis.call('HGETALL', task_key(ARGV[1]))}

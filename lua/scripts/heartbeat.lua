@@ -19,6 +19,8 @@
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]
+local missing = require_args({'id', 'token'})
+if missing then return missing end
 local ext, e = arg_int(ARGV[3], 'extend_ms', 0, 86400000)
 if not ext then return redis.error_reply(e) end
 local state = check_lease(id, token, 'heartbeat')

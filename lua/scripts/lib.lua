@@ -71,6 +71,17 @@ local function arg_num(v, name, lo, hi)
   return n
 end
 
+-- An INVALID error reply naming the first of `names` whose ARGV value is missing or empty, or
+-- nil when all are present (scripts validate before they write: Redis does not roll back).
+local function require_args(names)
+  for i = 1, #names do
+    if ARGV[i] == nil or ARGV[i] == '' then
+      return redis.error_reply('INVALID ' .. names[i] .. ' is required')
+    end
+  end
+  return nil
+end
+
 local function truncate(s, n)
   if string.len(s) > n then
     return string.sub(s, 1, n)

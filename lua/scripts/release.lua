@@ -17,11 +17,13 @@
 --   ARGV[2]  string   lease token
 --
 -- Returns: {now_ms, 'released' | 'again'}
--- Errors: NOTFOUND; STALE; CANCELLED.
+-- Errors: NOTFOUND; STALE; CANCELLED; INVALID (no id or token).
 -- Emits: released.
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]
+local missing = require_args({'id', 'token'})
+if missing then return missing end
 local state = check_lease(id, token, 'released')
 if state == 'again' then
   return {now, 'again'}

@@ -6,7 +6,8 @@
 //! rules (conversions between Lua and RESP, `redis.call` versus `redis.pcall`, read-only globals,
 //! error texts with `script: <sha>, on @user_script:<line>.`, no rollback, time frozen at the
 //! script's start). The tests in `sim/tests/` run every modelled command and every transition
-//! script against a private `redis-server` and compare replies and full key dumps.
+//! script against a private `redis-server` and compare replies and full key dumps. The
+//! simulation harness ([`harness`]) runs the real engine against it on a virtual clock.
 //!
 //! Modelled commands: TIME; GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), DEL, EXISTS,
 //! PTTL, TTL; HGET, HSET, HMGET, HGETALL, HINCRBY, HDEL; ZADD (NX, XX, GT, LT, CH, INCR), ZREM,
@@ -15,11 +16,12 @@
 //! `<ms>-*` and explicit IDs), XLEN, XRANGE (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP,
 //! RPOP, LRANGE, LLEN. Any other command is Redis's unknown-command error.
 //!
-//! Known differences from Redis 7.0 (none is reachable from orq's scripts):
-//! - SMEMBERS returns members in byte order; Redis's order depends on a per-process hash seed.
+//! Known differences from Redis 7.0 (none changes what orq's engine decodes):
+//! - SMEMBERS returns members in byte order; Redis's order depends on a per-process hash seed
+//!   (`queues.lua` sorts the names).
 //! - HGETALL returns fields in insertion order, which is what Redis returns for hashes in its
 //!   compact encoding (up to 128 fields of at most 64 bytes by default); bigger hashes come back
-//!   in hash-table order from Redis.
+//!   in hash-table order from Redis (the engine reads field lists into maps).
 //! - `XADD ... MAXLEN ~ n`, MINID and LIMIT, and ZRANGE BYLEX, are refused with an error.
 //! - A score of `-0` is stored as `0` (Redis's compact encoding does this; its skip list keeps
 //!   `-0` in sorted sets of more than 128 members).

@@ -1,0 +1,798 @@
+//! The store conformance suite: state tables for the transition scripts, run on real Redis and on
+//! `MemoryStore` through the same function.
+//!
+//! Each case seeds keys with plain commands, runs one script, and compares the reply and every key
+//! of the store afterwards with the expected table written below. Times are written relative to
+//! two instants: `{t}`, the store time read just before seeding, and `{now}`, the time the script
+//! reports in its reply (item 1); `{now+5000}` and `{t-1000}` are offsets. On the model both are
+//! the manual clock's reading; on real Redis `{now}` is a few ms after `{t}`. Expiry times are
+//! shown as `expires={...}` and compared within a few ms. Event stream IDs are not shown (Redis
+//! takes them from its wall clock); entries are compared by order and fields.
+//!
+//! Table syntax, one key per line, keys in byte order:
+//! `<key> string <value>`, `<key> hash <field>=<value> ...` (HGETALL order),
+//! `<key> zset <member>=<score> ...` (by score), `<key> set <member> ...`,
+//! `<key> list <item> ...`, `<key> stream {<field>=<value> ...} ...`. Values with spaces,
+//! `=`, braces or nothing at all are quoted like Rust strings.
+//!
+//! `ORQ_SHOW=1 cargo test -p orq-sim --test <name> -- --nocapture` prints what each case got.
+
+mod common;
+
+use common::{args, RealRedis};
+use orq::Resp;
+use orq_sim::{format_g17, Dump, DumpData, ManualClock, MemoryStore};
+use std::sync::Arc;
+
+/// Tolerance for expiry times (ms): Redis adds a TTL to its clock at the SET, a little after the
+/// script's TIME (or, for a seeded key, after the time `{t}` was read).
+const EXPIRY_SLACK_MS: i64 = 100;
+
+/// A store under test.
+trait Subject {
+    fn name(&self) -> &'static str;
+    /// Empty the keyspace.
+    fn reset(&mut self);
+    /// The store's current time (ms).
+    fn now_ms(&mut self) -> u64;
+    fn command(&mut self, args: &[&[u8]]) -> Resp;
+    fn call(&mut self, script: &orq_lua::Script, keys: &[String], args: &[Vec<u8>]) -> Resp;
+    fn dump(&mut self) -> Dump;
+}
+
+struct Model {
+    clock: Arc<ManualClock>,
+    store: MemoryStore,
+}
+
+impl Subject for Model {
+    fn name(&self) -> &'static str {
+        "MemoryStore"
+    }
+    fn reset(&mut self) {
+        self.clock.set_ms(1_700_000_000_000);
+        self.store = MemoryStore::new(self.clock.clone());
+    }
+    fn now_ms(&mut self) -> u64 {
+        self.clock.now_ms()
+    }
+    fn command(&mut self, args: &[&[u8]]) -> Resp {
+        self.store.command(args)
+    }
+    fn call(&mut self, script: &orq_lua::Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        self.store.call_sync(script, keys, args)
+    }
+    fn dump(&mut self) -> Dump {
+        self.store.dump()
+    }
+}
+
+impl Subject for RealRedis {
+    fn name(&self) -> &'static str {
+        "Redis"
+    }
+    fn reset(&mut self) {
+        self.flushall();
+    }
+    fn now_ms(&mut self) -> u64 {
+        self.time_ms()
+    }
+    fn command(&mut self, args: &[&[u8]]) -> Resp {
+        RealRedis::command(self, args)
+    }
+    fn call(&mut self, script: &orq_lua::Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        RealRedis::call(self, script, keys, args)
+    }
+    fn dump(&mut self) -> Dump {
+        RealRedis::dump(self)
+    }
+}
+
+/// One state table.
+struct Case {
+    /// What the case shows.
+    name: &'static str,
+    /// Commands run before the script (placeholders allowed).
+    seed: &'static [&'static str],
+    /// Script name (queue `q`'s key set, or `orq:queues` for `queues`).
+    script: &'static str,
+    /// ARGV, space separated (placeholders allowed; `''` is an empty argument).
+    argv: &'static str,
+    /// The expected reply (see [`render_resp`]).
+    reply: &'static str,
+    /// The expected keyspace after the call, one key per line.
+    keys: &'static str,
+}
+
+/// Replace `{t}`, `{now}` and `{t+N}` / `{now-N}` placeholders.
+fn fill(text: &str, t: u64, now: Option<u64>) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    // Each placeholder is the innermost `{...}`: the last `{` before the first `}`.
+    while let Some(close) = rest.find('}') {
+        let Some(open) = rest[..close].rfind('{') else {
+            out.push_str(&rest[..=close]);
+            rest = &rest[close + 1..];
+            continue;
+        };
+        let inner = &rest[open + 1..close];
+        let (base, off) = match inner.find(['+', '-']) {
+            Some(p) => (&inner[..p], inner[p..].parse::<i64>().ok()),
+            None => (inner, Some(0)),
+        };
+        let value = match (base, off) {
+            ("t", Some(off)) => Some(t as i64 + off),
+            ("now", Some(off)) => {
+                Some(now.expect("{now} in a case whose reply has no time") as i64 + off)
+            }
+            _ => None,
+        };
+        out.push_str(&rest[..open]);
+        match value {
+            Some(v) => out.push_str(&v.to_string()),
+            None => out.push_str(&rest[open..=close]),
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Split a seed command or ARGV line into arguments (`''` is an empty argument; `"..."` quotes).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = line.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c == ' ' {
+            chars.next();
+            continue;
+        }
+        let mut w = String::new();
+        if c == '\'' || c == '"' {
+            chars.next();
+            for d in chars.by_ref() {
+                if d == c {
+                    break;
+                }
+                w.push(d);
+            }
+        } else {
+            while let Some(&d) = chars.peek() {
+                if d == ' ' {
+                    break;
+                }
+                w.push(d);
+                chars.next();
+            }
+        }
+        out.push(w);
+    }
+    out
+}
+
+fn text(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(b).into_owned();
+    if s.is_empty() || s.contains([' ', '=', '{', '}', '"', '\n']) {
+        format!("{s:?}")
+    } else {
+        s
+    }
+}
+
+/// A reply as text: integers as numbers, bulk strings as text (quoted when needed), `nil`,
+/// `+status`, `!error`, arrays in brackets.
+fn render_resp(r: &Resp) -> String {
+    match r {
+        Resp::Nil => "nil".into(),
+        Resp::Int(n) => n.to_string(),
+        Resp::Bulk(b) => text(b),
+        Resp::Status(s) => format!("+{s}"),
+        Resp::Error(e) => format!("!{e:?}"),
+        Resp::Array(items) => format!(
+            "[{}]",
+            items.iter().map(render_resp).collect::<Vec<_>>().join(" ")
+        ),
+    }
+}
+
+/// Every key as one line of the table syntax (expiry rendered by the caller).
+fn render_key(key: &[u8], data: &DumpData) -> String {
+    let k = text(key);
+    match data {
+        DumpData::String(v) => format!("{k} string {}", text(v)),
+        DumpData::Hash(h) => format!(
+            "{k} hash {}",
+            h.iter()
+                .map(|(f, v)| format!("{}={}", text(f), text(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        DumpData::ZSet(z) => format!(
+            "{k} zset {}",
+            z.iter()
+                .map(|(m, s)| format!("{}={}", text(m), format_g17(*s)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        DumpData::Set(s) => format!(
+            "{k} set {}",
+            s.iter().map(|m| text(m)).collect::<Vec<_>>().join(" ")
+        ),
+        DumpData::List(l) => format!(
+            "{k} list {}",
+            l.iter().map(|m| text(m)).collect::<Vec<_>>().join(" ")
+        ),
+        DumpData::Stream { entries, .. } => format!(
+            "{k} stream {}",
+            entries
+                .iter()
+                .map(|(_, fields)| format!(
+                    "{{{}}}",
+                    fields
+                        .iter()
+                        .map(|(f, v)| format!("{}={}", text(f), text(v)))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
+
+/// Run one case on `s` and compare; returns the differences found.
+fn check(s: &mut dyn Subject, case: &Case) -> Result<(), String> {
+    s.reset();
+    let t = s.now_ms();
+    for line in case.seed {
+        let w = words(&fill(line, t, None));
+        let a: Vec<&[u8]> = w.iter().map(|x| x.as_bytes()).collect();
+        let r = s.command(&a);
+        if let Resp::Error(e) = r {
+            return Err(format!("seed {line:?} failed: {e}"));
+        }
+    }
+    let script = orq_lua::script(case.script);
+    let keys = if case.script == "queues" {
+        vec![orq::keys::QUEUES_KEY.to_string()]
+    } else {
+        orq::keys::queue_keys("q")
+    };
+    let argv: Vec<Vec<u8>> = words(&fill(case.argv, t, None))
+        .into_iter()
+        .map(String::into_bytes)
+        .collect();
+    let reply = s.call(script, &keys, &argv);
+    let now = reply
+        .as_array()
+        .and_then(|items| items.first())
+        .and_then(Resp::as_int)
+        .map(|n| n as u64);
+    let mut problems = Vec::new();
+    let got = render_resp(&reply);
+    let want = fill(case.reply, t, now);
+    if got != want {
+        problems.push(format!("reply\n    want: {want}\n    got:  {got}"));
+    }
+    let dump = s.dump();
+    let mut got_lines = Vec::new();
+    for (k, v) in &dump {
+        got_lines.push((render_key(k, &v.data), v.expire_at_ms));
+    }
+    let want_lines: Vec<(String, Option<u64>)> = case
+        .keys
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let l = fill(l, t, now);
+            match l.rsplit_once(" expires=") {
+                Some((body, at)) => (body.to_string(), Some(at.parse().expect("expiry"))),
+                None => (l, None),
+            }
+        })
+        .collect();
+    let got_keys: Vec<&String> = got_lines.iter().map(|(l, _)| l).collect();
+    let want_keys: Vec<&String> = want_lines.iter().map(|(l, _)| l).collect();
+    if got_keys != want_keys {
+        let missing: Vec<_> = want_keys.iter().filter(|l| !got_keys.contains(l)).collect();
+        let extra: Vec<_> = got_keys.iter().filter(|l| !want_keys.contains(l)).collect();
+        problems.push(format!(
+            "keys\n    missing: {missing:#?}\n    unexpected: {extra:#?}"
+        ));
+    } else {
+        for ((line, got), (_, want)) in got_lines.iter().zip(&want_lines) {
+            let ok = match (got, want) {
+                (None, None) => true,
+                (Some(g), Some(w)) => (*g as i64 - *w as i64).abs() <= EXPIRY_SLACK_MS,
+                _ => false,
+            };
+            if !ok {
+                problems.push(format!("expiry of {line}: want {want:?}, got {got:?}"));
+            }
+        }
+    }
+    if std::env::var_os("ORQ_SHOW").is_some() {
+        eprintln!("== {} ({})\nreply: {got}", case.name, s.name());
+        for (l, e) in &got_lines {
+            eprintln!(
+                "{l}{}",
+                e.map(|e| format!(" expires=+{}", e as i64 - now.unwrap_or(t) as i64))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} on {}:\n  {}",
+            case.name,
+            s.name(),
+            problems.join("\n  ")
+        ))
+    }
+}
+
+fn run_all(s: &mut dyn Subject) {
+    let failures: Vec<String> = CASES.iter().filter_map(|c| check(s, c).err()).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} conformance cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+// Goal: the model passes every state table.
+#[test]
+fn memory_store_passes_the_conformance_suite() {
+    let clock = Arc::new(ManualClock::from_ms(1_700_000_000_000));
+    let mut model = Model {
+        store: MemoryStore::new(clock.clone()),
+        clock,
+    };
+    run_all(&mut model);
+}
+
+// Goal: real Redis passes the same state tables (so they describe Redis, not the model).
+#[test]
+fn redis_passes_the_conformance_suite() {
+    let mut real = RealRedis::start();
+    run_all(&mut real);
+}
+
+// Goal: the table helpers parse and render what the tables use.
+#[test]
+fn table_helpers_work() {
+    assert_eq!(
+        fill("a {t} {t-5} {now+10} {x}", 100, Some(200)),
+        "a 100 95 210 {x}"
+    );
+    assert_eq!(fill("{k=v ts={now}} {}", 1, Some(2)), "{k=v ts=2} {}");
+    assert_eq!(
+        words("HSET k f '' g \"a b\""),
+        vec!["HSET", "k", "f", "", "g", "a b"]
+    );
+    assert_eq!(
+        render_resp(&Resp::Array(vec![
+            Resp::Int(1),
+            Resp::Bulk(b"a b".to_vec()),
+            Resp::Nil
+        ])),
+        "[1 \"a b\" nil]"
+    );
+    assert_eq!(args(&["x"]), vec![b"x".to_vec()]);
+}
+
+/// The state tables.
+const CASES: &[Case] = &[
+    Case {
+        name: "enqueue: a new task with no delay is queued in its tenant's ready set",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} 5 '' 0 2 1000 2 60000 0 30000 '' '' 86400000",
+        reply: r#"[{now} [[1 [id A queue q tenant t1 type echo payload "{}" priority 5 attempt 0 max_retries 2 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 lease_ms 30000 created_at {now} updated_at {now} run_at {now} epoch 0 status queued]]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=4398046511105
+            "orq:{q}:stats" hash total:enqueued=1 seq=1 n:queued=1
+            "orq:{q}:task:A" hash id=A queue=q tenant=t1 type=echo payload="{}" priority=5 attempt=0 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 status=queued
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "enqueue: a task with a future run_at is scheduled",
+        seed: &["HSET orq:{q}:stats total:enqueued 4"],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} 5 {t+60000} 0 0 1000 2 60000 0.5 30000 5000 '' 86400000",
+        reply: r#"[{now} [[1 [id A queue q tenant t1 type echo payload "{}" priority 5 attempt 0 max_retries 0 b_init 1000 b_mult 2 b_max 60000 b_jitter 0.5 lease_ms 30000 created_at {now} updated_at {now} run_at {t+60000} epoch 0 timeout_ms 5000 status scheduled]]] 0]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={t+60000}}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:scheduled" zset A={t+60000}
+            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1
+            "orq:{q}:task:A" hash id=A queue=q tenant=t1 type=echo payload="{}" priority=5 attempt=0 max_retries=0 b_init=1000 b_mult=2 b_max=60000 b_jitter=0.5 lease_ms=30000 created_at={now} updated_at={now} run_at={t+60000} epoch=0 timeout_ms=5000 status=scheduled
+            "orq:{q}:tenant:t1" hash n:scheduled=1
+        "#,
+    },
+    Case {
+        name: "enqueue: an idempotency key that is live returns the existing task and writes nothing",
+        seed: &[
+            "HSET orq:{q}:task:A id A status queued tenant t1",
+            "SET orq:{q}:idem:t1:k A PX 600000",
+            "HSET orq:{q}:stats total:enqueued 1",
+        ],
+        script: "enqueue",
+        argv: "q 1 B t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' k 600000",
+        reply: r#"[{now} [[0 [id A status queued tenant t1]]] 0]"#,
+        keys: r#"
+            "orq:{q}:idem:t1:k" string A expires={t+600000}
+            "orq:{q}:stats" hash total:enqueued=1
+            "orq:{q}:task:A" hash id=A status=queued tenant=t1
+        "#,
+    },
+    Case {
+        name: "enqueue: an expired idempotency key is gone, so a new task is created",
+        seed: &[
+            "HSET orq:{q}:task:A id A status queued tenant t1",
+            "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
+        ],
+        script: "enqueue",
+        argv: "q 1 B t2 echo {} 0 '' 0 0 1000 2 60000 0 30000 '' k 600000",
+        reply: r#"[{now} [[1 [id B queue q tenant t2 type echo payload "{}" priority 0 attempt 0 max_retries 0 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 lease_ms 30000 created_at {now} updated_at {now} run_at {now} epoch 0 idem k status queued]]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=B t=t2 a=0}
+            "orq:{q}:idem:t2:k" string B expires={now+600000}
+            "orq:{q}:known_tenants" zset t2=0
+            "orq:{q}:ready:t2" zset B=9895604649985
+            "orq:{q}:stats" hash total:enqueued=1 seq=1 n:queued=1
+            "orq:{q}:task:A" hash id=A status=queued tenant=t1
+            "orq:{q}:task:B" hash id=B queue=q tenant=t2 type=echo payload="{}" priority=0 attempt=0 max_retries=0 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 idem=k status=queued
+            "orq:{q}:tenant:t2" hash n:queued=1
+            "orq:{q}:tenants" zset t2=0
+        "#,
+    },
+    Case {
+        name: "enqueue: an invalid item rejects the whole batch before any write",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 2 A t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' '' 1000 B t1 echo {} 10 '' 0 0 1000 2 60000 0 30000 '' '' 1000",
+        reply: r#"!"INVALID priority must be an integer in [0, 9]""#,
+        keys: "",
+    },
+    Case {
+        name: "enqueue: the argument count must match the item count",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 2 A t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' '' 1000",
+        reply: r#"!"INVALID expected 34 arguments""#,
+        keys: "",
+    },
+    Case {
+        name: "lease: the tenant with the smallest virtual time goes first, its most urgent task is leased",
+        seed: &[
+            "ZADD orq:{q}:tenants 0 t1 0.5 t2",
+            "ZADD orq:{q}:ready:t1 5497558138881 A 2 B",
+            "ZADD orq:{q}:ready:t2 3 C",
+            "HSET orq:{q}:task:A status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:B status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:C status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:stats n:queued 3",
+            "HSET orq:{q}:tenant:t1 n:queued 2",
+        ],
+        script: "lease",
+        argv: "w1 1 ab 0 10 10",
+        reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome ""]]] {now}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1}
+            "orq:{q}:leases" zset B={now+5000}
+            "orq:{q}:ready:t1" zset A=5497558138881
+            "orq:{q}:ready:t2" zset C=3
+            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1
+            "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
+            "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1
+            "orq:{q}:tenants" zset t2=0.5 t1=1
+        "#,
+    },
+    Case {
+        name: "lease: a due scheduled task is promoted, then leased",
+        seed: &[
+            "ZADD orq:{q}:scheduled {t-1000} A",
+            "HSET orq:{q}:task:A status scheduled tenant t1 priority 5 lease_ms 1000 attempt 0 epoch 0",
+            "HSET orq:{q}:stats n:scheduled 1 seq 7",
+            "HSET orq:{q}:tenant:t1 n:scheduled 1 weight 2",
+        ],
+        script: "lease",
+        argv: "w1 2 0f 0 10 0",
+        reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome ""]]] -1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1}
+            "orq:{q}:leases" zset A={now+1000}
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1
+            "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
+            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1
+        "#,
+    },
+    Case {
+        name: "heartbeat: the current token moves the deadline to now + lease_ms",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1 lease_exp {t+100}",
+            "ZADD orq:{q}:leases {t+100} A",
+        ],
+        script: "heartbeat",
+        argv: "A 2-ab 0",
+        reply: r#"[{now} {now+5000}]"#,
+        keys: r#"
+            "orq:{q}:leases" zset A={now+5000}
+            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1 lease_exp={now+5000}
+        "#,
+    },
+    Case {
+        name: "heartbeat: a stale token changes nothing",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1",
+            "ZADD orq:{q}:leases {t+100} A",
+        ],
+        script: "heartbeat",
+        argv: "A 1-ab 0",
+        reply: r#"!"STALE lease token superseded""#,
+        keys: r#"
+            "orq:{q}:leases" zset A={t+100}
+            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1
+        "#,
+    },
+    Case {
+        name: "complete: the current token completes the task and trims finished tasks past retention",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1 lease_exp {t+5000}",
+            "ZADD orq:{q}:leases {t+5000} A",
+            "HSET orq:{q}:task:X status completed tenant t1",
+            "ZADD orq:{q}:completed {t-100000} X",
+            "HSET orq:{q}:stats n:leased 1 n:completed 1",
+            "HSET orq:{q}:tenant:t1 n:leased 1 n:completed 1",
+        ],
+        script: "complete",
+        argv: "A 2-ab '{\"ok\":1}' 1000 10",
+        reply: r#"[{now} completed]"#,
+        keys: r#"
+            "orq:{q}:completed" zset A={now}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1}
+            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result="{\"ok\":1}" finished_at={now} updated_at={now} outcome=completed
+            "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1
+        "#,
+    },
+    Case {
+        name: "complete: a retried call with the same token answers again and changes nothing",
+        seed: &[
+            "HSET orq:{q}:task:A status completed token 2-ab outcome completed tenant t1",
+            "ZADD orq:{q}:completed {t-10} A",
+        ],
+        script: "complete",
+        argv: "A 2-ab '' 1000 10",
+        reply: r#"[{now} again]"#,
+        keys: r#"
+            "orq:{q}:completed" zset A={t-10}
+            "orq:{q}:task:A" hash status=completed token=2-ab outcome=completed tenant=t1
+        "#,
+    },
+    Case {
+        name: "fail: a retryable failure with retries left schedules a retry after the backoff",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 max_retries 2 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 worker w1",
+            "ZADD orq:{q}:leases {t+5000} A",
+        ],
+        script: "fail",
+        argv: "A 2-ab boom 1 0.5",
+        reply: r#"[{now} retrying {now+1000}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+1000} m=boom}
+            "orq:{q}:scheduled" zset A={now+1000}
+            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1
+            "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 attempt=1 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 worker="" history="1 {now} w1 failed boom" last_error=boom updated_at={now} outcome=failed lease_exp="" run_at={now+1000}
+            "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
+        "#,
+    },
+    Case {
+        name: "fail: a permanent failure goes to the DLQ",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 max_retries 5 worker w1",
+            "ZADD orq:{q}:leases {t+5000} A",
+        ],
+        script: "fail",
+        argv: "A 2-ab 'bad input' 0 0",
+        reply: r#"[{now} dead -1]"#,
+        keys: r#"
+            "orq:{q}:dead" zset A={now}
+            "orq:{q}:events" stream {k=dead ts={now} id=A t=t1 a=1 m="bad input"}
+            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1
+            "orq:{q}:task:A" hash status=dead token=2-ab tenant=t1 attempt=1 max_retries=5 worker="" history="1 {now} w1 failed bad input" last_error="bad input" updated_at={now} outcome=failed lease_exp="" finished_at={now}
+            "orq:{q}:tenant:t1" hash n:leased=-1 n:dead=1
+        "#,
+    },
+    Case {
+        name: "release: the task goes back to its ready set without spending an attempt",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 priority 9 attempt 2 worker w1",
+            "ZADD orq:{q}:leases {t+5000} A",
+            "HSET orq:{q}:stats vtime 3.5 seq 10",
+        ],
+        script: "release",
+        argv: "A 2-ab",
+        reply: r#"[{now} released]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=released ts={now} id=A t=t1 a=1 w=w1}
+            "orq:{q}:ready:t1" zset A=11
+            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1
+            "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
+            "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
+            "orq:{q}:tenants" zset t1=3.5
+        "#,
+    },
+    Case {
+        name: "cancel: a queued task leaves its ready set, and its tenant leaves the fair-share set",
+        seed: &[
+            "HSET orq:{q}:task:A status queued tenant t1 attempt 0",
+            "ZADD orq:{q}:ready:t1 1 A",
+            "ZADD orq:{q}:tenants 0 t1",
+        ],
+        script: "cancel",
+        argv: "A",
+        reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now}]]"#,
+        keys: r#"
+            "orq:{q}:cancelled" zset A={now}
+            "orq:{q}:events" stream {k=cancelled ts={now} id=A t=t1 a=0 from=queued}
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1
+            "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
+            "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
+        "#,
+    },
+    Case {
+        name: "cancel: a completed task cannot be cancelled",
+        seed: &["HSET orq:{q}:task:A status completed tenant t1"],
+        script: "cancel",
+        argv: "A",
+        reply: r#"!"CONFLICT task is completed""#,
+        keys: r#"
+            "orq:{q}:task:A" hash status=completed tenant=t1
+        "#,
+    },
+    Case {
+        name: "replay: a dead task is queued again with a fresh attempt count",
+        seed: &[
+            "HSET orq:{q}:task:A status dead tenant t1 priority 5 attempt 3 type echo last_error boom",
+            "ZADD orq:{q}:dead {t-5000} A",
+        ],
+        script: "replay",
+        argv: "ids A B",
+        reply: r#"[{now} [replayed notfound]]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=replayed ts={now} id=A t=t1 a=0}
+            "orq:{q}:ready:t1" zset A=4398046511105
+            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1
+            "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed updated_at={now}
+            "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "purge: a dead task's hash and DLQ entry are deleted together",
+        seed: &[
+            "HSET orq:{q}:task:A status dead tenant t1 attempt 3",
+            "ZADD orq:{q}:dead {t-5000} A",
+            "HSET orq:{q}:task:B status queued tenant t1",
+        ],
+        script: "purge",
+        argv: "A B C",
+        reply: r#"[{now} [purged queued notfound]]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=purged ts={now} id=A t=t1 a=3}
+            "orq:{q}:stats" hash n:dead=-1 total:purged=1
+            "orq:{q}:task:B" hash status=queued tenant=t1
+            "orq:{q}:tenant:t1" hash n:dead=-1
+        "#,
+    },
+    Case {
+        name: "reap: an expired lease counts as a failed attempt",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 1-aa tenant t1 attempt 1 max_retries 1 b_init 100 b_mult 2 b_max 1000 b_jitter 0 worker w1",
+            "ZADD orq:{q}:leases {t-1000} A {t+60000} B",
+            "HSET orq:{q}:task:B status leased tenant t1",
+        ],
+        script: "reap",
+        argv: "10 0 86400000 10",
+        reply: r#"[{now} 1 0 {t+60000}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+100} m="lease expired"}
+            "orq:{q}:leases" zset B={t+60000}
+            "orq:{q}:scheduled" zset A={now+100}
+            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1
+            "orq:{q}:task:A" hash status=retrying token=1-aa tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w1 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
+            "orq:{q}:task:B" hash status=leased tenant=t1
+            "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
+        "#,
+    },
+    Case {
+        name: "promote: due tasks move to their ready sets, later ones stay",
+        seed: &[
+            "ZADD orq:{q}:scheduled {t-1000} A {t+60000} B",
+            "HSET orq:{q}:task:A status retrying tenant t1 priority 0 attempt 1",
+            "HSET orq:{q}:task:B status scheduled tenant t1 priority 0 attempt 0",
+        ],
+        script: "promote",
+        argv: "10",
+        reply: r#"[{now} 1 {t+60000}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=1}
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:scheduled" zset B={t+60000}
+            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1
+            "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
+            "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
+            "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "get: a missing task is an empty field list",
+        seed: &[],
+        script: "get",
+        argv: "NOPE",
+        reply: r#"[{now} []]"#,
+        keys: "",
+    },
+    Case {
+        name: "list: one page of a tenant's queued tasks, with a cursor to continue",
+        seed: &[
+            "ZADD orq:{q}:known_tenants 0 t1",
+            "ZADD orq:{q}:ready:t1 1 A 2 B",
+            "HSET orq:{q}:task:A id A status queued tenant t1 type echo",
+            "HSET orq:{q}:task:B id B status queued tenant t1 type echo",
+        ],
+        script: "list",
+        argv: "queued '' '' '' 1 100",
+        reply: r#"[{now} [[id A status queued tenant t1 type echo]] 1:0:1]"#,
+        keys: r#"
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=1 B=2
+            "orq:{q}:task:A" hash id=A status=queued tenant=t1 type=echo
+            "orq:{q}:task:B" hash id=B status=queued tenant=t1 type=echo
+        "#,
+    },
+    Case {
+        name: "stats: counters, per-tenant hashes and index sizes",
+        seed: &[
+            "HSET orq:{q}:stats n:queued 1 total:enqueued 2",
+            "ZADD orq:{q}:known_tenants 0 t1 0 t2",
+            "HSET orq:{q}:tenant:t1 n:queued 1 weight 2",
+            "ZADD orq:{q}:ready:t1 1 A",
+            "ZADD orq:{q}:scheduled 5 B",
+        ],
+        script: "stats",
+        argv: "1",
+        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1]] [1 0 0 0 0] 2]"#,
+        keys: r#"
+            "orq:{q}:known_tenants" zset t1=0 t2=0
+            "orq:{q}:ready:t1" zset A=1
+            "orq:{q}:scheduled" zset B=5
+            "orq:{q}:stats" hash n:queued=1 total:enqueued=2
+            "orq:{q}:tenant:t1" hash n:queued=1 weight=2
+        "#,
+    },
+    Case {
+        name: "queues: add records a queue once, list returns the names sorted",
+        seed: &["SADD orq:queues r b"],
+        script: "queues",
+        argv: "add q",
+        reply: r#"[{now} 1]"#,
+        keys: r#"
+            orq:queues set b q r
+        "#,
+    },
+];
