@@ -71,6 +71,20 @@ pub struct TenantStats {
     pub counts: BTreeMap<Status, i64>,
     /// Fair-share weight (1 unless set).
     pub weight: f64,
+    /// Most live leases, when capped.
+    pub max_inflight: Option<u64>,
+    /// Most waiting (queued, scheduled, retrying) tasks, when capped.
+    pub max_queued: Option<u64>,
+    /// Rate limit, leases per second, when limited.
+    pub rate_per_s: Option<f64>,
+    /// Token bucket size of the rate limit.
+    pub burst: Option<u64>,
+    /// Leases served since the tenant first submitted (its service received).
+    pub served: u64,
+    /// Its share of the queue's leases served, 0..=1.
+    pub share: f64,
+    /// Completions per second over about the last minute (sliding one-minute window).
+    pub completed_per_s: f64,
 }
 
 /// Counts of one queue.
@@ -85,8 +99,30 @@ pub struct QueueStats {
     pub totals: BTreeMap<String, i64>,
     /// Per tenant, in name order (at most [`STATS_TENANTS_MAX`]).
     pub tenants: Vec<TenantStats>,
+    /// True when leasing is paused.
+    pub paused: bool,
+    /// The starvation bound step (ms); 0 = strict priority.
+    pub aging_step_ms: u64,
     /// The store's time of the reading (ms).
     pub now_ms: u64,
+}
+
+/// A change to one tenant's share and limits. Each field: `None` keeps the current value,
+/// `Some(None)` removes the setting (back to the default: weight 1, no cap, no rate limit),
+/// `Some(Some(v))` sets it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TenantLimits {
+    /// Fair-share weight in (0, 1000] (default 1).
+    pub weight: Option<Option<f64>>,
+    /// Most live leases, 1..=1,000,000.
+    pub max_inflight: Option<Option<u64>>,
+    /// Most waiting tasks (queued, scheduled, retrying), 0..=1,000,000,000; a submit beyond it is
+    /// refused with [`Error::Limited`].
+    pub max_queued: Option<Option<u64>>,
+    /// Leases per second, in (0, 1,000,000] (a token bucket).
+    pub rate_per_s: Option<Option<f64>>,
+    /// Token bucket size, 1..=1,000,000 (default: max(1, ceil(rate_per_s))).
+    pub burst: Option<Option<u64>>,
 }
 
 /// Result of a bulk DLQ replay.
@@ -475,6 +511,93 @@ impl Client {
         }
     }
 
+    /// Pause (`Some(true)`) or resume (`Some(false)`) leasing in `queue`, and/or set its
+    /// starvation bound step (`aging_step_ms`, 0 = strict priority; applies to tasks queued
+    /// after the change). Submits, promotion and reaping go on while paused.
+    pub async fn configure_queue(
+        &self,
+        queue: &str,
+        paused: Option<bool>,
+        aging_step_ms: Option<u64>,
+    ) -> Result<()> {
+        let op = "configure";
+        check_queue(op, queue)?;
+        self.register_queue(queue, false).await?;
+        let args = vec![
+            arg("queue"),
+            arg(match paused {
+                Some(true) => "1",
+                Some(false) => "0",
+                None => "",
+            }),
+            aging_step_ms.map(arg).unwrap_or_default(),
+        ];
+        let reply = call(&*self.store, op, queue, args).await?;
+        items(op, &reply, "")?;
+        Ok(())
+    }
+
+    /// Change one tenant's share and limits in `queue` (see [`TenantLimits`]).
+    /// Errors: `Invalid` naming the field.
+    pub async fn configure_tenant(
+        &self,
+        queue: &str,
+        tenant: &str,
+        l: &TenantLimits,
+    ) -> Result<()> {
+        let op = "configure";
+        check_queue(op, queue)?;
+        if !is_valid_name(tenant) {
+            return Err(Error::invalid(
+                op,
+                "tenant: must match [A-Za-z0-9._-]{1,64}",
+            ));
+        }
+        fn field<T: ToString>(v: &Option<Option<T>>) -> Vec<u8> {
+            match v {
+                None => Vec::new(),
+                Some(None) => b"-".to_vec(),
+                Some(Some(x)) => x.to_string().into_bytes(),
+            }
+        }
+        self.register_queue(queue, false).await?;
+        let args = vec![
+            arg("tenant"),
+            arg(tenant),
+            field(&l.weight),
+            field(&l.max_inflight),
+            field(&l.max_queued),
+            field(&l.rate_per_s),
+            field(&l.burst),
+        ];
+        let reply = call(&*self.store, op, queue, args).await?;
+        items(op, &reply, "")?;
+        Ok(())
+    }
+
+    /// Wait until `queue` has no queued, scheduled, retrying or leased task, polling every
+    /// `poll_ms`, for at most `timeout_ms`. Returns the tasks still waiting or running (0 when
+    /// drained).
+    pub async fn drain(&self, queue: &str, timeout_ms: u64, poll_ms: u64) -> Result<i64> {
+        let start = self.clock.now_ms();
+        loop {
+            let st = self.stats(queue).await?;
+            let left: i64 = [
+                Status::Queued,
+                Status::Scheduled,
+                Status::Retrying,
+                Status::Leased,
+            ]
+            .iter()
+            .map(|s| st.counts.get(s).copied().unwrap_or(0))
+            .sum();
+            if left == 0 || self.clock.now_ms().saturating_sub(start) >= timeout_ms {
+                return Ok(left);
+            }
+            self.clock.sleep(poll_ms.max(1)).await;
+        }
+    }
+
     /// Counts of one queue, overall and per tenant.
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
         let op = "stats";
@@ -498,24 +621,61 @@ impl Client {
             .iter()
             .filter_map(|(k, v)| Some((k.strip_prefix("total:")?.to_string(), v.parse().ok()?)))
             .collect();
+        let now_ms = int_at(op, it, 0)? as u64;
+        let served_total: f64 = fields
+            .get("served")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
         let mut tenants = Vec::new();
         for entry in array_at(op, it, 2)? {
             let e = entry
                 .as_array()
                 .ok_or_else(|| Error::protocol(op, "tenant entry is not an array"))?;
             let tf = decode::field_map(op, array_at(op, e, 1)?)?;
+            let get = |k: &str| tf.get(k).and_then(|v| v.parse::<f64>().ok());
+            let served = get("served").unwrap_or(0.0);
+            // Sliding one-minute window: the previous window counts for what is left of it.
+            let minute = (now_ms / 60_000) as f64;
+            let elapsed = (now_ms % 60_000) as f64 / 60_000.0;
+            let completed_per_s = match get("c_win") {
+                Some(w) if w == minute => {
+                    (get("c_prev").unwrap_or(0.0) * (1.0 - elapsed) + get("c_cur").unwrap_or(0.0))
+                        / 60.0
+                }
+                Some(w) if w == minute - 1.0 => {
+                    get("c_cur").unwrap_or(0.0) * (1.0 - elapsed) / 60.0
+                }
+                _ => 0.0,
+            };
             tenants.push(TenantStats {
                 tenant: str_at(op, e, 0)?.to_string(),
                 counts: counts(&tf),
-                weight: tf.get("weight").and_then(|w| w.parse().ok()).unwrap_or(1.0),
+                weight: get("weight").unwrap_or(1.0),
+                max_inflight: get("max_inflight").map(|v| v as u64),
+                max_queued: get("max_queued").map(|v| v as u64),
+                rate_per_s: get("rate_per_s"),
+                burst: get("burst").map(|v| v as u64),
+                served: served as u64,
+                share: if served_total > 0.0 {
+                    served / served_total
+                } else {
+                    0.0
+                },
+                completed_per_s,
             });
         }
+        let config = decode::field_map(op, it.get(5).and_then(Resp::as_array).unwrap_or_default())?;
         Ok(QueueStats {
             queue: queue.to_string(),
             counts: counts(&fields),
             totals,
             tenants,
-            now_ms: int_at(op, it, 0)? as u64,
+            paused: config.get("paused").is_some_and(|v| v == "1"),
+            aging_step_ms: config
+                .get("aging_step_ms")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
+            now_ms,
         })
     }
 }

@@ -53,6 +53,18 @@ pub enum Error {
         /// What is wrong, naming the field.
         message: String,
     },
+    /// A tenant limit refused the call (nothing was stored): `max_queued` on submit.
+    #[error("{op}: tenant {tenant} is at its {limit}; retry after {retry_after_ms} ms")]
+    Limited {
+        /// The operation.
+        op: &'static str,
+        /// The tenant whose limit refused it.
+        tenant: String,
+        /// Which limit (`max_queued`).
+        limit: String,
+        /// When a retry may succeed (ms).
+        retry_after_ms: u64,
+    },
     /// The store answered something the decoder did not expect: a bug or foreign state.
     #[error("{op}: unexpected reply: {message}")]
     Protocol {
@@ -98,6 +110,22 @@ impl Error {
                 status: message.trim_start_matches("task is ").to_string(),
             },
             "INVALID" => Error::invalid(op, message),
+            "LIMITED" => {
+                let mut parts = message.split(' ');
+                let tenant = parts.next().unwrap_or_default().to_string();
+                let limit = parts.next().unwrap_or_default().to_string();
+                let retry_after_ms = parts
+                    .next()
+                    .and_then(|p| p.strip_prefix("retry_after_ms="))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(1000);
+                Error::Limited {
+                    op,
+                    tenant,
+                    limit,
+                    retry_after_ms,
+                }
+            }
             _ => Error::protocol(op, text),
         }
     }

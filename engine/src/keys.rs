@@ -52,6 +52,7 @@ pub fn is_valid_task_id(s: &str) -> bool {
 /// | 11 | `orq:{q}:stats` | HASH |
 /// | 12 | `orq:{q}:events` | STREAM |
 /// | 13 | `orq:{q}:known_tenants` | ZSET, score = 0 |
+/// | 14 | `orq:{q}:config` | HASH: paused, aging_step_ms |
 ///
 /// # Panics
 /// When `queue` is not a valid name: callers validate user input first.
@@ -66,7 +67,7 @@ pub fn queue_keys(queue: &str) -> Vec<String> {
         .collect()
 }
 
-const QUEUE_KEY_SUFFIXES: [&str; 13] = [
+const QUEUE_KEY_SUFFIXES: [&str; 14] = [
     "task:",
     "ready:",
     "tenants",
@@ -80,6 +81,7 @@ const QUEUE_KEY_SUFFIXES: [&str; 13] = [
     "stats",
     "events",
     "known_tenants",
+    "config",
 ];
 
 #[cfg(test)]

@@ -21,7 +21,9 @@ pub mod task;
 pub mod testing;
 pub mod worker;
 
-pub use client::{BulkReplay, Client, ListQuery, Page, QueueStats, Submitted, TenantStats};
+pub use client::{
+    BulkReplay, Client, ListQuery, Page, QueueStats, Submitted, TenantLimits, TenantStats,
+};
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};
 pub use redis_store::RedisStore;

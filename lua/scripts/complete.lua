@@ -45,6 +45,7 @@ redis.call('ZADD', K_COMPLETED, istr(now), id)
 redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
   'outcome', 'completed', 'lease_exp', '')
 redis.call('HINCRBY', K_STATS, 'total:completed', 1)
+count_completion(t.tenant, now)
 set_status(id, t.tenant, 'leased', 'completed')
 emit(now, 'completed', id, t.tenant, tonumber(t.attempt) or 0, {'w', t.worker or ''})
 if trim > 0 then trim_finished(now, retention, trim) end

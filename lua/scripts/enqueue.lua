@@ -13,6 +13,7 @@
 --   KEYS[11] orq:{q}:stats          HASH counters
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--   KEYS[14] orq:{q}:config         HASH aging_step_ms (ready-set order)
 --
 -- ARGV:
 --   ARGV[1]  string   queue name (stored on the task)
@@ -42,11 +43,14 @@
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
 --   or the first since the store lost its data, so the caller records the queue in the registry
 --   orq:queues again), else 0.
--- Errors: INVALID <message> (nothing written).
+-- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
+--   (a tenant's waiting tasks would exceed its max_queued; nothing written).
 -- Emits: queued or scheduled, one per new task.
 
 local GROUP = 16
 local BATCH_MAX = 1000
+-- The Retry-After suggested to a submit refused by max_queued (ms).
+local ADMISSION_RETRY_MS = 1000
 
 local now = now_ms()
 local queue = ARGV[1]
@@ -107,19 +111,53 @@ if redis.call('EXISTS', K_STATS) == 0 then
   fresh = 1
 end
 
-local out = {}
-for i = 1, n do
-  local it = items[i]
-  local existing = nil
+-- Which items match an existing task (idempotency key or id): those add nothing.
+local function existing_task(it)
   if it.idem ~= '' then
     local prior = redis.call('GET', K_IDEM .. it.tenant .. ':' .. it.idem)
     if prior and redis.call('EXISTS', task_key(prior)) == 1 then
-      existing = prior
+      return prior
     end
   end
-  if not existing and redis.call('EXISTS', task_key(it.id)) == 1 then
-    existing = it.id
+  if redis.call('EXISTS', task_key(it.id)) == 1 then
+    return it.id
   end
+  return nil
+end
+
+-- Admission: a tenant's waiting tasks (queued, scheduled, retrying) may not exceed its
+-- max_queued. Checked for the whole batch before the first write, so a refused batch stores
+-- nothing. An item whose idempotency key is repeated within the batch counts once.
+local adding = {}
+local seen_idem = {}
+for i = 1, n do
+  local it = items[i]
+  local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
+  if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
+  if not dup and not existing_task(it) then
+    adding[it.tenant] = (adding[it.tenant] or 0) + 1
+  end
+end
+for i = 1, n do
+  local tenant = items[i].tenant
+  local add = adding[tenant]
+  if add then
+    adding[tenant] = nil
+    local f = redis.call('HMGET', tenant_key(tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying')
+    local cap = tonumber(f[1])
+    if cap and cap >= 0 then
+      local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
+      if waiting + add > cap then
+        return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
+      end
+    end
+  end
+end
+
+local out = {}
+for i = 1, n do
+  local it = items[i]
+  local existing = existing_task(it)
   if existing then
     out[i] = {0, redis.call('HGETALL', task_key(existing))}
   else

@@ -5,7 +5,11 @@
 -- Tenants are served by virtual time (start-time fair queuing with per-tenant weights, default 1):
 -- the backlogged tenant with the smallest virtual time goes next and its time advances by
 -- 1/weight; a tenant that becomes backlogged again starts at the queue's current virtual time.
--- Within a tenant the most urgent priority goes first, FIFO within a priority.
+-- A tenant at its max_inflight (live leases) or out of rate-limit tokens (a token bucket of
+-- rate_per_s refilled continuously, capped at burst) is skipped, not waited for. A paused queue
+-- leases nothing (due tasks are still promoted and expired leases reaped).
+-- Within a tenant the most urgent priority goes first, FIFO within a priority (or, with the
+-- queue's aging_step_ms, by enqueue time minus priority x step).
 -- The lease token is "<epoch>-<random>": epoch grows by one with every lease of the task (the
 -- fencing epoch given to handlers), the random part comes from the caller.
 --
@@ -19,6 +23,7 @@
 --   KEYS[10] orq:{q}:tenant:    prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats      HASH counters, vtime
 --   KEYS[12] orq:{q}:events     STREAM
+--   KEYS[14] orq:{q}:config     HASH paused, aging_step_ms
 --
 -- ARGV:
 --   ARGV[1]  string   worker id (recorded on the task and in events)
@@ -29,12 +34,16 @@
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
 --
 -- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields} (fields is the
---   task hash as a flat name/value array, lease included), and next_ms is now_ms when ready work
---   is left, else the earliest run_at of a scheduled task, else -1.
+--   task hash as a flat name/value array, lease included), and next_ms says when to ask again:
+--   now_ms when the call filled its n and ready work is left; else the earliest of the next
+--   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
+--   (nothing waits, the queue is paused, or only in-flight caps hold work back).
 -- Errors: INVALID <message>.
 -- Emits: queued (promoted), retrying / dead (reaped), leased.
 
 local LEASE_MAX = 100
+-- Most tenants examined per pick (in virtual-time order) when skipping limited tenants.
+local TENANT_SCAN_MAX = 64
 
 local now = now_ms()
 local worker = ARGV[1]
@@ -59,18 +68,46 @@ if promote_bound > 0 then promote_due(now, promote_bound) end
 if reap_bound > 0 then reap_expired(now, reap_bound, seed) end
 
 local out = {}
--- Each pass either leases a task or drops a tenant with no ready work, so 2n passes suffice.
-for _ = 1, 2 * n do
-  if #out >= n then break end
-  local head = redis.call('ZRANGE', K_TENANTS, 0, 0, 'WITHSCORES')
-  if #head == 0 then break end
-  local tenant, vt = head[1], tonumber(head[2])
+local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
+-- Shortest wait until a rate-limited tenant has a token again (ms), when one was skipped.
+local token_wait = nil
+local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
+-- Each pass leases a task, drops a tenant with no ready work, or stops; so the passes are bounded.
+for _ = 1, 2 * n + TENANT_SCAN_MAX do
+  if paused or #out >= n then break end
+  local cands = redis.call('ZRANGE', K_TENANTS, 0, TENANT_SCAN_MAX - 1, 'WITHSCORES')
+  if #cands == 0 then break end
+  -- The first tenant in virtual-time order that is under its in-flight cap and has a token.
+  local tenant, vt, th, tokens = nil, nil, nil, nil
+  for i = 1, #cands, 2 do
+    local vals = redis.call('HMGET', tenant_key(cands[i]), unpack(TENANT_FIELDS))
+    local f = {}
+    for j = 1, #TENANT_FIELDS do
+      f[TENANT_FIELDS[j]] = vals[j]
+    end
+    local ok = true
+    local cap = tonumber(f.max_inflight)
+    if cap and cap > 0 and (tonumber(f['n:leased']) or 0) >= cap then
+      ok = false
+    end
+    local tk, rate = bucket_tokens(f, now)
+    if ok and tk and tk < 1 then
+      ok = false
+      local wait = math.ceil((1 - tk) * 1000 / rate)
+      if not token_wait or wait < token_wait then token_wait = wait end
+    end
+    if ok then
+      tenant, vt, th, tokens = cands[i], tonumber(cands[i + 1]), f, tk
+      break
+    end
+  end
+  if not tenant then break end
   local popped = redis.call('ZPOPMIN', ready_key(tenant))
   if #popped == 0 then
     redis.call('ZREM', K_TENANTS, tenant)
   else
     local id = popped[1]
-    local weight = tonumber(redis.call('HGET', tenant_key(tenant), 'weight')) or 1
+    local weight = tonumber(th.weight) or 1
     if weight <= 0 then weight = 1 end
     redis.call('HSET', K_STATS, 'vtime', fstr(vt))
     if redis.call('ZCARD', ready_key(tenant)) == 0 then
@@ -81,6 +118,11 @@ for _ = 1, 2 * n do
     local key = task_key(id)
     local t = fields(id, {'lease_ms', 'status'})
     if t.status == 'queued' then
+      if tokens then
+        redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - 1), 'tokens_at', istr(now))
+      end
+      redis.call('HINCRBY', tenant_key(tenant), 'served', 1)
+      redis.call('HINCRBY', K_STATS, 'served', 1)
       local epoch = redis.call('HINCRBY', key, 'epoch', 1)
       local attempt = redis.call('HINCRBY', key, 'attempt', 1)
       local exp = now + (tonumber(t.lease_ms) or 30000)
@@ -94,10 +136,17 @@ for _ = 1, 2 * n do
   end
 end
 
-local next_ms = -1
-if redis.call('ZCARD', K_TENANTS) > 0 then
+-- When to ask again: now when an eligible tenant has ready work left; otherwise the earliest of
+-- the next scheduled run_at and the next rate-limit token; -1 when unknown (paused, or only
+-- in-flight caps hold work back: a lease ending frees them).
+local next_ms = first_score(K_SCHEDULED)
+if token_wait and (next_ms < 0 or now + token_wait < next_ms) then
+  next_ms = now + token_wait
+end
+if not paused and #out >= n and redis.call('ZCARD', K_TENANTS) > 0 then
   next_ms = now
-else
-  next_ms = first_score(K_SCHEDULED)
+end
+if paused then
+  next_ms = -1
 end
 return {now, out, next_ms}

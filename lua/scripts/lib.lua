@@ -19,11 +19,14 @@
 --   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
 --   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
+--   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
 --
 -- Error replies start with a code word that `orq::ScriptError` mirrors:
 --   NOTFOUND  no such task;  STALE  the lease token is not the current one;
 --   CANCELLED the task was cancelled while leased;  CONFLICT  the task is not in a state that
---   allows the transition;  INVALID  an argument failed validation (nothing was written).
+--   allows the transition;  INVALID  an argument failed validation (nothing was written);
+--   LIMITED  a tenant limit refused the call (nothing was written), followed by
+--   `<tenant> <limit> retry_after_ms=<n>`.
 
 -- Longest the event stream grows (entries); XADD trims exactly so the simulator can model it.
 local EVENTS_MAX = 10000
@@ -37,6 +40,7 @@ local HISTORY_MAX = 20
 local K_TASK, K_READY, K_TENANTS, K_SCHEDULED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASES, K_DEAD, K_COMPLETED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_IDEM, K_TENANT, K_STATS, K_EVENTS, K_KNOWN = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
+local K_CONFIG = KEYS[14]
 
 -- The store's clock in integer milliseconds since the Unix epoch.
 local function now_ms()
@@ -144,11 +148,24 @@ local function add_history(id, line)
   redis.call('HSET', key, 'history', table.concat(lines, '\n', first, #lines))
 end
 
--- Put a task in its tenant's ready set (status queued), FIFO within its priority band, and make
--- the tenant eligible for fair share at the current virtual time if it was idle.
-local function to_ready(id, tenant, priority, old, now)
+-- The score of a task in its tenant's ready set (lowest goes first). Strict priority (the
+-- default): the priority band, then FIFO by a queue-wide sequence. With the queue's
+-- aging_step_ms > 0 (the starvation bound): enqueue time minus priority x step, so a task of
+-- priority p counts as if it had arrived p steps earlier and a priority-0 task waits at most
+-- 9 steps behind later urgent work.
+local function ready_score(priority, now)
+  local step = tonumber(redis.call('HGET', K_CONFIG, 'aging_step_ms')) or 0
   local seq = redis.call('HINCRBY', K_STATS, 'seq', 1)
-  redis.call('ZADD', ready_key(tenant), istr((9 - priority) * PRIO_SPAN + seq), id)
+  if step > 0 then
+    return istr(now - priority * step)
+  end
+  return istr((9 - priority) * PRIO_SPAN + seq)
+end
+
+-- Put a task in its tenant's ready set (status queued), and make the tenant eligible for fair
+-- share at the current virtual time if it was idle.
+local function to_ready(id, tenant, priority, old, now)
+  redis.call('ZADD', ready_key(tenant), ready_score(priority, now), id)
   local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
   redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
   redis.call('HSET', task_key(id), 'updated_at', istr(now))
@@ -276,6 +293,46 @@ local function trim_finished(now, retention_ms, bound)
     end
   end
   return n
+end
+
+-- A tenant's rate-limit tokens at `now` (token bucket refilled at rate_per_s, capped at burst),
+-- and its rate; nil when the tenant has no rate limit. `th` holds the tenant's hash fields.
+-- A clock that stepped back refills nothing (and takes nothing away).
+local function bucket_tokens(th, now)
+  local rate = tonumber(th.rate_per_s)
+  if not rate or rate <= 0 then
+    return nil, nil
+  end
+  local burst = tonumber(th.burst) or 1
+  local tokens = tonumber(th.tokens)
+  local at = tonumber(th.tokens_at)
+  if not tokens or not at then
+    return burst, rate
+  end
+  if now > at then
+    tokens = tokens + (now - at) * rate / 1000
+  end
+  if tokens > burst then
+    tokens = burst
+  end
+  return tokens, rate
+end
+
+-- Count a completion in the tenant's one-minute windows (fields c_win = window number,
+-- c_cur = completions in it, c_prev = in the window before), from which readers estimate the
+-- recent throughput with a sliding window: (c_prev x (1 - elapsed fraction) + c_cur) / 60 s.
+local function count_completion(tenant, now)
+  local key = tenant_key(tenant)
+  local win = math.floor(now / 60000)
+  local f = redis.call('HMGET', key, 'c_win', 'c_cur')
+  local cur_win, cur = tonumber(f[1]), tonumber(f[2]) or 0
+  if cur_win == win then
+    redis.call('HINCRBY', key, 'c_cur', 1)
+  elseif cur_win == win - 1 then
+    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', istr(cur), 'c_cur', '1')
+  else
+    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', '0', 'c_cur', '1')
+  end
 end
 
 -- Score of the earliest entry of a ZSET, or -1 when it is empty.

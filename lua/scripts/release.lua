@@ -11,6 +11,7 @@
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
+--   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
 --
 -- ARGV:
 --   ARGV[1]  string   task id

@@ -12,14 +12,16 @@
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats          HASH counters (n:<status> current, total:<event> cumulative)
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--   KEYS[14] orq:{q}:config         HASH paused, aging_step_ms
 --
 -- ARGV:
 --   ARGV[1]  integer  most tenants reported (0..10000), in name order
 --
--- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total}
+-- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total, config_fields}
 --   stats_fields: the stats hash, flat;
 --   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count};
---   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD).
+--   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD);
+--   config_fields: the queue's config hash, flat.
 -- Errors: INVALID.
 -- Emits: nothing.
 
@@ -36,4 +38,5 @@ if max > 0 then
 end
 local sizes = {redis.call('ZCARD', K_SCHEDULED), redis.call('ZCARD', K_LEASES),
   redis.call('ZCARD', K_DEAD), redis.call('ZCARD', K_COMPLETED), redis.call('ZCARD', K_CANCELLED)}
-return {now, redis.call('HGETALL', K_STATS), tenants, sizes, redis.call('ZCARD', K_KNOWN)}
+return {now, redis.call('HGETALL', K_STATS), tenants, sizes, redis.call('ZCARD', K_KNOWN),
+  redis.call('HGETALL', K_CONFIG)}

@@ -73,6 +73,7 @@ scripts!(
     "list",
     "stats",
     "queues",
+    "configure",
 );
 
 /// Every script, in registry order.
@@ -126,7 +127,7 @@ mod tests {
     #[test]
     fn every_header_documents_keys_argv_returns_errors_emits() {
         let layout = queue_key_layout();
-        assert_eq!(layout.len(), 13, "lib.lua documents 13 queue keys");
+        assert_eq!(layout.len(), 14, "lib.lua documents 14 queue keys");
         for s in all() {
             let header: Vec<&str> = s.header().collect();
             let text = header.join("\n");

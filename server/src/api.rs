@@ -4,7 +4,10 @@
 
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
-use crate::model::{parse_body, BatchBody, BulkReplayBody, SubmitBody, TaskJson, TasksJson};
+use crate::model::{
+    parse_body, BatchBody, BulkReplayBody, QueueSettingsBody, SubmitBody, TaskJson, TasksJson,
+    TenantBody,
+};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
@@ -54,6 +57,18 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/dlq/{id}", axum::routing::delete(purge_one))
         .route("/api/v1/queues", get(list_queues))
         .route("/api/v1/queues/{queue}", get(queue_stats))
+        .route("/api/v1/queues/{queue}/tenants", get(list_tenants))
+        .route(
+            "/api/v1/queues/{queue}/tenants/{tenant}",
+            axum::routing::put(put_tenant),
+        )
+        .route("/api/v1/queues/{queue}/pause", post(pause_queue))
+        .route("/api/v1/queues/{queue}/resume", post(resume_queue))
+        .route("/api/v1/queues/{queue}/drain", post(drain_queue))
+        .route(
+            "/api/v1/queues/{queue}/settings",
+            axum::routing::put(put_settings),
+        )
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -367,28 +382,166 @@ async fn purge_one(
     Ok(Json(json!({"id": id, "purged": true})).into_response())
 }
 
+fn counts_json(c: &std::collections::BTreeMap<Status, i64>) -> serde_json::Value {
+    Status::ALL
+        .iter()
+        .map(|s| {
+            (
+                s.as_str().to_string(),
+                json!(c.get(s).copied().unwrap_or(0)),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+fn tenant_json(t: &orq::TenantStats) -> serde_json::Value {
+    json!({
+        "tenant": t.tenant,
+        "weight": t.weight,
+        "max_inflight": t.max_inflight,
+        "max_queued": t.max_queued,
+        "rate_per_s": t.rate_per_s,
+        "burst": t.burst,
+        "counts": counts_json(&t.counts),
+        "served": t.served,
+        "share": t.share,
+        "completed_per_s": t.completed_per_s,
+    })
+}
+
 fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
-    let counts = |c: &std::collections::BTreeMap<Status, i64>| {
-        Status::ALL
-            .iter()
-            .map(|s| {
-                (
-                    s.as_str().to_string(),
-                    json!(c.get(s).copied().unwrap_or(0)),
-                )
-            })
-            .collect::<serde_json::Map<_, _>>()
-    };
     json!({
         "queue": st.queue,
-        "counts": counts(&st.counts),
+        "paused": st.paused,
+        "aging_step_ms": st.aging_step_ms,
+        "counts": counts_json(&st.counts),
         "totals": st.totals,
-        "tenants": st.tenants.iter().map(|t| json!({
-            "tenant": t.tenant,
-            "weight": t.weight,
-            "counts": counts(&t.counts),
-        })).collect::<Vec<_>>(),
+        "tenants": st.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
     })
+}
+
+/// The queue name of a `/queues/{queue}/...` path, validated.
+fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let queue = path
+        .map(|Path(q)| q)
+        .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;
+    check_name("queue", &queue)?;
+    Ok(queue)
+}
+
+async fn list_tenants(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> ApiResult {
+    no_query(&q)?;
+    let queue = queue_path(path)?;
+    let st = s.client.stats(&queue).await?;
+    let tenants: Vec<_> = st.tenants.iter().map(tenant_json).collect();
+    Ok(Json(json!({"queue": queue, "tenants": tenants})).into_response())
+}
+
+async fn put_tenant(
+    State(s): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    q: RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    no_query(&q)?;
+    let (queue, tenant) = path
+        .map(|Path(p)| p)
+        .map_err(|_| ApiError::bad_request("queue, tenant: must match [A-Za-z0-9._-]{1,64}"))?;
+    check_name("queue", &queue)?;
+    check_name("tenant", &tenant)?;
+    let bytes = body_bytes(body, 64 * 1024)?;
+    let limits = parse_body::<TenantBody>(&bytes)?.into_limits()?;
+    s.client.configure_tenant(&queue, &tenant, &limits).await?;
+    let st = s.client.stats(&queue).await?;
+    let entry = st
+        .tenants
+        .iter()
+        .find(|t| t.tenant == tenant)
+        .map(tenant_json)
+        .unwrap_or_else(|| json!({"tenant": tenant}));
+    Ok(Json(entry).into_response())
+}
+
+async fn set_paused(
+    s: &AppState,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+    paused: bool,
+) -> ApiResult {
+    no_query(&q)?;
+    let queue = queue_path(path)?;
+    s.client.configure_queue(&queue, Some(paused), None).await?;
+    Ok(Json(json!({"queue": queue, "paused": paused})).into_response())
+}
+
+async fn pause_queue(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> ApiResult {
+    set_paused(&s, path, q, true).await
+}
+
+async fn resume_queue(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> ApiResult {
+    set_paused(&s, path, q, false).await
+}
+
+/// Longest a drain request waits (ms).
+pub const DRAIN_TIMEOUT_MS_MAX: u64 = 60_000;
+
+/// Query of `POST /queues/{queue}/drain`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrainParams {
+    timeout_ms: Option<u64>,
+}
+
+async fn drain_queue(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<DrainParams>, QueryRejection>,
+) -> ApiResult {
+    let p = query(q)?;
+    let queue = queue_path(path)?;
+    let timeout = p.timeout_ms.unwrap_or(10_000);
+    if timeout > DRAIN_TIMEOUT_MS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms: at most {DRAIN_TIMEOUT_MS_MAX}"
+        )));
+    }
+    let left = s.client.drain(&queue, timeout, 50).await?;
+    Ok(Json(json!({"queue": queue, "drained": left == 0, "remaining": left})).into_response())
+}
+
+async fn put_settings(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    no_query(&q)?;
+    let queue = queue_path(path)?;
+    let bytes = body_bytes(body, 64 * 1024)?;
+    let b: QueueSettingsBody = parse_body(&bytes)?;
+    if let Some(step) = b.aging_step_ms {
+        if step > 3_600_000 {
+            return Err(ApiError::bad_request("aging_step_ms: must be 0..=3600000"));
+        }
+    }
+    s.client
+        .configure_queue(&queue, None, b.aging_step_ms)
+        .await?;
+    let st = s.client.stats(&queue).await?;
+    Ok(Json(stats_json(&st)).into_response())
 }
 
 async fn list_queues(State(s): State<AppState>, q: RawQuery) -> ApiResult {
@@ -425,10 +578,7 @@ async fn queue_stats(
     q: RawQuery,
 ) -> ApiResult {
     no_query(&q)?;
-    let queue = path
-        .map(|Path(q)| q)
-        .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;
-    check_name("queue", &queue)?;
+    let queue = queue_path(path)?;
     if !s.client.queues().await?.contains(&queue) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));
     }

@@ -12,10 +12,12 @@ pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
     /// Stable code: `bad_request`, `not_found`, `conflict`, `payload_too_large`,
-    /// `unprocessable`, `unavailable`, `internal`.
+    /// `unprocessable`, `limited` (429), `unavailable`, `internal`.
     pub code: &'static str,
     /// What went wrong, naming the field when there is one.
     pub message: String,
+    /// Seconds for a `Retry-After` header (429).
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
@@ -45,6 +47,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after_s: None,
         }
     }
 }
@@ -58,6 +61,20 @@ impl From<Error> for ApiError {
                 ApiError::conflict(format!("cannot {op} a task that is {status}"))
             }
             Error::Stale { .. } | Error::Cancelled { .. } => ApiError::conflict(e.to_string()),
+            Error::Limited {
+                tenant,
+                limit,
+                retry_after_ms,
+                ..
+            } => {
+                let mut err = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "limited",
+                    format!("tenant {tenant} is at its {limit}; retry later"),
+                );
+                err.retry_after_s = Some(retry_after_ms.div_ceil(1000).max(1));
+                err
+            }
             Error::Unavailable { .. } => {
                 tracing::warn!(error = %e, "store unavailable");
                 ApiError::new(
@@ -81,6 +98,11 @@ impl From<Error> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(s) = self.retry_after_s {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.into());
+        }
+        resp
     }
 }

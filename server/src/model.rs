@@ -33,6 +33,81 @@ pub fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     Ok(value)
 }
 
+/// `Option<Option<T>>` from JSON: a missing field is `None` (keep), `null` is `Some(None)`
+/// (clear), a value is `Some(Some(v))` (set).
+fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// The body of `PUT /api/v1/queues/{queue}/tenants/{tenant}`: each field optional; `null`
+/// removes the setting (weight back to 1, no cap, no rate limit).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantBody {
+    /// Fair-share weight in (0, 1000].
+    #[serde(default, deserialize_with = "double_option")]
+    pub weight: Option<Option<f64>>,
+    /// Most live leases, 1..=1000000.
+    #[serde(default, deserialize_with = "double_option")]
+    pub max_inflight: Option<Option<u64>>,
+    /// Most waiting tasks, 0..=1000000000.
+    #[serde(default, deserialize_with = "double_option")]
+    pub max_queued: Option<Option<u64>>,
+    /// Leases per second, in (0, 1000000].
+    #[serde(default, deserialize_with = "double_option")]
+    pub rate_per_s: Option<Option<f64>>,
+    /// Token bucket size, 1..=1000000.
+    #[serde(default, deserialize_with = "double_option")]
+    pub burst: Option<Option<u64>>,
+}
+
+impl TenantBody {
+    /// Range-check every given field; the error names it.
+    pub fn into_limits(self) -> Result<orq::TenantLimits, ApiError> {
+        let pos = |name: &str, v: Option<Option<f64>>, max: f64| -> Result<_, ApiError> {
+            if let Some(Some(x)) = v {
+                if !(x.is_finite() && x > 0.0 && x <= max) {
+                    return Err(ApiError::bad_request(format!(
+                        "{name}: must be in (0, {max}]"
+                    )));
+                }
+            }
+            Ok(v)
+        };
+        let int = |name: &str, v: Option<Option<u64>>, lo: u64, hi: u64| -> Result<_, ApiError> {
+            if let Some(Some(x)) = v {
+                if x < lo || x > hi {
+                    return Err(ApiError::bad_request(format!(
+                        "{name}: must be {lo}..={hi}"
+                    )));
+                }
+            }
+            Ok(v)
+        };
+        Ok(orq::TenantLimits {
+            weight: pos("weight", self.weight, 1000.0)?,
+            max_inflight: int("max_inflight", self.max_inflight, 1, 1_000_000)?,
+            max_queued: int("max_queued", self.max_queued, 0, 1_000_000_000)?,
+            rate_per_s: pos("rate_per_s", self.rate_per_s, 1_000_000.0)?,
+            burst: int("burst", self.burst, 1, 1_000_000)?,
+        })
+    }
+}
+
+/// The body of `PUT /api/v1/queues/{queue}/settings`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSettingsBody {
+    /// The starvation bound: order each tenant's ready tasks by enqueue time minus
+    /// priority × this step (ms), so a priority-0 task waits at most 9 steps behind later urgent
+    /// work. 0 restores strict priority. Applies to tasks queued after the change.
+    pub aging_step_ms: Option<u64>,
+}
+
 /// `backoff` of a submit body; every field optional (defaults: 1000 ms, ×2, 300000 ms, 0.2).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -689,3 +689,123 @@ async fn more_bad_inputs_and_tenant_scoped_idempotency() {
     );
     assert_eq!(b["payload"], "b");
 }
+
+// Goal: the tenancy routes: tenant limits are set, shown and validated; max_queued answers 429
+// with Retry-After; pause / resume / drain / settings work; bad input gets typed 4xx.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_limits_pause_resume_drain_and_admission() {
+    let app = TestApp::start(false, vec![]).await;
+    let put = |body: &'static str| {
+        let app = &app;
+        async move {
+            app.call(
+                Method::PUT,
+                "/api/v1/queues/default/tenants/acme",
+                Some(body),
+            )
+            .await
+        }
+    };
+    let (s, t) = put(r#"{"weight": 2, "max_inflight": 3, "max_queued": 2, "rate_per_s": 5}"#).await;
+    assert_eq!(s, StatusCode::OK, "{t}");
+    assert_eq!(t["weight"], 2.0);
+    assert_eq!(t["max_inflight"], 3);
+    assert_eq!(t["burst"], 5, "burst defaults to the rate");
+    for (body, field) in [
+        (r#"{"weight": 0}"#, "weight"),
+        (r#"{"weight": -1}"#, "weight"),
+        (r#"{"max_inflight": 0}"#, "max_inflight"),
+        (r#"{"rate_per_s": 1e9}"#, "rate_per_s"),
+        (r#"{"burst": 0}"#, "burst"),
+        (r#"{"colour": 1}"#, "colour"),
+        (r#"{"max_queued": "many"}"#, "max_queued"),
+    ] {
+        let (s, e) = put(body).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).contains(field), "{body}: {e}");
+    }
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            "/api/v1/queues/default/tenants/a%20b",
+            Some("{}"),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    for _ in 0..2 {
+        let (s, _) = app
+            .call(
+                POST,
+                "/api/v1/tasks",
+                Some(r#"{"payload": 1, "tenant": "acme"}"#),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let req = axum::http::Request::builder()
+        .method(POST)
+        .uri("/api/v1/tasks")
+        .body(axum::body::Body::from(
+            r#"{"payload": 1, "tenant": "acme"}"#,
+        ))
+        .unwrap();
+    let resp = tower::ServiceExt::oneshot(app.router.clone(), req)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let (_, tenants) = app.call(GET, "/api/v1/queues/default/tenants", None).await;
+    let acme = tenants["tenants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tenant"] == "acme")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        acme["counts"]["queued"], 2,
+        "the refused submit stored nothing"
+    );
+    // Clearing a limit with null.
+    let (s, t) = put(r#"{"max_queued": null}"#).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(t["max_queued"].is_null(), "{t}");
+
+    let (s, p) = app.call(POST, "/api/v1/queues/default/pause", None).await;
+    assert_eq!((s, p["paused"].clone()), (StatusCode::OK, json!(true)));
+    let (_, st) = app.call(GET, "/api/v1/queues/default", None).await;
+    assert_eq!(st["paused"], true);
+    let (s, _) = app.call(POST, "/api/v1/queues/default/resume", None).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, d) = app
+        .call(POST, "/api/v1/queues/default/drain?timeout_ms=100", None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        d["drained"], false,
+        "two tasks wait and no worker runs: {d}"
+    );
+    assert_eq!(d["remaining"], 2);
+    let (s, _) = app
+        .call(POST, "/api/v1/queues/default/drain?timeout_ms=999999", None)
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, st) = app
+        .call(
+            Method::PUT,
+            "/api/v1/queues/default/settings",
+            Some(r#"{"aging_step_ms": 500}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{st}");
+    assert_eq!(st["aging_step_ms"], 500);
+    let (s, _) = app
+        .call(
+            Method::PUT,
+            "/api/v1/queues/default/settings",
+            Some(r#"{"aging_step_ms": -5}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}

@@ -104,7 +104,7 @@ struct Case {
     keys: &'static str,
 }
 
-/// Replace `{t}`, `{now}` and `{t+N}` / `{now-N}` placeholders.
+/// Replace `{t}`, `{now}`, `{now_minute}` and `{t+N}` / `{now-N}` placeholders.
 fn fill(text: &str, t: u64, now: Option<u64>) -> String {
     let mut out = String::new();
     let mut rest = text;
@@ -124,6 +124,10 @@ fn fill(text: &str, t: u64, now: Option<u64>) -> String {
             ("t", Some(off)) => Some(t as i64 + off),
             ("now", Some(off)) => {
                 Some(now.expect("{now} in a case whose reply has no time") as i64 + off)
+            }
+            // The one-minute window number of `{now}` (a tenant's completion counter).
+            ("now_minute", Some(off)) => {
+                Some((now.expect("{now_minute} needs a time") / 60_000) as i64 + off)
             }
             _ => None,
         };
@@ -492,11 +496,11 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
-            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0 served=1 n:leased=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1
+            "orq:{q}:tenant:t1" hash n:queued=1 served=1 n:leased=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
         "#,
     },
@@ -514,9 +518,9 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 served=1 n:leased=1
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
-            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 served=1 n:leased=1
         "#,
     },
     Case {
@@ -565,7 +569,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1}
             "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result="{\"ok\":1}" finished_at={now} updated_at={now} outcome=completed
-            "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1
+            "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
     },
     Case {
@@ -776,7 +780,7 @@ const CASES: &[Case] = &[
         ],
         script: "stats",
         argv: "1",
-        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1]] [1 0 0 0 0] 2]"#,
+        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1]] [1 0 0 0 0] 2 []]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0 t2=0
             "orq:{q}:ready:t1" zset A=1

@@ -1,0 +1,231 @@
+//! Tenancy on a real Redis, one short scenario each: weighted fair share, max_inflight, the rate
+//! limit's token bucket, max_queued admission, pause / resume, the starvation bound, and the
+//! tenant stats.
+
+mod common;
+
+use common::{spec, Env};
+use orq::ops;
+use orq::{Error, Status, TaskSpec, TenantLimits};
+use std::collections::BTreeMap;
+
+fn task(tenant: &str, priority: u8) -> TaskSpec {
+    spec("q", "echo", "{}").tenant(tenant).priority(priority)
+}
+
+async fn submit_n(env: &Env, tenant: &str, n: usize) {
+    let specs = (0..n).map(|_| task(tenant, 0)).collect();
+    env.client.submit_batch(specs).await.expect("submit");
+}
+
+fn by_tenant(tasks: &[orq::Task]) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for t in tasks {
+        *m.entry(t.tenant.clone()).or_default() += 1;
+    }
+    m
+}
+
+// Goal: weights 1:3 split leases 1:3 while both tenants are backlogged.
+// Method: 40 tasks each; lease 40 one at a time; count by tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weighted_fair_share_splits_leases_by_weight() {
+    let env = Env::start().await;
+    submit_n(&env, "a", 40).await;
+    submit_n(&env, "b", 40).await;
+    let limits = TenantLimits {
+        weight: Some(Some(3.0)),
+        ..TenantLimits::default()
+    };
+    env.client
+        .configure_tenant("q", "b", &limits)
+        .await
+        .unwrap();
+    let mut leased = Vec::new();
+    for _ in 0..40 {
+        leased.extend(env.lease("q", "w", 1).await.tasks);
+    }
+    let counts = by_tenant(&leased);
+    let (a, b) = (counts["a"] as i64, counts["b"] as i64);
+    assert!(
+        (a - 10).abs() <= 1 && (b - 30).abs() <= 1,
+        "1:3 split of 40: a={a} b={b}"
+    );
+    let st = env.client.stats("q").await.unwrap();
+    let share_b = st.tenants.iter().find(|t| t.tenant == "b").unwrap().share;
+    assert!(
+        (share_b - 0.75).abs() < 0.05,
+        "b's share of service: {share_b}"
+    );
+}
+
+// Goal: a tenant at max_inflight is skipped, not blocking others; a finished lease frees a slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_inflight_caps_live_leases_and_skips_the_tenant() {
+    let env = Env::start().await;
+    submit_n(&env, "capped", 5).await;
+    submit_n(&env, "free", 5).await;
+    let limits = TenantLimits {
+        max_inflight: Some(Some(2)),
+        ..TenantLimits::default()
+    };
+    env.client
+        .configure_tenant("q", "capped", &limits)
+        .await
+        .unwrap();
+    let batch = env.lease("q", "w", 10).await;
+    let counts = by_tenant(&batch.tasks);
+    assert_eq!(counts.get("capped"), Some(&2), "{counts:?}");
+    assert_eq!(counts.get("free"), Some(&5), "{counts:?}");
+    let again = env.lease("q", "w", 10).await;
+    assert!(again.tasks.is_empty(), "nothing more while at the cap");
+    let done = batch.tasks.iter().find(|t| t.tenant == "capped").unwrap();
+    let token = done.lease.as_ref().unwrap().token.clone();
+    ops::complete(&*env.store, "q", &done.id, &token, "null")
+        .await
+        .unwrap();
+    let after = env.lease("q", "w", 10).await;
+    assert_eq!(
+        by_tenant(&after.tasks).get("capped"),
+        Some(&1),
+        "a slot freed"
+    );
+}
+
+// Goal: a rate-limited tenant gets `burst` leases at once, then none until a token refills, and
+// the lease reply says when to ask again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_serves_the_burst_then_says_when_to_retry() {
+    let env = Env::start().await;
+    submit_n(&env, "slow", 10).await;
+    let limits = TenantLimits {
+        rate_per_s: Some(Some(2.0)),
+        burst: Some(Some(3)),
+        ..TenantLimits::default()
+    };
+    env.client
+        .configure_tenant("q", "slow", &limits)
+        .await
+        .unwrap();
+    let first = env.lease("q", "w", 10).await;
+    assert_eq!(first.tasks.len(), 3, "the burst");
+    let second = env.lease("q", "w", 10).await;
+    assert!(second.tasks.is_empty(), "out of tokens");
+    let next = second.next_ms.expect("a retry-after hint");
+    assert!(
+        next > second.now_ms && next <= second.now_ms + 500,
+        "one token at 2/s comes within 500 ms: now {} next {next}",
+        second.now_ms
+    );
+    let later = common::eventually("a token to refill", || async {
+        let b = env.lease("q", "w", 10).await;
+        (!b.tasks.is_empty()).then_some(b)
+    })
+    .await;
+    assert!(
+        later.tasks.len() <= 2,
+        "refill is gradual: {}",
+        later.tasks.len()
+    );
+}
+
+// Goal: max_queued refuses a submit that would exceed it, stores nothing, and says when to retry;
+// idempotent repeats of stored tasks are not counted again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_queued_refuses_submits_beyond_it_and_stores_nothing() {
+    let env = Env::start().await;
+    let limits = TenantLimits {
+        max_queued: Some(Some(3)),
+        ..TenantLimits::default()
+    };
+    env.client
+        .configure_tenant("q", "t", &limits)
+        .await
+        .unwrap();
+    let four: Vec<_> = (0..4).map(|_| task("t", 0)).collect();
+    match env.client.submit_batch(four).await {
+        Err(Error::Limited {
+            tenant,
+            limit,
+            retry_after_ms,
+            ..
+        }) => {
+            assert_eq!((tenant.as_str(), limit.as_str()), ("t", "max_queued"));
+            assert!(retry_after_ms > 0);
+        }
+        other => panic!("expected Limited, got {other:?}"),
+    }
+    assert_eq!(
+        env.stats("q").await.counts[&Status::Queued],
+        0,
+        "nothing stored"
+    );
+    let keyed: Vec<_> = (0..3)
+        .map(|i| task("t", 0).idempotency_key(format!("k{i}")))
+        .collect();
+    env.client.submit_batch(keyed.clone()).await.unwrap();
+    // Repeating the same keys adds nothing, so it is not refused.
+    let again = env.client.submit_batch(keyed).await.unwrap();
+    assert!(again.iter().all(|s| !s.created));
+    assert!(matches!(
+        env.client.submit(task("t", 0)).await,
+        Err(Error::Limited { .. })
+    ));
+    // Other tenants are not affected.
+    env.client.submit(task("other", 0)).await.unwrap();
+}
+
+// Goal: a paused queue leases nothing while submits still work; resume leases again; nothing is
+// lost across pause / resume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paused_queue_leases_nothing_and_resume_loses_nothing() {
+    let env = Env::start().await;
+    submit_n(&env, "t", 3).await;
+    env.client
+        .configure_queue("q", Some(true), None)
+        .await
+        .unwrap();
+    submit_n(&env, "t", 2).await;
+    let paused = env.lease("q", "w", 10).await;
+    assert!(paused.tasks.is_empty());
+    assert_eq!(paused.next_ms, None);
+    assert!(env.client.stats("q").await.unwrap().paused);
+    env.client
+        .configure_queue("q", Some(false), None)
+        .await
+        .unwrap();
+    let resumed = env.lease("q", "w", 10).await;
+    assert_eq!(resumed.tasks.len(), 5, "all five, none lost");
+}
+
+// Goal: with the starvation bound on, a priority-0 task queued before a stream of priority-9
+// tasks that arrive more than 9 steps later is leased first; with strict priority it is last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aging_step_bounds_how_long_low_priority_waits() {
+    let env = Env::start().await;
+    env.client
+        .configure_queue("q", None, Some(10))
+        .await
+        .unwrap();
+    let low = env.client.submit(task("t", 0)).await.unwrap().task.id;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    for _ in 0..3 {
+        env.client.submit(task("t", 9)).await.unwrap();
+    }
+    assert_eq!(
+        env.lease_one("q", "w").await.id,
+        low,
+        "aged past the urgent ones"
+    );
+
+    // Strict priority (the default) on another queue: the low task goes last.
+    let strict = |p| spec("s", "echo", "{}").priority(p);
+    let low = env.client.submit(strict(0)).await.unwrap().task.id;
+    for _ in 0..3 {
+        env.client.submit(strict(9)).await.unwrap();
+    }
+    for _ in 0..3 {
+        assert_ne!(env.lease_one("s", "w").await.id, low);
+    }
+    assert_eq!(env.lease_one("s", "w").await.id, low);
+}

@@ -1,0 +1,115 @@
+-- configure: change a queue's settings (pause, resume, starvation bound) or a tenant's share and
+-- limits. Not a task transition; it emits one event so that dashboards see the change.
+--
+-- Transition: none for tasks. Pausing stops leasing (submits, promotion and reaping go on);
+-- resuming lets leasing go on. A tenant's new rate limit starts with a full bucket.
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant> (weight, max_inflight,
+--                                   max_queued, rate_per_s, burst, tokens, tokens_at)
+--   KEYS[12] orq:{q}:events         STREAM
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
+--   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms
+--
+-- ARGV, mode queue:
+--   ARGV[1]  'queue'
+--   ARGV[2]  string   paused: '1' pause, '0' resume, '' keep
+--   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..3600000 the starvation bound step
+--                     (applies to tasks queued after the change), '' keep
+-- ARGV, mode tenant:
+--   ARGV[1]  'tenant'
+--   ARGV[2]  string   tenant (validated by the caller)
+--   ARGV[3]  number   weight in (0, 1000], '' keep, '-' back to 1
+--   ARGV[4]  integer  max_inflight 1..1000000 live leases, '' keep, '-' no cap
+--   ARGV[5]  integer  max_queued 0..1000000000 waiting tasks, '' keep, '-' no cap
+--   ARGV[6]  number   rate_per_s in (0, 1000000] leases per second, '' keep, '-' no limit
+--   ARGV[7]  integer  burst 1..1000000 tokens, '' keep, '-' default (max(1, ceil(rate_per_s)))
+--
+-- Returns: {now_ms, fields} with the queue's config hash or the tenant's hash after the change,
+--   flat (HGETALL).
+-- Errors: INVALID <field ...> (nothing written).
+-- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
+
+local now = now_ms()
+local mode = ARGV[1]
+
+-- Validate one optional field: '' keep, '-' clear, else a number in [lo, hi] (integer when int).
+local function opt(v, name, lo, hi, int)
+  if v == nil or v == '' or v == '-' then
+    return v or '', nil
+  end
+  local x, e
+  if int then
+    x, e = arg_int(v, name, lo, hi)
+  else
+    x, e = arg_num(v, name, lo, hi)
+    if x and x <= 0 then
+      x, e = nil, 'INVALID ' .. name .. ' must be greater than 0'
+    end
+  end
+  if not x then return nil, e end
+  return x, nil
+end
+
+if mode == 'queue' then
+  local paused = ARGV[2] or ''
+  if paused ~= '' and paused ~= '0' and paused ~= '1' then
+    return redis.error_reply('INVALID paused must be 0 or 1')
+  end
+  local step, e = opt(ARGV[3], 'aging_step_ms', 0, 3600000, true)
+  if step == nil then return redis.error_reply(e) end
+  if step == '-' then return redis.error_reply('INVALID aging_step_ms must be a number') end
+  local kind = 'configured'
+  if paused ~= '' then
+    redis.call('HSET', K_CONFIG, 'paused', paused)
+    if paused == '1' then kind = 'paused' else kind = 'resumed' end
+  end
+  if step ~= '' then
+    redis.call('HSET', K_CONFIG, 'aging_step_ms', istr(step))
+  end
+  emit(now, kind, '', '', 0, nil)
+  return {now, redis.call('HGETALL', K_CONFIG)}
+elseif mode == 'tenant' then
+  local tenant = ARGV[2]
+  if not tenant or tenant == '' then return redis.error_reply('INVALID tenant is required') end
+  local spec = {
+    {'weight', 3, 0, 1000, false},
+    {'max_inflight', 4, 1, 1000000, true},
+    {'max_queued', 5, 0, 1000000000, true},
+    {'rate_per_s', 6, 0, 1000000, false},
+    {'burst', 7, 1, 1000000, true},
+  }
+  local vals = {}
+  for i = 1, #spec do
+    local f = spec[i]
+    local v, e = opt(ARGV[f[2]], f[1], f[3], f[4], f[5])
+    if v == nil then return redis.error_reply(e) end
+    vals[f[1]] = v
+  end
+  local key = tenant_key(tenant)
+  for i = 1, #spec do
+    local name = spec[i][1]
+    local v = vals[name]
+    if v == '-' then
+      redis.call('HDEL', key, name)
+    elseif v ~= '' then
+      if spec[i][5] then
+        redis.call('HSET', key, name, istr(v))
+      else
+        redis.call('HSET', key, name, fstr(v))
+      end
+    end
+  end
+  if vals.rate_per_s ~= '' or vals.burst ~= '' then
+    -- A new rate limit starts with a full bucket.
+    redis.call('HDEL', key, 'tokens', 'tokens_at')
+    local rate = tonumber(redis.call('HGET', key, 'rate_per_s'))
+    if rate and not redis.call('HGET', key, 'burst') then
+      redis.call('HSET', key, 'burst', istr(math.max(1, math.ceil(rate))))
+    end
+  end
+  redis.call('ZADD', K_KNOWN, 0, tenant)
+  emit(now, 'tenant_configured', '', tenant, 0, nil)
+  return {now, redis.call('HGETALL', key)}
+end
+return redis.error_reply('INVALID mode must be queue or tenant')
