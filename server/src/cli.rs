@@ -244,6 +244,28 @@ async fn serve_http(
         .map_err(|e| e.to_string())
 }
 
+fn make_worker(rt: &Runtime, pool: &PoolArgs, http: &HttpArgs) -> Result<Worker, String> {
+    Ok(Worker::new(
+        rt.store.clone(),
+        rt.clock.clone(),
+        rt.entropy.clone(),
+        builtin(HttpAllow(http.http_allow.clone())),
+        worker_config(rt, pool)?,
+    ))
+}
+
+fn make_scheduler(rt: &Runtime) -> Scheduler {
+    Scheduler::new(
+        rt.store.clone(),
+        rt.clock.clone(),
+        rt.entropy.clone(),
+        SchedulerConfig {
+            queues: rt.queues.clone(),
+            ..SchedulerConfig::default()
+        },
+    )
+}
+
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
 pub async fn run(cli: Cli) -> Result<(), String> {
     let allow = match &cli.command {
@@ -259,22 +281,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::Serve(a) => {
             let rt = open_store(&a.store, "serve", true).await?;
-            let worker = Worker::new(
-                rt.store.clone(),
-                rt.clock.clone(),
-                rt.entropy.clone(),
-                builtin(HttpAllow(a.http.http_allow.clone())),
-                worker_config(&rt, &a.pool)?,
-            );
-            let scheduler = Scheduler::new(
-                rt.store.clone(),
-                rt.clock.clone(),
-                rt.entropy.clone(),
-                SchedulerConfig {
-                    queues: rt.queues.clone(),
-                    ..SchedulerConfig::default()
-                },
-            );
+            let worker = make_worker(&rt, &a.pool, &a.http)?;
+            let scheduler = make_scheduler(&rt);
             let (s1, s2) = (shutdown.clone(), shutdown.clone());
             let w = tokio::spawn(async move { worker.run(s1).await });
             let s = tokio::spawn(async move { scheduler.run(s2).await });
@@ -289,28 +297,14 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;
-            let worker = Worker::new(
-                rt.store.clone(),
-                rt.clock.clone(),
-                rt.entropy.clone(),
-                builtin(HttpAllow(a.http.http_allow.clone())),
-                worker_config(&rt, &a.pool)?,
-            );
+            let worker = make_worker(&rt, &a.pool, &a.http)?;
             println!("orq worker {} started", worker.id());
             worker.run(shutdown).await;
             Ok(())
         }
         Command::Scheduler(a) => {
             let rt = open_store(&a, "scheduler", false).await?;
-            let scheduler = Scheduler::new(
-                rt.store.clone(),
-                rt.clock.clone(),
-                rt.entropy.clone(),
-                SchedulerConfig {
-                    queues: rt.queues.clone(),
-                    ..SchedulerConfig::default()
-                },
-            );
+            let scheduler = make_scheduler(&rt);
             scheduler.run(shutdown).await;
             Ok(())
         }
