@@ -103,6 +103,8 @@ pub struct QueueStats {
     pub paused: bool,
     /// The starvation bound step (ms); 0 = strict priority.
     pub aging_step_ms: u64,
+    /// The queue's default task options (JSON text), when set.
+    pub defaults: Option<String>,
     /// The store's time of the reading (ms).
     pub now_ms: u64,
 }
@@ -531,6 +533,27 @@ impl Client {
                 None => "",
             }),
             aging_step_ms.map(arg).unwrap_or_default(),
+            Vec::new(),
+        ];
+        let reply = call(&*self.store, op, queue, args).await?;
+        items(op, &reply, "")?;
+        Ok(())
+    }
+
+    /// Set (`Some(json)`, at most 4,096 bytes, validated by the caller) or remove (`None`) the
+    /// default task options of `queue`, which submitters apply to the fields a submit leaves out.
+    pub async fn set_queue_defaults(&self, queue: &str, defaults: Option<&str>) -> Result<()> {
+        let op = "configure";
+        check_queue(op, queue)?;
+        if defaults.is_some_and(|d| d.is_empty() || d == "-") {
+            return Err(Error::invalid(op, "defaults: must be a JSON object"));
+        }
+        self.register_queue(queue, false).await?;
+        let args = vec![
+            arg("queue"),
+            Vec::new(),
+            Vec::new(),
+            arg(defaults.unwrap_or("-")),
         ];
         let reply = call(&*self.store, op, queue, args).await?;
         items(op, &reply, "")?;
@@ -671,6 +694,7 @@ impl Client {
             totals,
             tenants,
             paused: config.get("paused").is_some_and(|v| v == "1"),
+            defaults: config.get("defaults").filter(|d| !d.is_empty()).cloned(),
             aging_step_ms: config
                 .get("aging_step_ms")
                 .and_then(|v| v.parse().ok())

@@ -9,13 +9,15 @@
 --                                   max_queued, rate_per_s, burst, tokens, tokens_at)
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
---   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms
+--   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms, defaults (JSON)
 --
 -- ARGV, mode queue:
 --   ARGV[1]  'queue'
 --   ARGV[2]  string   paused: '1' pause, '0' resume, '' keep
 --   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..3600000 the starvation bound step
 --                     (applies to tasks queued after the change), '' keep
+--   ARGV[4]  bytes    defaults: the queue's default task options as JSON (validated by the
+--                     caller, at most 4096 bytes), '' keep, '-' remove
 -- ARGV, mode tenant:
 --   ARGV[1]  'tenant'
 --   ARGV[2]  string   tenant (validated by the caller)
@@ -59,6 +61,10 @@ if mode == 'queue' then
   local step, e = opt(ARGV[3], 'aging_step_ms', 0, 3600000, true)
   if step == nil then return redis.error_reply(e) end
   if step == '-' then return redis.error_reply('INVALID aging_step_ms must be a number') end
+  local defaults = ARGV[4] or ''
+  if string.len(defaults) > 4096 then
+    return redis.error_reply('INVALID defaults must be at most 4096 bytes')
+  end
   local kind = 'configured'
   if paused ~= '' then
     redis.call('HSET', K_CONFIG, 'paused', paused)
@@ -66,6 +72,11 @@ if mode == 'queue' then
   end
   if step ~= '' then
     redis.call('HSET', K_CONFIG, 'aging_step_ms', istr(step))
+  end
+  if defaults == '-' then
+    redis.call('HDEL', K_CONFIG, 'defaults')
+  elseif defaults ~= '' then
+    redis.call('HSET', K_CONFIG, 'defaults', defaults)
   end
   emit(now, kind, '', '', 0, nil)
   return {now, redis.call('HGETALL', K_CONFIG)}

@@ -5,8 +5,8 @@
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
 use crate::model::{
-    parse_body, BatchBody, BulkReplayBody, QueueSettingsBody, SubmitBody, TaskJson, TasksJson,
-    TenantBody,
+    parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TaskJson,
+    TasksJson, TenantBody,
 };
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -31,9 +31,19 @@ pub const LIST_LIMIT_DEFAULT: u32 = 50;
 /// Default number of tasks a bulk DLQ replay puts back.
 pub const REPLAY_LIMIT_DEFAULT: u64 = 1000;
 
+/// How long a queue's default task options are cached by the API (ms): a change made through
+/// another API process applies to submits within this time.
+pub const DEFAULTS_CACHE_MS: u64 = 1_000;
+
+/// Cached default task options per queue: (time read, defaults).
+pub type DefaultsCache =
+    Arc<std::sync::Mutex<std::collections::BTreeMap<String, (u64, Option<QueueDefaults>)>>>;
+
 /// What the handlers share.
 #[derive(Clone)]
 pub struct AppState {
+    /// Default task options per queue, read through [`AppState::defaults`].
+    pub defaults_cache: DefaultsCache,
     /// The engine client.
     pub client: Client,
     /// Wall clock (bounds `run_at`).
@@ -154,8 +164,45 @@ async fn readyz(State(s): State<AppState>) -> Response {
     }
 }
 
-fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiError> {
-    let spec = body.into_spec(s.clock.now_ms())?;
+impl AppState {
+    /// A state over `client`.
+    pub fn new(client: Client, clock: Arc<dyn Clock>, allow: Arc<HttpAllow>) -> Self {
+        AppState {
+            defaults_cache: Arc::default(),
+            client,
+            clock,
+            allow,
+        }
+    }
+
+    /// The default task options of `queue` (cached for [`DEFAULTS_CACHE_MS`]).
+    pub async fn defaults(&self, queue: &str) -> Result<Option<QueueDefaults>, ApiError> {
+        let now = self.clock.now_ms();
+        if let Some((at, d)) = self.defaults_cache.lock().unwrap().get(queue) {
+            if now.saturating_sub(*at) < DEFAULTS_CACHE_MS {
+                return Ok(d.clone());
+            }
+        }
+        if !is_valid_name(queue) {
+            return Ok(None); // the submit's own validation names the field
+        }
+        let st = self.client.stats(queue).await?;
+        let d = st
+            .defaults
+            .as_deref()
+            .and_then(|j| serde_json::from_str::<QueueDefaults>(j).ok());
+        self.defaults_cache
+            .lock()
+            .unwrap()
+            .insert(queue.to_string(), (now, d.clone()));
+        Ok(d)
+    }
+}
+
+async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiError> {
+    let queue = body.queue.clone().unwrap_or_else(|| "default".into());
+    let defaults = s.defaults(&queue).await?;
+    let spec = body.into_spec(s.clock.now_ms(), defaults.as_ref())?;
     check_payload(&spec.task_type, &spec.payload, &s.allow)?;
     Ok(spec)
 }
@@ -167,7 +214,7 @@ async fn submit(
 ) -> ApiResult {
     no_query(&q)?;
     let bytes = body_bytes(body, SUBMIT_BODY_MAX_BYTES)?;
-    let spec = spec_of(&s, parse_body::<SubmitBody>(&bytes)?)?;
+    let spec = spec_of(&s, parse_body::<SubmitBody>(&bytes)?).await?;
     let done = s.client.submit(spec).await?;
     let status = if done.created {
         StatusCode::CREATED
@@ -192,7 +239,7 @@ async fn submit_batch(
     }
     let mut specs = Vec::with_capacity(batch.tasks.len());
     for (i, b) in batch.tasks.into_iter().enumerate() {
-        specs.push(spec_of(&s, b).map_err(|mut e| {
+        specs.push(spec_of(&s, b).await.map_err(|mut e| {
             e.message = format!("tasks[{i}].{}", e.message);
             e
         })?);
@@ -415,6 +462,7 @@ fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
         "queue": st.queue,
         "paused": st.paused,
         "aging_step_ms": st.aging_step_ms,
+        "defaults": st.defaults.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()),
         "counts": counts_json(&st.counts),
         "totals": st.totals,
         "tenants": st.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
@@ -537,9 +585,24 @@ async fn put_settings(
             return Err(ApiError::bad_request("aging_step_ms: must be 0..=3600000"));
         }
     }
-    s.client
-        .configure_queue(&queue, None, b.aging_step_ms)
-        .await?;
+    if let Some(Some(d)) = &b.defaults {
+        d.validate()?;
+    }
+    if b.aging_step_ms.is_some() {
+        s.client
+            .configure_queue(&queue, None, b.aging_step_ms)
+            .await?;
+    }
+    match &b.defaults {
+        Some(Some(d)) => {
+            let json =
+                serde_json::to_string(d).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            s.client.set_queue_defaults(&queue, Some(&json)).await?
+        }
+        Some(None) => s.client.set_queue_defaults(&queue, None).await?,
+        None => {}
+    }
+    s.defaults_cache.lock().unwrap().remove(&queue);
     let st = s.client.stats(&queue).await?;
     Ok(Json(stats_json(&st)).into_response())
 }

@@ -227,11 +227,11 @@ async fn serve_http(
     http: &HttpArgs,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let state = AppState {
-        client: orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
-        clock: rt.clock.clone(),
-        allow: Arc::new(HttpAllow(http.http_allow.clone())),
-    };
+    let state = AppState::new(
+        orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
+        rt.clock.clone(),
+        Arc::new(HttpAllow(http.http_allow.clone())),
+    );
     let listener = tokio::net::TcpListener::bind(&listen.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", listen.listen))?;

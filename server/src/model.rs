@@ -98,6 +98,71 @@ impl TenantBody {
     }
 }
 
+/// A queue's default task options: applied to the fields a submit leaves out, before the
+/// built-in defaults. Stored as JSON in the queue's config hash.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct QueueDefaults {
+    /// 0..9.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+    /// 0..100.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<i64>,
+    /// Retry backoff (each field optional).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<BackoffDefaults>,
+    /// 1000..3600000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<i64>,
+    /// 1..86400000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<i64>,
+}
+
+/// The backoff part of [`QueueDefaults`].
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackoffDefaults {
+    /// First wait (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub initial_ms: Option<u64>,
+    /// Growth factor.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<f64>,
+    /// Cap (ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ms: Option<u64>,
+    /// Jitter fraction 0..1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<f64>,
+}
+
+impl QueueDefaults {
+    /// Check the ranges by applying the defaults to an empty submit; errors name the field
+    /// under `defaults.`.
+    pub fn validate(&self) -> Result<(), ApiError> {
+        let probe = SubmitBody {
+            queue: None,
+            tenant: None,
+            task_type: None,
+            payload: RawValue::from_string("null".into()).expect("null is JSON"),
+            priority: None,
+            delay_ms: None,
+            run_at: None,
+            max_retries: None,
+            backoff: None,
+            lease_ms: None,
+            timeout_ms: None,
+            idempotency_key: None,
+        };
+        probe.into_spec(0, Some(self)).map(|_| ()).map_err(|mut e| {
+            e.message = format!("defaults.{}", e.message);
+            e
+        })
+    }
+}
+
 /// The body of `PUT /api/v1/queues/{queue}/settings`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,6 +171,9 @@ pub struct QueueSettingsBody {
     /// priority × this step (ms), so a priority-0 task waits at most 9 steps behind later urgent
     /// work. 0 restores strict priority. Applies to tasks queued after the change.
     pub aging_step_ms: Option<u64>,
+    /// Default task options; `null` removes them.
+    #[serde(default, deserialize_with = "double_option")]
+    pub defaults: Option<Option<QueueDefaults>>,
 }
 
 /// `backoff` of a submit body; every field optional (defaults: 1000 ms, ×2, 300000 ms, 0.2).
@@ -205,9 +273,32 @@ pub fn format_time_ms(ms: u64) -> String {
 }
 
 impl SubmitBody {
-    /// Check and convert to a spec. `now_ms` bounds `run_at` (at most a year ahead).
-    /// Errors: 400 naming the field; 413 when the payload exceeds 1 MiB.
-    pub fn into_spec(self, now_ms: u64) -> Result<TaskSpec, ApiError> {
+    /// Check and convert to a spec, taking fields the body leaves out from the queue's
+    /// `defaults` first, then from the built-in defaults. `now_ms` bounds `run_at` (at most a
+    /// year ahead). Errors: 400 naming the field; 413 when the payload exceeds 1 MiB.
+    pub fn into_spec(
+        mut self,
+        now_ms: u64,
+        defaults: Option<&QueueDefaults>,
+    ) -> Result<TaskSpec, ApiError> {
+        if let Some(d) = defaults {
+            self.priority = self.priority.or(d.priority);
+            self.max_retries = self.max_retries.or(d.max_retries);
+            self.lease_ms = self.lease_ms.or(d.lease_ms);
+            self.timeout_ms = self.timeout_ms.or(d.timeout_ms);
+            if let Some(db) = &d.backoff {
+                let b = self.backoff.get_or_insert(BackoffBody {
+                    initial_ms: None,
+                    multiplier: None,
+                    max_ms: None,
+                    jitter: None,
+                });
+                b.initial_ms = b.initial_ms.or(db.initial_ms);
+                b.multiplier = b.multiplier.or(db.multiplier);
+                b.max_ms = b.max_ms.or(db.max_ms);
+                b.jitter = b.jitter.or(db.jitter);
+            }
+        }
         let payload = self.payload.get();
         if payload.len() > PAYLOAD_MAX_BYTES {
             return Err(ApiError::too_large(format!(

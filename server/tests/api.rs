@@ -809,3 +809,61 @@ async fn tenant_limits_pause_resume_drain_and_admission() {
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
 }
+
+// Goal: per-queue default task options fill the fields a submit leaves out (explicit fields
+// win), are validated with field names, and can be removed with null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_defaults_fill_missing_submit_fields() {
+    let app = TestApp::start(false, vec![]).await;
+    let settings = |body: &'static str| {
+        let app = &app;
+        async move {
+            app.call(Method::PUT, "/api/v1/queues/jobs/settings", Some(body))
+                .await
+        }
+    };
+    let (s, st) = settings(
+        r#"{"defaults": {"max_retries": 7, "lease_ms": 5000, "priority": 4, "backoff": {"initial_ms": 50}}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{st}");
+    assert_eq!(st["defaults"]["max_retries"], 7);
+    let t = submit(&app, json!({"queue": "jobs", "payload": 1})).await;
+    assert_eq!(t["max_retries"], 7);
+    assert_eq!(t["lease_ms"], 5000);
+    assert_eq!(t["priority"], 4);
+    assert_eq!(t["backoff"]["initial_ms"], 50);
+    assert_eq!(
+        t["backoff"]["multiplier"], 2.0,
+        "unset default fields keep the built-in ones"
+    );
+    let t = submit(
+        &app,
+        json!({"queue": "jobs", "payload": 1, "max_retries": 1}),
+    )
+    .await;
+    assert_eq!(t["max_retries"], 1, "explicit fields win");
+    let t = submit(&app, json!({"queue": "other", "payload": 1})).await;
+    assert_eq!(
+        t["max_retries"], 3,
+        "other queues keep the built-in defaults"
+    );
+    for (body, field) in [
+        (r#"{"defaults": {"priority": 12}}"#, "defaults.priority"),
+        (r#"{"defaults": {"lease_ms": 10}}"#, "defaults.lease_ms"),
+        (r#"{"defaults": {"colour": 1}}"#, "colour"),
+        (
+            r#"{"defaults": {"backoff": {"jitter": 3}}}"#,
+            "defaults.backoff.jitter",
+        ),
+    ] {
+        let (s, e) = settings(body).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).contains(field), "{body}: {e}");
+    }
+    let (s, st) = settings(r#"{"defaults": null}"#).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(st["defaults"].is_null(), "{st}");
+    let t = submit(&app, json!({"queue": "jobs", "payload": 1})).await;
+    assert_eq!(t["max_retries"], 3, "defaults removed");
+}

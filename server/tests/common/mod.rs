@@ -64,11 +64,11 @@ impl TestApp {
             tokio::spawn(async move { w.run(t1).await });
             tokio::spawn(async move { s.run(t2).await });
         }
-        let router = app(AppState {
-            client: client.clone(),
+        let router = app(AppState::new(
+            client.clone(),
             clock,
-            allow: Arc::new(HttpAllow(allow)),
-        });
+            Arc::new(HttpAllow(allow)),
+        ));
         TestApp {
             redis,
             router,
