@@ -28,7 +28,9 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
         /// Plant a known bug (tests of the simulator): complete_ignores_token,
-        /// lease_ignores_run_at, reap_does_not_count_attempt, worker_ignores_lost_lease.
+        /// lease_ignores_run_at, reap_does_not_count_attempt, worker_ignores_lost_lease,
+        /// lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the last
+        /// three only show on seeds that draw tenant limits or pauses).
         #[arg(long, default_value = "none")]
         planted: String,
         /// Roll the store back to an earlier snapshot once (weakened invariants).

@@ -14,13 +14,25 @@
 //!    clock that steps back does not make a due task undue);
 //! 5. (end of run) every accepted task is completed, dead or cancelled;
 //! 7. a handler never performs its side effect after a heartbeat told its worker the lease was
-//!    lost; each completion's token produced a side effect.
+//!    lost; each completion's token produced a side effect;
+//! 8. tenancy: a tenant's live leases (tasks whose status is `leased`) never exceed its
+//!    `max_inflight`, after every call; a `lease` call on a paused queue returns no task; a
+//!    rate-limited tenant never gets more than `burst + rate_per_s × t / 1000` leases in any
+//!    window of length t ms, every window checked as each lease happens.
+//!
+//! The rate check measures t as virtual time plus every forward jump of the store's clock so far
+//! ("bucket time"). The bucket refills from the store's clock: a forward jump refills it at once
+//! (so it counts as time), a backward step refills nothing until the clock moves again (so it
+//! does not count), and after either the bucket refills at the clock's rate. Bucket time is
+//! therefore monotone and the bound is exact under clock jumps.
 //!
 //! What it skips: fair share (checked by the tenancy tests), and after a lossy restart the
-//! harness-side ledgers (lease counts, completions) no longer describe the rolled-back store, so
-//! only the structural checks (1, 4) and liveness of surviving tasks remain.
+//! harness-side ledgers (lease counts, completions, rate windows: the rolled-back bucket has
+//! forgotten leases that happened) no longer describe the rolled-back store, so only the
+//! structural checks (1, 4, the cap and the pause) and liveness of surviving tasks remain.
 
-use super::world::{World, QUEUE};
+use super::fairness::{RateWindow, RATE_EPSILON};
+use super::world::{TenancyStats, World, QUEUE};
 use crate::Value as StoreValue;
 use orq::Resp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -50,6 +62,12 @@ pub struct Ledger {
     pub rolled_back: bool,
     /// Virtual ms of the rollback point: tasks accepted after it may be lost.
     pub rollback_point_ms: Option<u64>,
+    /// Sum of the store clock's forward jumps so far (ms): bucket time is virtual time plus this.
+    pub forward_jumps_ms: u64,
+    /// Per rate-limited tenant, the window check of its leases in bucket time (check 8).
+    pub rate_windows: BTreeMap<String, RateWindow>,
+    /// Counters of the tenancy checks.
+    pub tenancy: TenancyStats,
 }
 
 /// The task's status and token before a call, for the calls that present a token.
@@ -198,7 +216,26 @@ pub fn post_call(
             "lease" => {
                 let items = reply.as_array().unwrap_or_default();
                 let now = l.store_now_max;
-                for entry in items.get(1).and_then(Resp::as_array).unwrap_or_default() {
+                let leased = items.get(1).and_then(Resp::as_array).unwrap_or_default();
+                // Check 8: a paused queue leases nothing. The call is atomic and nothing runs
+                // between it and this read, so the flag read now is the one the script saw.
+                let config = format!("orq:{{{QUEUE}}}:config");
+                let paused = w
+                    .store
+                    .command(&[b"HGET", config.as_bytes(), b"paused"])
+                    .as_str()
+                    == Some("1");
+                if paused {
+                    l.tenancy.lease_calls_paused += 1;
+                    if !leased.is_empty() {
+                        violations.push(format!(
+                            "{actor}: lease on a paused queue returned {} task(s)",
+                            leased.len()
+                        ));
+                    }
+                }
+                let bucket_ms = w.vt.elapsed_ms() + l.forward_jumps_ms;
+                for entry in leased {
                     let fields = entry
                         .as_array()
                         .and_then(|e| e.get(1))
@@ -214,6 +251,24 @@ pub fn post_call(
                         violations.push(format!(
                             "{actor}: task {id} leased at store time {now} before its run_at {run_at}"
                         ));
+                    }
+                    // Check 8: the token bucket's bound over every window of this tenant.
+                    let tenant = f.get("tenant").map(String::as_str).unwrap_or_default();
+                    if let (false, Some(rw)) = (l.rolled_back, l.rate_windows.get_mut(tenant)) {
+                        let excess = rw.record(bucket_ms);
+                        l.tenancy.rate_leases_checked += 1;
+                        let worst = l.tenancy.rate_excess_max.get_or_insert(excess);
+                        *worst = worst.max(excess);
+                        if excess > RATE_EPSILON {
+                            let (from, to, n) = rw.excess_window;
+                            violations.push(format!(
+                                "{actor}: tenant {tenant} got {n} leases in {} ms of bucket time \
+                                 ({from}..={to}), above burst {} + rate {}/s",
+                                to - from,
+                                rw.burst,
+                                rw.rate_per_s
+                            ));
+                        }
                     }
                     *l.leases.entry(id).or_default() += 1;
                 }
@@ -347,13 +402,13 @@ fn parse_i64(v: Option<&Vec<u8>>) -> i64 {
         .unwrap_or(-1)
 }
 
-/// Checks 1 and 3 on the current state. Returns the first violation. Runs after every call, so
-/// it reads the store in place without copying.
+/// Checks 1, 3 and the cap of check 8 on the current state. Returns the first violation. Runs
+/// after every call, so it reads the store in place without copying.
 pub fn check_state(w: &World) -> Result<(), String> {
-    let st = w.state.lock().unwrap();
+    let mut st = w.state.lock().unwrap();
     let l = &st.ledger;
     let prefix = format!("orq:{{{QUEUE}}}:");
-    w.store.read(|db| {
+    let at_cap = w.store.read(|db| {
         let mut tasks: Vec<(&[u8], &crate::Hash)> = Vec::new();
         let mut zsets: Vec<(&[u8], &crate::ZSet)> = Vec::new();
         let mut hashes: Vec<(&[u8], &crate::Hash)> = Vec::new();
@@ -466,7 +521,8 @@ pub fn check_state(w: &World) -> Result<(), String> {
                 }
             }
         }
-        // Counters equal the real counts.
+        // Counters equal the real counts; no tenant above its max_inflight.
+        let mut at_cap = 0;
         for &(name, h) in &hashes {
             let owner: &[u8] = if name == b"stats" {
                 b""
@@ -475,6 +531,19 @@ pub fn check_state(w: &World) -> Result<(), String> {
             } else {
                 continue;
             };
+            let cap = parse_i64(h.get(b"max_inflight".as_slice()));
+            if !owner.is_empty() && cap > 0 {
+                let live = counts.get(&(owner, b"leased".as_slice())).copied().unwrap_or(0);
+                if live > cap {
+                    return Err(format!(
+                        "tenant {} has {live} live leases, above its max_inflight {cap}",
+                        text(owner)
+                    ));
+                }
+                if live == cap {
+                    at_cap += 1;
+                }
+            }
             for s in orq::Status::ALL {
                 let real = counts.get(&(owner, s.as_str().as_bytes())).copied().unwrap_or(0);
                 let counted = parse_i64(h.get(format!("n:{s}").as_bytes())).max(0);
@@ -486,8 +555,10 @@ pub fn check_state(w: &World) -> Result<(), String> {
                 }
             }
         }
-        Ok(())
-    })
+        Ok(at_cap)
+    })?;
+    st.ledger.tenancy.checks_at_cap += at_cap;
+    Ok(())
 }
 
 /// End-of-run accounting (check 5 and the completion side of check 7). Returns the counts by

@@ -24,6 +24,12 @@ pub enum PlantedBug {
     ReapDoesNotCountAttempt,
     /// The worker keeps running a handler after a heartbeat said its lease is gone.
     WorkerIgnoresLostLease,
+    /// `lease` ignores tenants' `max_inflight` (caught only by seeds that draw caps).
+    LeaseIgnoresMaxInflight,
+    /// `lease` ignores tenants' rate limits (caught only by seeds that draw rate limits).
+    LeaseIgnoresRateLimit,
+    /// `lease` ignores a paused queue (caught only by seeds that pause).
+    LeaseIgnoresPause,
 }
 
 impl PlantedBug {
@@ -35,6 +41,14 @@ impl PlantedBug {
         PlantedBug::WorkerIgnoresLostLease,
     ];
 
+    /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
+    /// breaks, so the tenancy tests hunt them among those seeds (not in [`PlantedBug::ALL`]).
+    pub const TENANCY: [PlantedBug; 3] = [
+        PlantedBug::LeaseIgnoresMaxInflight,
+        PlantedBug::LeaseIgnoresRateLimit,
+        PlantedBug::LeaseIgnoresPause,
+    ];
+
     /// The snake_case name used on the command line.
     pub fn name(self) -> &'static str {
         match self {
@@ -43,6 +57,9 @@ impl PlantedBug {
             PlantedBug::LeaseIgnoresRunAt => "lease_ignores_run_at",
             PlantedBug::ReapDoesNotCountAttempt => "reap_does_not_count_attempt",
             PlantedBug::WorkerIgnoresLostLease => "worker_ignores_lost_lease",
+            PlantedBug::LeaseIgnoresMaxInflight => "lease_ignores_max_inflight",
+            PlantedBug::LeaseIgnoresRateLimit => "lease_ignores_rate_limit",
+            PlantedBug::LeaseIgnoresPause => "lease_ignores_pause",
         }
     }
 
@@ -50,6 +67,7 @@ impl PlantedBug {
     pub fn parse(s: &str) -> Option<PlantedBug> {
         std::iter::once(PlantedBug::None)
             .chain(PlantedBug::ALL)
+            .chain(PlantedBug::TENANCY)
             .find(|b| b.name() == s)
     }
 }
@@ -88,6 +106,11 @@ pub struct Faults {
     pub drift_ppm_max: u64,
     /// Largest store clock jump, ms (forward or backward).
     pub clock_jump_ms_max: u64,
+    /// Weight of a queue pause among supervisor faults (leasing stops, then resumes after a
+    /// drawn time); 0 unless the seed draws tenancy settings.
+    pub w_pause: u32,
+    /// Longest pause, ms.
+    pub pause_ms_max: u64,
 }
 
 /// A run's whole configuration.
@@ -136,7 +159,50 @@ pub struct SimConfig {
     /// Roll the store back to an earlier snapshot once during the safety phase (an unsynced
     /// Redis crash or an asynchronous failover). Weakens the invariants: see the checker.
     pub lossy_restart: bool,
+    /// Per-tenant shares and limits the supervisor sets before any actor starts (empty for most
+    /// seeds: see [`SimConfig::draw`]).
+    pub tenant_limits: Vec<TenantSetting>,
+    /// The queue's starvation-bound step set at the start (0 = strict priority, the default).
+    pub aging_step_ms: u64,
 }
+
+/// One tenant's share and limits in a run (`None` = the default: weight 1, no cap, no rate
+/// limit).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TenantSetting {
+    /// Tenant name (`t0`, `t1`, ...).
+    pub tenant: String,
+    /// Fair-share weight.
+    pub weight: Option<f64>,
+    /// Most live leases.
+    pub max_inflight: Option<u64>,
+    /// Leases per second (token bucket).
+    pub rate_per_s: Option<f64>,
+    /// Token bucket size.
+    pub burst: Option<u64>,
+}
+
+impl TenantSetting {
+    /// The engine's form of this setting, for `Client::configure_tenant`.
+    pub fn limits(&self) -> orq::TenantLimits {
+        orq::TenantLimits {
+            weight: self.weight.map(Some),
+            max_inflight: self.max_inflight.map(Some),
+            max_queued: None,
+            rate_per_s: self.rate_per_s.map(Some),
+            burst: self.burst.map(Some),
+        }
+    }
+}
+
+/// Salt of the tenancy draws' own stream: drawn after, and apart from, the rest of the
+/// configuration, so that seeds without tenancy settings run exactly as before they existed.
+const TENANCY_SALT: u64 = 0x7465_6e61_6e63_7900;
+/// Probability that a seed draws tenancy settings (limits, weights, aging, pauses).
+const P_TENANCY: f64 = 0.5;
+/// Capped or rate-limited tenants must still drain within this much of the liveness budget
+/// (ms): caps and rates are drawn no lower than that allows.
+const TENANCY_DRAIN_MS: u64 = 200_000;
 
 impl SimConfig {
     /// Draw a configuration from `seed`. The same seed always gives the same configuration.
@@ -178,10 +244,72 @@ impl SimConfig {
                 clock_offset_ms_max: r.random_range(0..=2_000),
                 drift_ppm_max: r.random_range(0..=50_000),
                 clock_jump_ms_max: r.random_range(0..=5_000),
+                w_pause: 0,
+                pause_ms_max: 0,
             },
             planted: PlantedBug::None,
             lossy_restart: false,
+            tenant_limits: Vec::new(),
+            aging_step_ms: 0,
         }
+        .draw_tenancy()
+    }
+
+    /// For half the seeds, from the seed's own tenancy stream: per-tenant `max_inflight`,
+    /// rate limits (`rate_per_s`, `burst`) and weights, a starvation-bound step, and pauses as
+    /// a fault kind. Caps and rates are low enough to bind (at most a few leases at once, a few
+    /// per second) and high enough that a tenant's tasks, at two attempts each on average, drain
+    /// within [`TENANCY_DRAIN_MS`].
+    fn draw_tenancy(mut self) -> SimConfig {
+        let mut r = ChaCha12Rng::seed_from_u64(self.seed ^ TENANCY_SALT);
+        if !r.random_bool(P_TENANCY) {
+            return self;
+        }
+        // Tasks per tenant (the draw is uneven, so allow twice the mean), two attempts each.
+        let per_tenant = (2 * self.tasks).div_ceil(self.tenants).min(self.tasks);
+        let attempts = 2 * u64::from(per_tenant);
+        let cap_min = (attempts * self.handler_ms_max / 2)
+            .div_ceil(TENANCY_DRAIN_MS)
+            .max(1);
+        let rate_min = (attempts as f64 * 1000.0 / TENANCY_DRAIN_MS as f64).max(1.0);
+        for t in 0..self.tenants {
+            let mut s = TenantSetting {
+                tenant: format!("t{t}"),
+                weight: None,
+                max_inflight: None,
+                rate_per_s: None,
+                burst: None,
+            };
+            if r.random_bool(0.6) {
+                s.max_inflight = Some(r.random_range(cap_min..=cap_min + 2));
+            }
+            if r.random_bool(0.4) {
+                // Whole and half tokens per second, so rounding in the bucket is exercised.
+                let half_steps = r.random_range((rate_min * 2.0).ceil() as u64..=40);
+                s.rate_per_s = Some(half_steps as f64 / 2.0);
+                s.burst = Some(r.random_range(1..=5));
+            }
+            if r.random_bool(0.4) {
+                s.weight = Some([0.5, 2.0, 3.0, 5.0][r.random_range(0..4)]);
+            }
+            let set = s.weight.is_some() || s.max_inflight.is_some() || s.rate_per_s.is_some();
+            if set {
+                self.tenant_limits.push(s);
+            }
+        }
+        if r.random_bool(0.3) {
+            self.aging_step_ms = r.random_range(10..=2_000);
+        }
+        if r.random_bool(0.5) {
+            self.faults.w_pause = r.random_range(1..=2);
+            self.faults.pause_ms_max = r.random_range(500..=5_000);
+        }
+        self
+    }
+
+    /// True when the run sets tenancy limits, weights, a starvation bound or pauses the queue.
+    pub fn has_tenancy(&self) -> bool {
+        !self.tenant_limits.is_empty() || self.aging_step_ms > 0 || self.faults.w_pause > 0
     }
 
     /// The same configuration with a lossy restart.

@@ -7,12 +7,18 @@
 //! random draw from a ChaCha stream seeded from the run's seed (or a hash of the seed and a name);
 //! virtual time that only moves when every task waits. The determinism test runs seeds twice and
 //! compares the timelines byte for byte.
+//!
+//! [`fairness`] is the other driver: the engine's client and lease operations played by a fixed
+//! pool of worker slots on a bare `MemoryStore`, with virtual time moved by the runner (no tokio,
+//! no worker pool), fast enough for the tenancy tests' 100,000-task scenarios; plus the measures
+//! those tests judge a run by.
 
 pub mod checker;
 pub mod config;
+pub mod fairness;
 pub mod run;
 pub mod world;
 
 pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS};
 pub use run::{replay_command, run, Report, Verdict, TIMELINE_VERSION};
-pub use world::RunStats;
+pub use world::{RunStats, TenancyStats};

@@ -4,6 +4,7 @@
 
 use super::checker;
 use super::config::{PlantedBug, SimConfig};
+use super::fairness::RateWindow;
 use super::world::{mix, worker_clock, ActorStore, SimHandler, World, QUEUE, TASK_TYPE};
 use orq::{
     Backoff, Client, Entropy, Error, Handlers, Scheduler, SchedulerConfig, TaskSpec, Worker,
@@ -230,6 +231,80 @@ async fn client(world: Arc<World>) {
     }
 }
 
+/// Most attempts of one supervisor setting (tenant limits, aging, pause, resume) interrupted by
+/// injected store faults; the settings are idempotent, so a retry is safe.
+const SETTING_ATTEMPTS_MAX: u32 = 100;
+
+/// Apply one supervisor setting through the engine's client, retrying what an injected fault
+/// interrupted (a lost reply may have applied it already: settings are idempotent).
+async fn settle<F, Fut>(world: &World, what: &str, mut call: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = orq::Result<()>>,
+{
+    for _ in 0..SETTING_ATTEMPTS_MAX {
+        match call().await {
+            Ok(()) => return,
+            Err(Error::Unavailable { .. }) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(e) => {
+                world.violate(format!("supervisor: {what} refused: {e}"));
+                return;
+            }
+        }
+    }
+    world.violate(format!(
+        "supervisor: {what} failed {SETTING_ATTEMPTS_MAX} times"
+    ));
+}
+
+/// The supervisor's client, for the run's tenancy settings: it goes through the fault-injecting
+/// store like every actor.
+fn supervisor_client(world: &Arc<World>) -> Client {
+    let store = Arc::new(ActorStore {
+        world: world.clone(),
+        actor: "supervisor".into(),
+    });
+    let entropy = Arc::new(Entropy::from_seed(mix(world.config.seed ^ 0x5e7)));
+    Client::new(store, Arc::new(worker_clock(world, "supervisor")), entropy)
+}
+
+/// Set the run's tenant limits and starvation bound before any actor starts, and give the
+/// checker each rate-limited tenant's bucket.
+async fn configure_tenancy(world: &Arc<World>, client: &Client) {
+    for t in &world.config.tenant_limits {
+        let limits = t.limits();
+        settle(world, "configure_tenant", || {
+            client.configure_tenant(QUEUE, &t.tenant, &limits)
+        })
+        .await;
+        if let Some(rate) = t.rate_per_s {
+            let burst = t.burst.unwrap_or_else(|| (rate.ceil() as u64).max(1));
+            world
+                .state
+                .lock()
+                .unwrap()
+                .ledger
+                .rate_windows
+                .insert(t.tenant.clone(), RateWindow::new(rate, burst as f64));
+        }
+    }
+    let step = world.config.aging_step_ms;
+    if step > 0 {
+        settle(world, "configure_queue", || {
+            client.configure_queue(QUEUE, None, Some(step))
+        })
+        .await;
+    }
+}
+
+/// Pause or resume leasing (the pause fault).
+async fn set_paused(world: &Arc<World>, client: &Client, paused: bool) {
+    settle(world, if paused { "pause" } else { "resume" }, || {
+        client.configure_queue(QUEUE, Some(paused), None)
+    })
+    .await;
+}
+
 /// The supervisor: the run's main future.
 async fn supervise(config: SimConfig) -> Report {
     let (crash_tx, mut crash_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
@@ -241,6 +316,11 @@ async fn supervise(config: SimConfig) -> Report {
         "config": config,
         "replay": replay_command(&config),
     });
+    // Seeds without tenancy settings make no call here, so they run exactly as before.
+    let sup_client = supervisor_client(&world);
+    if config.has_tenancy() {
+        configure_tenancy(&world, &sup_client).await;
+    }
     let mut workers: BTreeMap<String, Slot> = BTreeMap::new();
     for i in 1..=config.workers {
         let name = format!("w{i}");
@@ -260,7 +340,13 @@ async fn supervise(config: SimConfig) -> Report {
     let client_handle = tokio::spawn(client(world.clone()));
 
     let f = &config.faults;
-    let weights = [f.w_crash, f.w_stall, f.w_clock_jump, f.w_script_flush];
+    let weights = [
+        f.w_crash,
+        f.w_stall,
+        f.w_clock_jump,
+        f.w_script_flush,
+        f.w_pause,
+    ];
     let total_weight: u32 = weights.iter().sum();
     let gap = |w: &World| -> u64 {
         // Exponential inter-arrival times with the configured mean.
@@ -276,6 +362,9 @@ async fn supervise(config: SimConfig) -> Report {
     }
     let mut snapshot = None;
     let mut snapshot_ms = 0;
+    // The pause fault: when the queue resumes (virtual ms), and whether it was ever paused.
+    let mut resume_at: Option<u64> = None;
+    let mut ever_paused = false;
     let crash = |world: &Arc<World>, workers: &mut BTreeMap<String, Slot>, id: &str, why: &str| {
         // `id` is a worker id: the slot name, with `.<incarnation>` after a restart.
         let name = id.split('.').next().unwrap_or(id);
@@ -294,6 +383,10 @@ async fn supervise(config: SimConfig) -> Report {
         let now = world.vt.elapsed_ms();
         if world.violation().is_some() || now >= config.safety_ms {
             break;
+        }
+        if resume_at.is_some_and(|t| t <= now) {
+            resume_at = None;
+            set_paused(&world, &sup_client, false).await;
         }
         for (name, slot) in workers.iter_mut() {
             if slot.restart_at_ms.is_some_and(|t| t <= now) {
@@ -361,9 +454,18 @@ async fn supervise(config: SimConfig) -> Report {
                     world.jump_store_clock(delta);
                     world.fault_event("store", "clock_jump", None, json!({"delta_ms": delta}));
                 }
-                _ => {
+                3 => {
                     world.store.flush_scripts();
                     world.fault_event("store", "script_flush", None, json!({}));
+                }
+                _ => {
+                    if resume_at.is_none() {
+                        let ms = world.draw_range(100, f.pause_ms_max.max(100));
+                        world.fault_event("supervisor", "pause", None, json!({"ms": ms}));
+                        set_paused(&world, &sup_client, true).await;
+                        resume_at = Some(now + ms);
+                        ever_paused = true;
+                    }
                 }
             }
             next_fault = now + gap(&world);
@@ -371,7 +473,8 @@ async fn supervise(config: SimConfig) -> Report {
         let mut wake = next_fault
             .min(config.safety_ms)
             .min(snap_at)
-            .min(restore_at);
+            .min(restore_at)
+            .min(resume_at.unwrap_or(u64::MAX));
         for slot in workers.values() {
             if let Some(t) = slot.restart_at_ms {
                 wake = wake.min(t);
@@ -392,6 +495,11 @@ async fn supervise(config: SimConfig) -> Report {
         world.faults_on.store(false, Ordering::Relaxed);
         world.state.lock().unwrap().stalls.clear();
         world.event("harness", "faults_off", None, json!({}));
+        if ever_paused {
+            // Resume even if the queue looks resumed: a lossy restart may have rolled the store
+            // back to a moment when it was paused.
+            set_paused(&world, &sup_client, false).await;
+        }
         while let Ok(name) = crash_rx.try_recv() {
             crash(&world, &mut workers, &name, "handler");
         }
@@ -467,6 +575,7 @@ async fn supervise(config: SimConfig) -> Report {
     }
     let st = world.state.lock().unwrap();
     stats.accepted = st.ledger.accepted.len() as u64;
+    stats.tenancy = st.ledger.tenancy.clone();
     stats.faults = st.faults.clone();
     let mut timeline = Vec::with_capacity(st.timeline.len() + 2);
     timeline.push(header.to_string());

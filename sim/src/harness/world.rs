@@ -122,6 +122,22 @@ pub struct RunStats {
     pub lost_to_rollback: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// What the tenancy checks saw (all zero for seeds without tenancy settings).
+    pub tenancy: TenancyStats,
+}
+
+/// What the tenancy checks of a run saw: evidence that the limits bound and the checks ran.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TenancyStats {
+    /// State checks that found a capped tenant exactly at its `max_inflight`.
+    pub checks_at_cap: u64,
+    /// Lease calls made while the queue was paused (each must lease nothing).
+    pub lease_calls_paused: u64,
+    /// Leases of rate-limited tenants checked against `burst + rate × t`.
+    pub rate_leases_checked: u64,
+    /// The tightest window of a rate-limited tenant: the largest
+    /// `leases − (burst + rate × t)` seen (≤ 0; 0 means a window used every token).
+    pub rate_excess_max: Option<f64>,
 }
 
 /// Everything the actors share. Locks are never held across an await.
@@ -206,6 +222,21 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
             "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
         ),
+        PlantedBug::LeaseIgnoresMaxInflight => patch(
+            "lease",
+            "if cap and cap > 0 and (tonumber(f['n:leased']) or 0) >= cap then",
+            "if false then",
+        ),
+        PlantedBug::LeaseIgnoresRateLimit => patch(
+            "lease",
+            "if ok and tk and tk < 1 then",
+            "if false then",
+        ),
+        PlantedBug::LeaseIgnoresPause => patch(
+            "lease",
+            "local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'",
+            "local paused = false",
+        ),
         PlantedBug::ReapDoesNotCountAttempt => {
             for name in ["lease", "reap"] {
                 patch(
@@ -268,11 +299,15 @@ impl World {
         self.faults_on.load(Ordering::Relaxed) && p > 0.0 && self.draw() < p
     }
 
-    /// Shift the store's clock by `delta_ms`.
+    /// Shift the store's clock by `delta_ms`. Forward jumps are summed in the ledger: they
+    /// refill rate-limit buckets, so the rate check measures time with them included.
     pub fn jump_store_clock(&self, delta_ms: i64) {
         self.store_time
             .offset_ms
             .fetch_add(delta_ms, Ordering::Relaxed);
+        if delta_ms > 0 {
+            self.state.lock().unwrap().ledger.forward_jumps_ms += delta_ms as u64;
+        }
     }
 
     /// Append a timeline event.
