@@ -229,3 +229,42 @@ async fn aging_step_bounds_how_long_low_priority_waits() {
     }
     assert_eq!(env.lease_one("s", "w").await.id, low);
 }
+
+// Goal: a tenant held back by a limit does not store up credit: once the limit is lifted it gets
+// its fair share, not every lease until it catches up.
+// Method: tenant a capped at 1 live lease while b is served 19 times; lift the cap; the next 20
+// leases split about evenly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifted_limit_does_not_turn_into_a_burst_of_credit() {
+    let env = Env::start().await;
+    submit_n(&env, "a", 50).await;
+    submit_n(&env, "b", 50).await;
+    let cap = TenantLimits {
+        max_inflight: Some(Some(1)),
+        ..TenantLimits::default()
+    };
+    env.client.configure_tenant("q", "a", &cap).await.unwrap();
+    let mut first = Vec::new();
+    for _ in 0..20 {
+        first.extend(env.lease("q", "w", 1).await.tasks);
+    }
+    assert_eq!(
+        by_tenant(&first).get("a"),
+        Some(&1),
+        "held to one live lease"
+    );
+    let lift = TenantLimits {
+        max_inflight: Some(None),
+        ..TenantLimits::default()
+    };
+    env.client.configure_tenant("q", "a", &lift).await.unwrap();
+    let mut next = Vec::new();
+    for _ in 0..20 {
+        next.extend(env.lease("q", "w", 1).await.tasks);
+    }
+    let a = by_tenant(&next).get("a").copied().unwrap_or(0);
+    assert!(
+        (8..=12).contains(&a),
+        "a got {a} of 20 after the cap was lifted"
+    );
+}

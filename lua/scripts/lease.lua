@@ -4,7 +4,8 @@
 -- leased -> retrying/dead for expired leases, each bounded).
 -- Tenants are served by virtual time (start-time fair queuing with per-tenant weights, default 1):
 -- the backlogged tenant with the smallest virtual time goes next and its time advances by
--- 1/weight; a tenant that becomes backlogged again starts at the queue's current virtual time.
+-- 1/weight; a tenant that becomes backlogged again, or was skipped while limited, starts at the
+-- queue's current virtual time (no credit is stored up while idle or limited).
 -- A tenant at its max_inflight (live leases) or out of rate-limit tokens (a token bucket of
 -- rate_per_s refilled continuously, capped at burst) is skipped, not waited for. A paused queue
 -- leases nothing (due tasks are still promoted and expired leases reaped).
@@ -109,6 +110,10 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
     local id = popped[1]
     local weight = tonumber(th.weight) or 1
     if weight <= 0 then weight = 1 end
+    -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
+    -- current one, so a lifted limit does not turn into a burst of stored-up credit.
+    local queue_vt = tonumber(redis.call('HGET', K_STATS, 'vtime')) or 0
+    if vt < queue_vt then vt = queue_vt end
     redis.call('HSET', K_STATS, 'vtime', fstr(vt))
     if redis.call('ZCARD', ready_key(tenant)) == 0 then
       redis.call('ZREM', K_TENANTS, tenant)
