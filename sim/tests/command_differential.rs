@@ -25,9 +25,9 @@
 
 mod common;
 
-use common::{dump_diff, RealRedis, SharedRedis};
+use common::{compare_dumps, RealRedis, SharedRedis};
 use orq::Resp;
-use orq_sim::{Dump, ManualClock, MemoryStore, Snapshot};
+use orq_sim::{ManualClock, MemoryStore, Snapshot};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestRunner};
@@ -596,24 +596,6 @@ fn compare_replies(
         }
     }
     Ok(())
-}
-
-fn compare_dumps(real: &Dump, model: &Dump, slack_ms: i64) -> Result<(), String> {
-    let same = real.len() == model.len()
-        && real.iter().zip(model.iter()).all(|((ka, a), (kb, b))| {
-            ka == kb
-                && a.data == b.data
-                && match (a.expire_at_ms, b.expire_at_ms) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => (x as i64 - y as i64).abs() <= slack_ms,
-                    _ => false,
-                }
-        });
-    if same {
-        Ok(())
-    } else {
-        Err(format!("dumps differ:\n{}", dump_diff(real, model)))
-    }
 }
 
 struct Model {

@@ -30,7 +30,7 @@
 
 mod common;
 
-use common::{dump_diff, RealRedis};
+use common::RealRedis;
 use orq::Resp;
 use orq_sim::{Dump, DumpData, ManualClock, MemoryStore, Snapshot, StreamId};
 use proptest::prelude::*;
@@ -39,6 +39,15 @@ use proptest::test_runner::{Config, RngAlgorithm, RngSeed, TestRunner};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Compare two dumps after normalising what real Redis decides by itself (see the header).
+fn compare_normalised(real: &Dump, model: &Dump) -> Result<(), String> {
+    common::compare_dumps(
+        &normalise(real.clone()),
+        &normalise(model.clone()),
+        TTL_SLACK_MS,
+    )
+}
 
 /// Sequences drawn.
 const SEQUENCES: u32 = 64;
@@ -638,25 +647,6 @@ fn normalise(mut d: Dump) -> Dump {
     d
 }
 
-fn compare_dumps(real: &Dump, model: &Dump) -> Result<(), String> {
-    let (real, model) = (normalise(real.clone()), normalise(model.clone()));
-    let same = real.len() == model.len()
-        && real.iter().zip(model.iter()).all(|((ka, a), (kb, b))| {
-            ka == kb
-                && a.data == b.data
-                && match (a.expire_at_ms, b.expire_at_ms) {
-                    (None, None) => true,
-                    (Some(x), Some(y)) => (x as i64 - y as i64).abs() <= TTL_SLACK_MS,
-                    _ => false,
-                }
-        });
-    if same {
-        Ok(())
-    } else {
-        Err(format!("dumps differ:\n{}", dump_diff(&real, &model)))
-    }
-}
-
 /// Steps every sequence starts with, so that the random steps find tasks to work on: a batch of
 /// four ready tasks over three tenants (short leases, one retry), and a lease of two of them.
 fn warm_up() -> Vec<Step> {
@@ -778,7 +768,7 @@ fn run_sequence(
         }
         let real_dump = real.dump();
         model.clock.set_ms(real.time_ms());
-        compare_dumps(&real_dump, &model.store.dump())
+        compare_normalised(&real_dump, &model.store.dump())
             .map_err(|e| format!("{}\n{e}", context()))?;
     }
     Ok(())

@@ -352,3 +352,23 @@ pub fn dump_diff(real: &Dump, model: &Dump) -> String {
 pub fn args(items: &[&str]) -> Vec<Vec<u8>> {
     items.iter().map(|s| s.as_bytes().to_vec()).collect()
 }
+
+/// Compare two dumps key by key: data equal, expiry times within `slack_ms` (Redis sets an
+/// expiry from its own clock a moment after the script's TIME).
+pub fn compare_dumps(real: &Dump, model: &Dump, slack_ms: i64) -> Result<(), String> {
+    let same = real.len() == model.len()
+        && real.iter().zip(model.iter()).all(|((ka, a), (kb, b))| {
+            ka == kb
+                && a.data == b.data
+                && match (a.expire_at_ms, b.expire_at_ms) {
+                    (None, None) => true,
+                    (Some(x), Some(y)) => (x as i64 - y as i64).abs() <= slack_ms,
+                    _ => false,
+                }
+        });
+    if same {
+        Ok(())
+    } else {
+        Err(format!("dumps differ:\n{}", dump_diff(real, model)))
+    }
+}
