@@ -127,6 +127,72 @@ pub struct TenantLimits {
     pub burst: Option<Option<u64>>,
 }
 
+/// Most entries [`Client::events`] returns per call.
+pub const EVENTS_PAGE_MAX: usize = 1000;
+/// Most workers and leases [`Client::workers`] reports.
+pub const WORKERS_MAX: u64 = 1000;
+
+/// One entry of a queue's event stream (`orq:{q}:events`, written by every transition script).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct QueueEvent {
+    /// The Redis stream id, `<ms>-<seq>`: pass it as `after` to read on.
+    pub stream_id: String,
+    /// What happened: a status the task entered (`queued`, `leased`, `completed`, ...) or a
+    /// queue setting (`paused`, `resumed`, `configured`, `tenant_configured`).
+    pub kind: String,
+    /// The store's clock when it happened (ms since the Unix epoch).
+    pub ts_ms: i64,
+    /// The task concerned; empty for queue settings events.
+    pub task_id: String,
+    /// The task's tenant (or the configured tenant); empty for queue settings events.
+    pub tenant: String,
+    /// The task's attempt number at the time (0 before its first lease).
+    pub attempt: u32,
+    /// Kind-specific fields: `w` worker, `epoch`, `wait_ms` (leased: ms in the ready set),
+    /// `run_ms` (completed: ms since the lease), `run_at` (ms), `m` error, `from` status.
+    pub fields: BTreeMap<String, String>,
+}
+
+/// A lease as [`Client::workers`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkerLease {
+    /// The leased task.
+    pub task_id: String,
+    /// Its type.
+    pub task_type: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// When the lease began (store clock, ms since the Unix epoch).
+    pub leased_at_ms: i64,
+    /// The lease deadline (ms since the Unix epoch).
+    pub lease_exp_ms: i64,
+    /// The last heartbeat, or `leased_at_ms` when none came yet (ms since the Unix epoch).
+    pub heartbeat_at_ms: i64,
+}
+
+/// A worker a queue has seen (by a lease or heartbeat call in the last hour).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkerInfo {
+    /// The worker id it leases with.
+    pub id: String,
+    /// Its last lease or heartbeat call (store clock, ms since the Unix epoch).
+    pub last_seen_ms: i64,
+    /// The leases it holds now.
+    pub leases: Vec<WorkerLease>,
+}
+
+/// Reply of [`Client::workers`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Workers {
+    /// The store's clock when read (ms since the Unix epoch).
+    pub now_ms: i64,
+    /// Workers, most recently seen first (at most [`WORKERS_MAX`]). A worker holding a lease
+    /// but no longer in the seen set (silent for an hour) is listed with its last lease time.
+    pub workers: Vec<WorkerInfo>,
+    /// Live leases in the queue; more than the listed ones when above [`WORKERS_MAX`].
+    pub leases_total: u64,
+}
+
 /// Result of a bulk DLQ replay.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BulkReplay {
@@ -619,6 +685,111 @@ impl Client {
             }
             self.clock.sleep(poll_ms.max(1)).await;
         }
+    }
+
+    /// Up to `count` (1..=[`EVENTS_PAGE_MAX`]) entries of `queue`'s event stream strictly after
+    /// the stream id `after` (`None`: from the oldest entry the stream still holds; it keeps the
+    /// last 10,000), oldest first. Errors: `Invalid` (bad queue, id or count), `Unavailable`.
+    pub async fn events(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+        count: usize,
+    ) -> Result<Vec<QueueEvent>> {
+        let op = "events";
+        check_queue(op, queue)?;
+        if count == 0 || count > EVENTS_PAGE_MAX {
+            return Err(Error::Invalid {
+                op,
+                message: format!("count must be in 1..={EVENTS_PAGE_MAX}"),
+            });
+        }
+        let reply = call(
+            &*self.store,
+            op,
+            queue,
+            vec![arg(after.unwrap_or("")), arg(count)],
+        )
+        .await?;
+        let it = items(op, &reply, "")?;
+        let mut out = Vec::new();
+        for entry in array_at(op, it, 1)? {
+            let e = entry
+                .as_array()
+                .ok_or_else(|| Error::protocol(op, "stream entry is not an array"))?;
+            let mut fields: BTreeMap<String, String> = decode::field_map(op, array_at(op, e, 1)?)?
+                .into_iter()
+                .collect();
+            let mut take = |name: &str| fields.remove(name).unwrap_or_default();
+            let kind = take("k");
+            let ts_ms = take("ts").parse().unwrap_or(0);
+            let task_id = take("id");
+            let tenant = take("t");
+            let attempt = take("a").parse().unwrap_or(0);
+            out.push(QueueEvent {
+                stream_id: str_at(op, e, 0)?.to_string(),
+                kind,
+                ts_ms,
+                task_id,
+                tenant,
+                attempt,
+                fields,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The workers `queue` has seen in the last hour and the leases each holds (at most
+    /// [`WORKERS_MAX`] of each). Errors: `Invalid` (bad queue), `Unavailable`.
+    pub async fn workers(&self, queue: &str) -> Result<Workers> {
+        let op = "workers";
+        check_queue(op, queue)?;
+        let reply = call(
+            &*self.store,
+            op,
+            queue,
+            vec![arg(WORKERS_MAX), arg(WORKERS_MAX)],
+        )
+        .await?;
+        let it = items(op, &reply, "")?;
+        let mut workers: Vec<WorkerInfo> = Vec::new();
+        for w in array_at(op, it, 1)? {
+            let w = w
+                .as_array()
+                .ok_or_else(|| Error::protocol(op, "worker entry is not an array"))?;
+            workers.push(WorkerInfo {
+                id: str_at(op, w, 0)?.to_string(),
+                last_seen_ms: int_at(op, w, 1)?,
+                leases: Vec::new(),
+            });
+        }
+        for l in array_at(op, it, 2)? {
+            let l = l
+                .as_array()
+                .ok_or_else(|| Error::protocol(op, "lease entry is not an array"))?;
+            let lease = WorkerLease {
+                task_id: str_at(op, l, 0)?.to_string(),
+                task_type: str_at(op, l, 2)?.to_string(),
+                tenant: str_at(op, l, 3)?.to_string(),
+                leased_at_ms: int_at(op, l, 4)?,
+                lease_exp_ms: int_at(op, l, 5)?,
+                heartbeat_at_ms: int_at(op, l, 6)?,
+            };
+            let worker = str_at(op, l, 1)?;
+            match workers.iter_mut().find(|w| w.id == worker) {
+                Some(w) => w.leases.push(lease),
+                None => workers.push(WorkerInfo {
+                    id: worker.to_string(),
+                    last_seen_ms: lease.heartbeat_at_ms,
+                    leases: vec![lease],
+                }),
+            }
+        }
+        Ok(Workers {
+            now_ms: int_at(op, it, 0)?,
+            workers,
+            leases_total: int_at(op, it, 3)?.max(0) as u64,
+        })
     }
 
     /// Counts of one queue, overall and per tenant.

@@ -53,6 +53,8 @@ pub fn is_valid_task_id(s: &str) -> bool {
 /// | 12 | `orq:{q}:events` | STREAM |
 /// | 13 | `orq:{q}:known_tenants` | ZSET, score = 0 |
 /// | 14 | `orq:{q}:config` | HASH: paused, aging_step_ms |
+/// | 15 | `orq:{q}:parked` | ZSET tenants held back by a limit, score = ms when eligible again |
+/// | 16 | `orq:{q}:workers` | ZSET workers seen, score = last lease or heartbeat call ms |
 ///
 /// # Panics
 /// When `queue` is not a valid name: callers validate user input first.
@@ -67,7 +69,7 @@ pub fn queue_keys(queue: &str) -> Vec<String> {
         .collect()
 }
 
-const QUEUE_KEY_SUFFIXES: [&str; 14] = [
+const QUEUE_KEY_SUFFIXES: [&str; 16] = [
     "task:",
     "ready:",
     "tenants",
@@ -82,6 +84,8 @@ const QUEUE_KEY_SUFFIXES: [&str; 14] = [
     "events",
     "known_tenants",
     "config",
+    "parked",
+    "workers",
 ];
 
 #[cfg(test)]

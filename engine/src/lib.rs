@@ -22,7 +22,8 @@ pub mod testing;
 pub mod worker;
 
 pub use client::{
-    BulkReplay, Client, ListQuery, Page, QueueStats, Submitted, TenantLimits, TenantStats,
+    BulkReplay, Client, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
+    TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};

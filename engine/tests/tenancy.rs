@@ -268,3 +268,138 @@ async fn a_lifted_limit_does_not_turn_into_a_burst_of_credit() {
         "a got {a} of 20 after the cap was lifted"
     );
 }
+
+// Goal: limited tenants never hide an eligible one, however many sort ahead of it.
+// Method: 100 tenants capped at one live lease, each with two tasks, all ahead of a free tenant
+// in virtual time; after each capped tenant holds its one lease, a single lease call of 50 is
+// filled by the free tenant (the capped ones are parked, not rescanned), and a capped tenant is
+// served again as soon as its lease ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limited_tenants_never_hide_an_eligible_one() {
+    let env = Env::start().await;
+    let cap = TenantLimits {
+        max_inflight: Some(Some(1)),
+        ..TenantLimits::default()
+    };
+    for i in 0..100 {
+        let tenant = format!("c{i:03}");
+        env.client
+            .configure_tenant("q", &tenant, &cap)
+            .await
+            .unwrap();
+        submit_n(&env, &tenant, 2).await;
+    }
+    submit_n(&env, "free", 60).await;
+    let mut first = Vec::new();
+    while first.len() < 100 {
+        let got = env.lease("q", "w", 100).await.tasks;
+        assert!(!got.is_empty(), "work is eligible");
+        first.extend(got);
+    }
+    let capped = first.iter().filter(|t| t.tenant != "free").count();
+    assert!(capped <= 100, "each capped tenant holds at most one lease");
+    let held: Vec<_> = first.iter().filter(|t| t.tenant != "free").collect();
+    let free_before = first.len() - held.len();
+    let batch = env.lease("q", "w", 50).await.tasks;
+    let counts = by_tenant(&batch);
+    assert_eq!(
+        counts.get("free").copied().unwrap_or(0),
+        (60 - free_before).min(50),
+        "one call is filled by the free tenant: {counts:?}"
+    );
+    assert_eq!(counts.len(), 1, "no capped tenant over its cap: {counts:?}");
+    // A lease that ends lets its tenant be served again.
+    let done = held[0];
+    let token = done.lease.as_ref().unwrap().token.clone();
+    ops::complete(&*env.store, "q", &done.id, &token, "null")
+        .await
+        .unwrap();
+    let mut again = Vec::new();
+    for _ in 0..3 {
+        again.extend(env.lease("q", "w", 20).await.tasks);
+    }
+    assert!(
+        again.iter().any(|t| t.tenant == done.tenant),
+        "{} is served again after its lease ended",
+        done.tenant
+    );
+}
+
+// Goal: switching the starvation bound on or off rescores the tasks already queued, so none is
+// stranded behind tasks queued under the other rule; too large a backlog refuses the change.
+// Method: strict priority: queue a priority-0 task, then priority-9 tasks 300 ms later; switch
+// aging on with a 10 ms step: the priority-0 task (older by more than 9 steps) goes first. Switch
+// back: priority 9 first again, FIFO within a priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_aging_rescores_the_queued_tasks() {
+    let env = Env::start().await;
+    let low = env.client.submit(task("t", 0)).await.unwrap().task.id;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut urgent = Vec::new();
+    for _ in 0..3 {
+        urgent.push(env.client.submit(task("t", 9)).await.unwrap().task.id);
+    }
+    env.client
+        .configure_queue("q", None, Some(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        env.lease_one("q", "w").await.id,
+        low,
+        "aged first after the switch"
+    );
+    let low2 = env.client.submit(task("t", 0)).await.unwrap().task.id;
+    env.client
+        .configure_queue("q", None, Some(0))
+        .await
+        .unwrap();
+    let order: Vec<String> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(env.lease_one("q", "w").await.id);
+        }
+        v
+    };
+    assert_eq!(
+        &order[..3],
+        &urgent[..],
+        "strict again: priority 9 first, FIFO"
+    );
+    assert_eq!(order[3], low2);
+
+    // More than 10,000 ready tasks: the change is refused and nothing moves.
+    for _ in 0..11 {
+        let specs = (0..1000).map(|_| task("big", 0)).collect();
+        env.client.submit_batch(specs).await.unwrap();
+    }
+    match env.client.configure_queue("q", None, Some(5)).await {
+        Err(Error::Conflict { .. }) => {}
+        other => panic!("expected Conflict, got {other:?}"),
+    }
+    assert_eq!(env.client.stats("q").await.unwrap().aging_step_ms, 0);
+}
+
+// Goal: with the starvation bound on, tasks of one priority made ready in the same millisecond
+// (one batch) are still leased in submit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aging_keeps_fifo_within_a_batch() {
+    let env = Env::start().await;
+    env.client
+        .configure_queue("q", None, Some(50))
+        .await
+        .unwrap();
+    let specs = (0..50).map(|_| task("t", 3)).collect();
+    let ids: Vec<String> = env
+        .client
+        .submit_batch(specs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.task.id)
+        .collect();
+    let mut order = Vec::new();
+    while order.len() < ids.len() {
+        order.extend(env.lease("q", "w", 7).await.tasks.into_iter().map(|t| t.id));
+    }
+    assert_eq!(order, ids);
+}

@@ -22,7 +22,7 @@
 --
 -- Returns: {now_ms, 'completed' | 'again'}
 -- Errors: NOTFOUND; STALE; CANCELLED; INVALID.
--- Emits: completed.
+-- Emits: completed (w worker, run_ms = time from lease to completion, ms).
 
 local now = now_ms()
 local id, token, result = ARGV[1], ARGV[2], ARGV[3]
@@ -39,7 +39,7 @@ if state == 'again' then
 elseif state ~= 'ok' then
   return state
 end
-local t = fields(id, {'tenant', 'attempt', 'worker'})
+local t = fields(id, {'tenant', 'attempt', 'worker', 'leased_at'})
 redis.call('ZREM', K_LEASES, id)
 redis.call('ZADD', K_COMPLETED, istr(now), id)
 redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
@@ -47,6 +47,7 @@ redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'up
 redis.call('HINCRBY', K_STATS, 'total:completed', 1)
 count_completion(t.tenant, now)
 set_status(id, t.tenant, 'leased', 'completed')
-emit(now, 'completed', id, t.tenant, tonumber(t.attempt) or 0, {'w', t.worker or ''})
+local run = math.max(0, now - (tonumber(t.leased_at) or now))
+emit(now, 'completed', id, t.tenant, tonumber(t.attempt) or 0, {'w', t.worker or '', 'run_ms', istr(run)})
 if trim > 0 then trim_finished(now, retention, trim) end
 return {now, 'completed'}

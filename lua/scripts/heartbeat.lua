@@ -1,11 +1,12 @@
 -- heartbeat: extend a live lease.
 --
--- Transition: leased -> leased (the deadline moves to now + extend_ms). Not a status change, so no
--- event is emitted (heartbeats would flood the stream).
+-- Transition: leased -> leased (the deadline moves to now + extend_ms; hb_at records the call).
+-- Not a status change, so no event is emitted (heartbeats would flood the stream).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:   prefix of HASH orq:{q}:task:<id>
 --   KEYS[5]  orq:{q}:leases  ZSET score=lease deadline ms
+--   KEYS[16] orq:{q}:workers ZSET workers seen, score=last call ms (the lease holder is noted)
 --
 -- ARGV:
 --   ARGV[1]  string   task id
@@ -35,5 +36,7 @@ if ext == 0 then
 end
 local exp = now + ext
 redis.call('ZADD', K_LEASES, istr(exp), id)
-redis.call('HSET', task_key(id), 'lease_exp', istr(exp))
+redis.call('HSET', task_key(id), 'lease_exp', istr(exp), 'hb_at', istr(now))
+local worker = redis.call('HGET', task_key(id), 'worker')
+if worker and worker ~= '' then note_worker(worker, now) end
 return {now, exp}

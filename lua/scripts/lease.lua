@@ -7,7 +7,9 @@
 -- 1/weight; a tenant that becomes backlogged again, or was skipped while limited, starts at the
 -- queue's current virtual time (no credit is stored up while idle or limited).
 -- A tenant at its max_inflight (live leases) or out of rate-limit tokens (a token bucket of
--- rate_per_s refilled continuously, capped at burst) is skipped, not waited for. A paused queue
+-- rate_per_s refilled continuously, capped at burst) is skipped, not waited for: it moves to the
+-- parked set until one of its leases ends or its next token is due, so limited tenants are never
+-- scanned again while they wait and cannot hide eligible ones. A paused queue
 -- leases nothing (due tasks are still promoted and expired leases reaped).
 -- Within a tenant the most urgent priority goes first, FIFO within a priority (or, with the
 -- queue's aging_step_ms, by enqueue time minus priority x step).
@@ -25,6 +27,8 @@
 --   KEYS[11] orq:{q}:stats      HASH counters, vtime
 --   KEYS[12] orq:{q}:events     STREAM
 --   KEYS[14] orq:{q}:config     HASH paused, aging_step_ms
+--   KEYS[15] orq:{q}:parked     ZSET tenants held back by a limit, score=ms when eligible again
+--   KEYS[16] orq:{q}:workers    ZSET workers seen, score=last call ms
 --
 -- ARGV:
 --   ARGV[1]  string   worker id (recorded on the task and in events)
@@ -40,10 +44,11 @@
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
 -- Errors: INVALID <message>.
--- Emits: queued (promoted), retrying / dead (reaped), leased.
+-- Emits: queued (promoted), retrying / dead (reaped), leased (w worker, epoch, wait_ms = time the
+--   task waited in its ready set, ms). Records the worker as seen (KEYS[16]).
 
 local LEASE_MAX = 100
--- Most tenants examined per pick (in virtual-time order) when skipping limited tenants.
+-- Most limited tenants parked, and most parked tenants unparked, per call.
 local TENANT_SCAN_MAX = 64
 
 local now = now_ms()
@@ -66,77 +71,77 @@ if not reap_bound then return redis.error_reply(e) end
 if worker == '' then return redis.error_reply('INVALID worker id is required') end
 
 if promote_bound > 0 then promote_due(now, promote_bound) end
+note_worker(worker, now)
 if reap_bound > 0 then reap_expired(now, reap_bound, seed) end
 
 local out = {}
 local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
--- Shortest wait until a rate-limited tenant has a token again (ms), when one was skipped.
-local token_wait = nil
+unpark_due(now, TENANT_SCAN_MAX)
 local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
--- Each pass leases a task, drops a tenant with no ready work, or stops; so the passes are bounded.
+-- Each pass leases a task, drops a tenant with no ready work, parks a limited tenant, or stops;
+-- so the passes are bounded.
 for _ = 1, 2 * n + TENANT_SCAN_MAX do
   if paused or #out >= n then break end
-  local cands = redis.call('ZRANGE', K_TENANTS, 0, TENANT_SCAN_MAX - 1, 'WITHSCORES')
-  if #cands == 0 then break end
-  -- The first tenant in virtual-time order that is under its in-flight cap and has a token.
-  local tenant, vt, th, tokens = nil, nil, nil, nil
-  for i = 1, #cands, 2 do
-    local vals = redis.call('HMGET', tenant_key(cands[i]), unpack(TENANT_FIELDS))
-    local f = {}
-    for j = 1, #TENANT_FIELDS do
-      f[TENANT_FIELDS[j]] = vals[j]
-    end
-    local ok = true
-    local cap = tonumber(f.max_inflight)
-    if cap and cap > 0 and (tonumber(f['n:leased']) or 0) >= cap then
-      ok = false
-    end
-    local tk, rate = bucket_tokens(f, now)
-    if ok and tk and tk < 1 then
-      ok = false
-      local wait = math.ceil((1 - tk) * 1000 / rate)
-      if not token_wait or wait < token_wait then token_wait = wait end
-    end
-    if ok then
-      tenant, vt, th, tokens = cands[i], tonumber(cands[i + 1]), f, tk
-      break
-    end
+  local head = redis.call('ZRANGE', K_TENANTS, 0, 0, 'WITHSCORES')
+  if #head == 0 then break end
+  local tenant, vt = head[1], tonumber(head[2])
+  local vals = redis.call('HMGET', tenant_key(tenant), unpack(TENANT_FIELDS))
+  local th = {}
+  for j = 1, #TENANT_FIELDS do
+    th[TENANT_FIELDS[j]] = vals[j]
   end
-  if not tenant then break end
-  local popped = redis.call('ZPOPMIN', ready_key(tenant))
-  if #popped == 0 then
+  -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
+  -- its ends or a token is back (the parked set), so it is never scanned again meanwhile.
+  local parked_until = nil
+  local cap = tonumber(th.max_inflight)
+  if cap and cap > 0 and (tonumber(th['n:leased']) or 0) >= cap then
+    parked_until = PARKED_CAPPED
+  end
+  local tokens, rate = bucket_tokens(th, now)
+  if not parked_until and tokens and tokens < 1 then
+    parked_until = now + math.ceil((1 - tokens) * 1000 / rate)
+  end
+  if parked_until then
     redis.call('ZREM', K_TENANTS, tenant)
+    redis.call('ZADD', K_PARKED, istr(parked_until), tenant)
   else
-    local id = popped[1]
-    local weight = tonumber(th.weight) or 1
-    if weight <= 0 then weight = 1 end
-    -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
-    -- current one, so a lifted limit does not turn into a burst of stored-up credit.
-    local queue_vt = tonumber(redis.call('HGET', K_STATS, 'vtime')) or 0
-    if vt < queue_vt then vt = queue_vt end
-    redis.call('HSET', K_STATS, 'vtime', fstr(vt))
-    if redis.call('ZCARD', ready_key(tenant)) == 0 then
+    local popped = redis.call('ZPOPMIN', ready_key(tenant))
+    if #popped == 0 then
       redis.call('ZREM', K_TENANTS, tenant)
     else
-      redis.call('ZADD', K_TENANTS, fstr(vt + 1 / weight), tenant)
-    end
-    local key = task_key(id)
-    local t = fields(id, {'lease_ms', 'status'})
-    if t.status == 'queued' then
-      if tokens then
-        redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - 1), 'tokens_at', istr(now))
+      local id = popped[1]
+      local weight = tonumber(th.weight) or 1
+      if weight <= 0 then weight = 1 end
+      -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
+      -- current one, so a lifted limit does not turn into a burst of stored-up credit.
+      local queue_vt = tonumber(redis.call('HGET', K_STATS, 'vtime')) or 0
+      if vt < queue_vt then vt = queue_vt end
+      redis.call('HSET', K_STATS, 'vtime', fstr(vt))
+      if redis.call('ZCARD', ready_key(tenant)) == 0 then
+        redis.call('ZREM', K_TENANTS, tenant)
+      else
+        redis.call('ZADD', K_TENANTS, fstr(vt + 1 / weight), tenant)
       end
-      redis.call('HINCRBY', tenant_key(tenant), 'served', 1)
-      redis.call('HINCRBY', K_STATS, 'served', 1)
-      local epoch = redis.call('HINCRBY', key, 'epoch', 1)
-      local attempt = redis.call('HINCRBY', key, 'attempt', 1)
-      local exp = now + (tonumber(t.lease_ms) or 30000)
-      redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
-        'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '')
-      redis.call('ZADD', K_LEASES, istr(exp), id)
-      set_status(id, tenant, 'queued', 'leased')
-      emit(now, 'leased', id, tenant, attempt, {'w', worker, 'epoch', istr(epoch)})
-      out[#out + 1] = {exp, redis.call('HGETALL', key)}
+      local key = task_key(id)
+      local t = fields(id, {'lease_ms', 'status', 'updated_at'})
+      if t.status == 'queued' then
+        if tokens then
+          redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - 1), 'tokens_at', istr(now))
+        end
+        redis.call('HINCRBY', tenant_key(tenant), 'served', 1)
+        redis.call('HINCRBY', K_STATS, 'served', 1)
+        local epoch = redis.call('HINCRBY', key, 'epoch', 1)
+        local attempt = redis.call('HINCRBY', key, 'attempt', 1)
+        local exp = now + (tonumber(t.lease_ms) or 30000)
+        redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
+          'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '')
+        redis.call('ZADD', K_LEASES, istr(exp), id)
+        set_status(id, tenant, 'queued', 'leased')
+        local wait = math.max(0, now - (tonumber(t.updated_at) or now))
+        emit(now, 'leased', id, tenant, attempt,
+          {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
+        out[#out + 1] = {exp, redis.call('HGETALL', key)}
+      end
     end
   end
 end
@@ -145,8 +150,12 @@ end
 -- the next scheduled run_at and the next rate-limit token; -1 when unknown (paused, or only
 -- in-flight caps hold work back: a lease ending frees them).
 local next_ms = first_score(K_SCHEDULED)
-if token_wait and (next_ms < 0 or now + token_wait < next_ms) then
-  next_ms = now + token_wait
+local refill = redis.call('ZRANGEBYSCORE', K_PARKED, '-inf', '(' .. istr(PARKED_CAPPED), 'LIMIT', 0, 1,
+  'WITHSCORES')
+if #refill > 0 then
+  local at = tonumber(refill[2])
+  if at < now then at = now end
+  if next_ms < 0 or at < next_ms then next_ms = at end
 end
 if not paused and #out >= n and redis.call('ZCARD', K_TENANTS) > 0 then
   next_ms = now

@@ -20,6 +20,9 @@
 --   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
 --   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
+--   KEYS[15] orq:{q}:parked          ZSET tenants with ready work held back by a limit, score=ms
+--                                    when eligible again (PARKED_CAPPED: when one of its leases ends)
+--   KEYS[16] orq:{q}:workers         ZSET workers seen by lease or heartbeat, score=last call ms
 --
 -- Error replies start with a code word that `orq::ScriptError` mirrors:
 --   NOTFOUND  no such task;  STALE  the lease token is not the current one;
@@ -40,7 +43,11 @@ local HISTORY_MAX = 20
 local K_TASK, K_READY, K_TENANTS, K_SCHEDULED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASES, K_DEAD, K_COMPLETED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_IDEM, K_TENANT, K_STATS, K_EVENTS, K_KNOWN = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
-local K_CONFIG = KEYS[14]
+local K_CONFIG, K_PARKED, K_WORKERS = KEYS[14], KEYS[15], KEYS[16]
+
+-- Score of a tenant parked at its max_inflight: it waits for one of its leases to end (or for its
+-- limits to change), not for a time. 2^53 - 1, the largest integer a double holds exactly.
+local PARKED_CAPPED = 9007199254740991
 
 -- The store's clock in integer milliseconds since the Unix epoch.
 local function now_ms()
@@ -117,8 +124,27 @@ local function emit(now, kind, id, tenant, attempt, fields)
   redis.call(unpack(args))
 end
 
+-- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored
+-- up while parked). Parked tenants always have ready work.
+local function unpark(tenant)
+  if redis.call('ZREM', K_PARKED, tenant) == 1 then
+    local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
+    redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+  end
+end
+
+-- Unpark up to `bound` tenants whose parked-until time has come. Returns the count.
+local function unpark_due(now, bound)
+  local due = redis.call('ZRANGEBYSCORE', K_PARKED, '-inf', istr(now), 'LIMIT', 0, bound)
+  for i = 1, #due do
+    unpark(due[i])
+  end
+  return #due
+end
+
 -- Move a task's status counter from `old` (may be nil for a new task) to `new`, in the queue's
--- stats hash and the tenant's hash, and record the status on the task.
+-- stats hash and the tenant's hash, and record the status on the task. A lease that ends
+-- unparks its tenant when the tenant was parked at its max_inflight.
 local function set_status(id, tenant, old, new)
   local tk = tenant_key(tenant)
   if old then
@@ -128,6 +154,9 @@ local function set_status(id, tenant, old, new)
   redis.call('HINCRBY', K_STATS, 'n:' .. new, 1)
   redis.call('HINCRBY', tk, 'n:' .. new, 1)
   redis.call('HSET', task_key(id), 'status', new)
+  if old == 'leased' and tonumber(redis.call('ZSCORE', K_PARKED, tenant)) == PARKED_CAPPED then
+    unpark(tenant)
+  end
 end
 
 -- Append a line to the task's attempt history, keeping the last HISTORY_MAX lines.
@@ -148,6 +177,16 @@ local function add_history(id, line)
   redis.call('HSET', key, 'history', table.concat(lines, '\n', first, #lines))
 end
 
+-- Sub-millisecond slots of an aged ready score: tasks made ready in the same ms (a batch) keep
+-- FIFO order for up to this many tasks per ms. 2^12, so ms + fraction stays exact in a double.
+local AGED_TIE_SPAN = 4096
+
+-- An aged ready score: ms since the epoch minus priority x step, plus the queue sequence as a
+-- fraction of a ms so ties keep FIFO order.
+local function aged_score(now, priority, step, seq)
+  return fstr(now - priority * step + (seq % AGED_TIE_SPAN) / AGED_TIE_SPAN)
+end
+
 -- The score of a task in its tenant's ready set (lowest goes first). Strict priority (the
 -- default): the priority band, then FIFO by a queue-wide sequence. With the queue's
 -- aging_step_ms > 0 (the starvation bound): enqueue time minus priority x step, so a task of
@@ -157,28 +196,31 @@ local function ready_score(priority, now)
   local step = tonumber(redis.call('HGET', K_CONFIG, 'aging_step_ms')) or 0
   local seq = redis.call('HINCRBY', K_STATS, 'seq', 1)
   if step > 0 then
-    return istr(now - priority * step)
+    return aged_score(now, priority, step, seq)
   end
   return istr((9 - priority) * PRIO_SPAN + seq)
 end
 
 -- Put a task in its tenant's ready set (status queued), and make the tenant eligible for fair
--- share at the current virtual time if it was idle.
+-- share at the current virtual time if it was idle (a parked tenant stays parked).
 local function to_ready(id, tenant, priority, old, now)
   redis.call('ZADD', ready_key(tenant), ready_score(priority, now), id)
-  local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
-  redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+  if not redis.call('ZSCORE', K_PARKED, tenant) then
+    local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
+    redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+  end
   redis.call('HSET', task_key(id), 'updated_at', istr(now))
   set_status(id, tenant, old, 'queued')
 end
 
 -- Remove a queued task from its tenant's ready set, dropping the tenant from the fair-share
--- set when it has no ready work left.
+-- set (or the parked set) when it has no ready work left.
 local function from_ready(id, tenant)
   local rk = ready_key(tenant)
   redis.call('ZREM', rk, id)
   if redis.call('ZCARD', rk) == 0 then
     redis.call('ZREM', K_TENANTS, tenant)
+    redis.call('ZREM', K_PARKED, tenant)
   end
 end
 
@@ -238,6 +280,18 @@ local function fail_attempt(id, t, now, err, retryable, r, outcome)
   set_status(id, t.tenant, 'leased', 'dead')
   emit(now, 'dead', id, t.tenant, attempt, {'m', err})
   return 'dead'
+end
+
+-- How long a worker stays in the workers set after its last lease or heartbeat call (ms).
+local WORKER_FORGET_MS = 3600000
+
+-- Record that `worker` called at `now`, and forget up to 8 workers silent for WORKER_FORGET_MS.
+local function note_worker(worker, now)
+  redis.call('ZADD', K_WORKERS, istr(now), worker)
+  local old = redis.call('ZRANGEBYSCORE', K_WORKERS, '-inf', istr(now - WORKER_FORGET_MS), 'LIMIT', 0, 8)
+  for i = 1, #old do
+    redis.call('ZREM', K_WORKERS, old[i])
+  end
 end
 
 -- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.

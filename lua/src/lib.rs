@@ -74,6 +74,8 @@ scripts!(
     "stats",
     "queues",
     "configure",
+    "events",
+    "workers",
 );
 
 /// Every script, in registry order.
@@ -127,7 +129,7 @@ mod tests {
     #[test]
     fn every_header_documents_keys_argv_returns_errors_emits() {
         let layout = queue_key_layout();
-        assert_eq!(layout.len(), 14, "lib.lua documents 14 queue keys");
+        assert_eq!(layout.len(), 16, "lib.lua documents 16 queue keys");
         for s in all() {
             let header: Vec<&str> = s.header().collect();
             let text = header.join("\n");

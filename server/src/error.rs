@@ -57,6 +57,11 @@ impl From<Error> for ApiError {
         match &e {
             Error::Invalid { message, .. } => ApiError::bad_request(message.clone()),
             Error::NotFound { id, .. } => ApiError::not_found(format!("no task with id {id}")),
+            // A queue setting that cannot change now (aging with too large a backlog).
+            Error::Conflict {
+                op: "configure",
+                status,
+            } => ApiError::conflict(status.clone()),
             Error::Conflict { op, status } => {
                 ApiError::conflict(format!("cannot {op} a task that is {status}"))
             }

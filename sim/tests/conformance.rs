@@ -492,7 +492,7 @@ const CASES: &[Case] = &[
         argv: "w1 1 ab 0 10 10",
         reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome ""]]] {now}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1}
+            "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
@@ -502,6 +502,66 @@ const CASES: &[Case] = &[
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:tenant:t1" hash n:queued=1 served=1 n:leased=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
+        name: "lease: a tenant at its max_inflight and one out of tokens are parked, the next is leased",
+        seed: &[
+            "ZADD orq:{q}:tenants 0 t1 0.25 t2 0.5 t3",
+            "ZADD orq:{q}:ready:t1 1 A",
+            "ZADD orq:{q}:ready:t2 2 B",
+            "ZADD orq:{q}:ready:t3 3 C",
+            "HSET orq:{q}:task:A status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:B status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:C status queued tenant t3 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:stats n:queued 3 vtime 0.5",
+            "HSET orq:{q}:tenant:t1 n:queued 1 max_inflight 2 n:leased 2",
+            "HSET orq:{q}:tenant:t2 n:queued 1 rate_per_s 1 burst 1 tokens 0 tokens_at {t}",
+            "HSET orq:{q}:tenant:t3 n:queued 1",
+        ],
+        script: "lease",
+        argv: "w1 1 ab 0 10 10",
+        reply: r#"[{now} [[{now+5000} [status leased tenant t3 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome ""]]] {t+1000}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=leased ts={now} id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:leases" zset C={now+5000}
+            "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
+            "orq:{q}:ready:t1" zset A=1
+            "orq:{q}:ready:t2" zset B=2
+            "orq:{q}:stats" hash n:queued=2 vtime=0.5 served=1 n:leased=1
+            "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
+            "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
+            "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
+            "orq:{q}:tenant:t3" hash n:queued=0 served=1 n:leased=1
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
+        name: "complete: a lease that ends unparks its tenant parked at max_inflight at the queue's virtual time",
+        seed: &[
+            "HSET orq:{q}:task:A status leased token 1-ab tenant t1 attempt 1 worker w1 lease_exp {t+5000}",
+            "ZADD orq:{q}:leases {t+5000} A",
+            "ZADD orq:{q}:parked 9007199254740991 t1",
+            "ZADD orq:{q}:ready:t1 1 B",
+            "HSET orq:{q}:task:B status queued tenant t1",
+            "HSET orq:{q}:stats n:leased 1 n:queued 1 vtime 7.5",
+            "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
+        ],
+        script: "complete",
+        argv: "A 1-ab ok 86400000 0",
+        reply: r#"[{now} completed]"#,
+        keys: r#"
+            "orq:{q}:completed" zset A={now}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
+            "orq:{q}:ready:t1" zset B=1
+            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1
+            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result=ok finished_at={now} updated_at={now} outcome=completed
+            "orq:{q}:task:B" hash status=queued tenant=t1
+            "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
+            "orq:{q}:tenants" zset t1=7.5
         "#,
     },
     Case {
@@ -516,17 +576,18 @@ const CASES: &[Case] = &[
         argv: "w1 2 0f 0 10 0",
         reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome ""]]] -1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 served=1 n:leased=1
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 served=1 n:leased=1
+            "orq:{q}:workers" zset w1={now}
         "#,
     },
     Case {
         name: "heartbeat: the current token moves the deadline to now + lease_ms",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1 lease_exp {t+100}",
+            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1 worker w1 lease_exp {t+100}",
             "ZADD orq:{q}:leases {t+100} A",
         ],
         script: "heartbeat",
@@ -534,7 +595,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} {now+5000}]"#,
         keys: r#"
             "orq:{q}:leases" zset A={now+5000}
-            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1 lease_exp={now+5000}
+            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1 worker=w1 lease_exp={now+5000} hb_at={now}
+            "orq:{q}:workers" zset w1={now}
         "#,
     },
     Case {
@@ -566,7 +628,7 @@ const CASES: &[Case] = &[
         reply: r#"[{now} completed]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result="{\"ok\":1}" finished_at={now} updated_at={now} outcome=completed
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1

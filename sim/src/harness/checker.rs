@@ -402,6 +402,9 @@ fn parse_i64(v: Option<&Vec<u8>>) -> i64 {
         .unwrap_or(-1)
 }
 
+/// Score of a tenant parked at its `max_inflight` in `orq:{q}:parked` (lib.lua's PARKED_CAPPED).
+const PARKED_CAPPED: f64 = 9_007_199_254_740_991.0;
+
 /// Checks 1, 3 and the cap of check 8 on the current state. Returns the first violation. Runs
 /// after every call, so it reads the store in place without copying.
 pub fn check_state(w: &World) -> Result<(), String> {
@@ -421,15 +424,26 @@ pub fn check_state(w: &World) -> Result<(), String> {
                     Some(id) => tasks.push((id, h)),
                     None => hashes.push((suffix, h)),
                 },
-                StoreValue::ZSet(z) if suffix != b"tenants" && suffix != b"known_tenants" => {
+                StoreValue::ZSet(z)
+                    if !matches!(
+                        suffix,
+                        b"tenants" | b"known_tenants" | b"parked" | b"workers"
+                    ) =>
+                {
                     zsets.push((suffix, z))
                 }
                 _ => {}
             }
         }
-        let tenants = match db.get(format!("{prefix}tenants").as_bytes()) {
+        let zset = |name: &str| match db.get(format!("{prefix}{name}").as_bytes()) {
             Some(StoreValue::ZSet(z)) => Some(z),
             _ => None,
+        };
+        let tenants = zset("tenants");
+        let parked = zset("parked");
+        // A tenant with ready work is either eligible (tenants) or held back by a limit (parked).
+        let waiting = |t: &[u8]| {
+            tenants.is_some_and(|z| z.score(t).is_some()) || parked.is_some_and(|z| z.score(t).is_some())
         };
         let mut counts: BTreeMap<(&[u8], &[u8]), i64> = BTreeMap::new();
         for &(id, f) in &tasks {
@@ -466,9 +480,9 @@ pub fn check_state(w: &World) -> Result<(), String> {
             if !found {
                 return Err(format!("task {ids} is {status_s} but not in {home}"));
             }
-            if status == b"queued" && tenants.is_none_or(|t| t.score(tenant).is_none()) {
+            if status == b"queued" && !waiting(tenant) {
                 return Err(format!(
-                    "task {ids} is queued but tenant {} is not in the tenants set",
+                    "task {ids} is queued but tenant {} is in neither the tenants nor the parked set",
                     text(tenant)
                 ));
             }
@@ -505,19 +519,37 @@ pub fn check_state(w: &World) -> Result<(), String> {
                 }
             }
         }
-        // The tenants set holds exactly the tenants with ready work.
+        // The tenants and parked sets together hold exactly the tenants with ready work, each in
+        // one of them; a tenant parked at its cap is at its cap.
         for &(name, z) in &zsets {
             if let Some(t) = name.strip_prefix(b"ready:") {
-                if !z.is_empty() && tenants.is_none_or(|ts| ts.score(t).is_none()) {
-                    return Err(format!("tenant {} has ready work but is not in the tenants set", text(t)));
+                if !z.is_empty() && !waiting(t) {
+                    return Err(format!(
+                        "tenant {} has ready work but is in neither the tenants nor the parked set",
+                        text(t)
+                    ));
                 }
             }
         }
-        if let Some(ts) = tenants {
-            for (t, _) in ts.iter() {
+        for (set, name) in [(tenants, "tenants"), (parked, "parked")] {
+            for (t, score) in set.iter().flat_map(|z| z.iter()) {
                 let ready = zsets.iter().find(|(n, _)| n.strip_prefix(b"ready:") == Some(t));
                 if ready.is_none_or(|(_, z)| z.is_empty()) {
-                    return Err(format!("tenant {} is in the tenants set without ready work", text(t)));
+                    return Err(format!("tenant {} is in the {name} set without ready work", text(t)));
+                }
+                if name == "parked" && tenants.is_some_and(|z| z.score(t).is_some()) {
+                    return Err(format!("tenant {} is in both the tenants and the parked set", text(t)));
+                }
+                if name == "parked" && score >= PARKED_CAPPED {
+                    let h = hashes.iter().find(|(n, _)| n.strip_prefix(b"tenant:") == Some(t));
+                    let cap = h.map_or(-1, |(_, h)| parse_i64(h.get(b"max_inflight".as_slice())));
+                    let live = counts.get(&(t, b"leased".as_slice())).copied().unwrap_or(0);
+                    if cap <= 0 || live < cap {
+                        return Err(format!(
+                            "tenant {} is parked at its cap but has {live} live leases of max_inflight {cap}",
+                            text(t)
+                        ));
+                    }
                 }
             }
         }

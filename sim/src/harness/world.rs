@@ -224,12 +224,12 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         ),
         PlantedBug::LeaseIgnoresMaxInflight => patch(
             "lease",
-            "if cap and cap > 0 and (tonumber(f['n:leased']) or 0) >= cap then",
+            "if cap and cap > 0 and (tonumber(th['n:leased']) or 0) >= cap then",
             "if false then",
         ),
         PlantedBug::LeaseIgnoresRateLimit => patch(
             "lease",
-            "if ok and tk and tk < 1 then",
+            "if not parked_until and tokens and tokens < 1 then",
             "if false then",
         ),
         PlantedBug::LeaseIgnoresPause => patch(

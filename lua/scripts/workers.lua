@@ -1,0 +1,46 @@
+-- workers: the workers a queue has seen and the leases they hold.
+--
+-- Transition: none (a read).
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:    prefix of HASH orq:{q}:task:<id>
+--   KEYS[5]  orq:{q}:leases   ZSET leased tasks, score=lease deadline ms
+--   KEYS[16] orq:{q}:workers  ZSET workers seen by lease or heartbeat, score=last call ms
+--
+-- ARGV:
+--   ARGV[1]  integer  most workers reported (1..10000), most recently seen first
+--   ARGV[2]  integer  most leases reported (0..10000), earliest deadline first
+--
+-- Returns: {now_ms, {{worker, last_seen_ms}, ...}, {lease, ...}, leases_total}
+--   lease: {task_id, worker, type, tenant, leased_at_ms, lease_exp_ms, hb_at_ms}; hb_at_ms is the
+--   last heartbeat, or leased_at_ms when none came yet.
+-- Errors: INVALID.
+-- Emits: nothing.
+
+local now = now_ms()
+local max_workers, e = arg_int(ARGV[1], 'workers', 1, 10000)
+if not max_workers then return redis.error_reply(e) end
+local max_leases
+max_leases, e = arg_int(ARGV[2], 'leases', 0, 10000)
+if not max_leases then return redis.error_reply(e) end
+local seen = redis.call('ZREVRANGE', K_WORKERS, 0, max_workers - 1, 'WITHSCORES')
+local workers = {}
+for i = 1, #seen, 2 do
+  workers[#workers + 1] = {seen[i], tonumber(seen[i + 1])}
+end
+local leases = {}
+if max_leases > 0 then
+  local ids = redis.call('ZRANGE', K_LEASES, 0, max_leases - 1)
+  for i = 1, #ids do
+    local t = fields(ids[i], {'worker', 'type', 'tenant', 'leased_at', 'lease_exp', 'hb_at'})
+    if t.tenant then
+      local leased_at = tonumber(t.leased_at) or 0
+      -- hb_at may be left from an earlier lease of the task: only a later one counts.
+      local hb = tonumber(t.hb_at)
+      if not hb or hb < leased_at then hb = leased_at end
+      leases[#leases + 1] = {ids[i], t.worker or '', t.type or '', t.tenant, leased_at,
+        tonumber(t.lease_exp) or 0, hb}
+    end
+  end
+end
+return {now, workers, leases, redis.call('ZCARD', K_LEASES)}
