@@ -403,3 +403,103 @@ async fn aging_keeps_fifo_within_a_batch() {
     }
     assert_eq!(order, ids);
 }
+
+// Goal (the simulator's bounds, one short scenario on real Redis): with weights 1:2:5 and all
+// three backlogged, each tenant's share over every window of 144 consecutive leases is within
+// ±2 points of its weight share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_1_2_5_hold_their_shares_over_windows_of_144_on_redis() {
+    let env = Env::start().await;
+    for (t, w) in [("w1", 1.0), ("w2", 2.0), ("w5", 5.0)] {
+        let limits = TenantLimits {
+            weight: Some(Some(w)),
+            ..TenantLimits::default()
+        };
+        env.client.configure_tenant("q", t, &limits).await.unwrap();
+        submit_n(&env, t, 300).await;
+    }
+    let mut order = Vec::new();
+    while order.len() < 288 {
+        order.extend(
+            env.lease("q", "w", 1)
+                .await
+                .tasks
+                .into_iter()
+                .map(|t| t.tenant),
+        );
+    }
+    for start in 0..=(order.len() - 144) {
+        let window = &order[start..start + 144];
+        for (t, share) in [("w1", 1.0 / 8.0), ("w2", 2.0 / 8.0), ("w5", 5.0 / 8.0)] {
+            let got = window.iter().filter(|x| *x == t).count() as f64 / 144.0;
+            assert!(
+                (got - share).abs() <= 0.02,
+                "window at {start}: {t} got {got:.4}, weight share {share:.4}"
+            );
+        }
+    }
+}
+
+// Goal: Jain's fairness index over 10 equal-weight backlogged tenants is at least 0.99.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_equal_tenants_keep_jain_index_at_least_0_99_on_redis() {
+    let env = Env::start().await;
+    for i in 0..10 {
+        submit_n(&env, &format!("t{i}"), 40).await;
+    }
+    let mut leased = Vec::new();
+    while leased.len() < 200 {
+        leased.extend(env.lease("q", "w", 7).await.tasks);
+    }
+    let counts: Vec<f64> = by_tenant(&leased).values().map(|&n| n as f64).collect();
+    assert_eq!(counts.len(), 10);
+    let sum: f64 = counts.iter().sum();
+    let squares: f64 = counts.iter().map(|x| x * x).sum();
+    let jain = sum * sum / (counts.len() as f64 * squares);
+    assert!(jain >= 0.99, "Jain's index {jain:.4} over {counts:?}");
+}
+
+// Goal: a small tenant's task waits the same number of lease calls behind a big tenant's backlog
+// whatever the backlog's size (equal weights: at most 2 single-task calls), on real Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_tenant_wait_does_not_grow_with_the_big_backlog_on_redis() {
+    let env = Env::start().await;
+    let mut waits = Vec::new();
+    for (queue, backlog) in [("q500", 500), ("q5000", 5000)] {
+        for _ in 0..backlog / 500 {
+            let specs = (0..500)
+                .map(|_| spec(queue, "echo", "{}").tenant("big"))
+                .collect();
+            env.client.submit_batch(specs).await.unwrap();
+        }
+        // The big tenant has been served for a while when the small one arrives.
+        for _ in 0..20 {
+            env.lease(queue, "w", 1).await;
+        }
+        let small = env
+            .client
+            .submit(spec(queue, "echo", "{}").tenant("small"))
+            .await
+            .unwrap()
+            .task
+            .id;
+        let mut calls = 0;
+        loop {
+            calls += 1;
+            let got = env.lease(queue, "w", 1).await.tasks;
+            if got.iter().any(|t| t.id == small) {
+                break;
+            }
+            assert!(
+                calls < 10,
+                "{queue}: the small task waits behind the backlog"
+            );
+        }
+        waits.push(calls);
+    }
+    assert!(
+        waits.iter().all(|&c| c <= 2),
+        "lease calls until the small task: {waits:?}"
+    );
+    assert_eq!(waits[0], waits[1], "independent of the backlog: {waits:?}");
+}
