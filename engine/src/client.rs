@@ -85,6 +85,21 @@ pub struct TenantStats {
     pub share: f64,
     /// Completions per second over about the last minute (sliding one-minute window).
     pub completed_per_s: f64,
+    /// Why the tenant's ready work is held back right now, if it is.
+    pub held: Option<Held>,
+}
+
+/// Why a tenant's ready work is held back (the tenant is parked, DESIGN notes 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "by", rename_all = "snake_case")]
+pub enum Held {
+    /// At its `max_inflight`: until one of its leases ends.
+    MaxInflight,
+    /// Out of rate-limit tokens: until the next token is due.
+    RateLimit {
+        /// When the next token is due (store clock, ms since the Unix epoch).
+        until_ms: u64,
+    },
 }
 
 /// Counts of one queue.
@@ -126,6 +141,9 @@ pub struct TenantLimits {
     /// Token bucket size, 1..=1,000,000 (default: max(1, ceil(rate_per_s))).
     pub burst: Option<Option<u64>>,
 }
+
+/// Score of a tenant parked at its `max_inflight` (lib.lua's PARKED_CAPPED, 2^53 - 1).
+const PARKED_CAPPED: i64 = 9_007_199_254_740_991;
 
 /// Most entries [`Client::events`] returns per call.
 pub const EVENTS_PAGE_MAX: usize = 1000;
@@ -856,6 +874,13 @@ impl Client {
                     0.0
                 },
                 completed_per_s,
+                held: match e.get(3).and_then(Resp::as_int) {
+                    Some(PARKED_CAPPED) => Some(Held::MaxInflight),
+                    Some(at) if at >= 0 => Some(Held::RateLimit {
+                        until_ms: at as u64,
+                    }),
+                    _ => None,
+                },
             });
         }
         let config = decode::field_map(op, it.get(5).and_then(Resp::as_array).unwrap_or_default())?;

@@ -22,7 +22,7 @@ pub mod testing;
 pub mod worker;
 
 pub use client::{
-    BulkReplay, Client, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
+    BulkReplay, Client, Held, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
     TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 pub use clock::{Clock, Entropy, SystemClock};

@@ -79,6 +79,11 @@ async fn max_inflight_caps_live_leases_and_skips_the_tenant() {
     assert_eq!(counts.get("free"), Some(&5), "{counts:?}");
     let again = env.lease("q", "w", 10).await;
     assert!(again.tasks.is_empty(), "nothing more while at the cap");
+    let held =
+        |st: &orq::QueueStats, t: &str| st.tenants.iter().find(|x| x.tenant == t).unwrap().held;
+    let st = env.client.stats("q").await.unwrap();
+    assert_eq!(held(&st, "capped"), Some(orq::Held::MaxInflight));
+    assert_eq!(held(&st, "free"), None);
     let done = batch.tasks.iter().find(|t| t.tenant == "capped").unwrap();
     let token = done.lease.as_ref().unwrap().token.clone();
     ops::complete(&*env.store, "q", &done.id, &token, "null")
@@ -112,6 +117,12 @@ async fn rate_limit_serves_the_burst_then_says_when_to_retry() {
     let second = env.lease("q", "w", 10).await;
     assert!(second.tasks.is_empty(), "out of tokens");
     let next = second.next_ms.expect("a retry-after hint");
+    let st = env.client.stats("q").await.unwrap();
+    assert_eq!(
+        st.tenants[0].held,
+        Some(orq::Held::RateLimit { until_ms: next }),
+        "the stats say why and until when"
+    );
     assert!(
         next > second.now_ms && next <= second.now_ms + 500,
         "one token at 2/s comes within 500 ms: now {} next {next}",

@@ -13,13 +13,16 @@
 --   KEYS[11] orq:{q}:stats          HASH counters (n:<status> current, total:<event> cumulative)
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
 --   KEYS[14] orq:{q}:config         HASH paused, aging_step_ms
+--   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit
 --
 -- ARGV:
 --   ARGV[1]  integer  most tenants reported (0..10000), in name order
 --
 -- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total, config_fields}
 --   stats_fields: the stats hash, flat;
---   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count};
+--   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count, parked}; parked is -1 when the
+--   tenant is not held back, 9007199254740991 when parked at its max_inflight, else the ms its
+--   next rate-limit token is due;
 --   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD);
 --   config_fields: the queue's config hash, flat.
 -- Errors: INVALID.
@@ -33,7 +36,8 @@ if max > 0 then
   local names = redis.call('ZRANGE', K_KNOWN, 0, max - 1)
   for i = 1, #names do
     local t = names[i]
-    tenants[i] = {t, redis.call('HGETALL', tenant_key(t)), redis.call('ZCARD', ready_key(t))}
+    tenants[i] = {t, redis.call('HGETALL', tenant_key(t)), redis.call('ZCARD', ready_key(t)),
+      tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
   end
 end
 local sizes = {redis.call('ZCARD', K_SCHEDULED), redis.call('ZCARD', K_LEASES),

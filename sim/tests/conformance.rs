@@ -842,7 +842,7 @@ const CASES: &[Case] = &[
         ],
         script: "stats",
         argv: "1",
-        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1]] [1 0 0 0 0] 2 []]"#,
+        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1 -1]] [1 0 0 0 0] 2 []]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0 t2=0
             "orq:{q}:ready:t1" zset A=1
