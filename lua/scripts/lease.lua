@@ -44,8 +44,9 @@
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
 -- Errors: INVALID <message>.
--- Emits: queued (promoted), retrying / dead (reaped), leased (w worker, epoch, wait_ms = time the
---   task waited in its ready set, ms). Records the worker as seen (KEYS[16]).
+-- Emits: queued (promoted; from = scheduled | retrying), retrying / dead (reaped), leased (w worker,
+--   epoch, wait_ms = time the task waited in its ready set, ms). Records the worker as seen
+--   (KEYS[16]).
 
 local LEASE_MAX = 100
 -- Most limited tenants parked, and most parked tenants unparked, per call.

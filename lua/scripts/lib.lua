@@ -303,7 +303,7 @@ local function promote_due(now, bound)
     local t = fields(id, {'tenant', 'priority', 'status', 'attempt'})
     if t.tenant then
       to_ready(id, t.tenant, tonumber(t.priority) or 0, t.status, now)
-      emit(now, 'queued', id, t.tenant, tonumber(t.attempt) or 0, nil)
+      emit(now, 'queued', id, t.tenant, tonumber(t.attempt) or 0, {'from', t.status or ''})
     end
   end
   return #due

@@ -18,7 +18,7 @@
 --
 -- Returns: {now_ms, promoted_count, next_run_at_ms (-1 when nothing is scheduled)}
 -- Errors: INVALID.
--- Emits: queued, one per promoted task.
+-- Emits: queued (from = scheduled | retrying), one per promoted task.
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)

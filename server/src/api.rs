@@ -1,16 +1,19 @@
-//! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health.
+//! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health; the live
+//! views ([`crate::live`]) and timelines ([`crate::timelines`]); the dashboard at `/`.
 //! Every handler validates its input, caps sizes and answers typed JSON errors ([`ApiError`]);
 //! nothing user-supplied reaches a key name without passing `orq::keys` validation.
 
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
+use crate::live::{self, Live};
 use crate::model::{
     parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TaskJson,
     TasksJson, TenantBody,
 };
+use crate::{dashboard, timelines};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -20,7 +23,9 @@ use orq::task::BATCH_MAX;
 use orq::{Client, Clock, ListQuery, Status};
 use serde::Deserialize;
 use serde_json::json;
+use std::path::PathBuf;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// Largest request body of any route (bytes): a full batch of small tasks fits.
 pub const BODY_MAX_BYTES: usize = 16 << 20;
@@ -50,9 +55,19 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// The `http` handler's allow-list, checked at submit.
     pub allow: Arc<HttpAllow>,
+    /// The event poller's broadcast, metrics and SSE client slots (`/events`, `/metrics`).
+    pub live: Live,
+    /// The dashboard's static files, served at `/` (`None`: `/` says how to build them).
+    pub dashboard: Option<Arc<PathBuf>>,
+    /// The directory of simulation timelines (`None`: the `/timelines` routes answer 404).
+    pub timelines: Option<Arc<PathBuf>>,
+    /// Cancelled when the server shuts down: ends the open event streams, so graceful shutdown
+    /// does not wait for their clients.
+    pub shutdown: CancellationToken,
 }
 
-/// The router (no socket), for `main` and for tests.
+/// The router (no socket), for `main` and for tests: the API under `/api/v1` and the dashboard
+/// at `/` (every other path).
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/healthz", get(healthz))
@@ -79,7 +94,12 @@ pub fn app(state: AppState) -> Router {
             "/api/v1/queues/{queue}/settings",
             axum::routing::put(put_settings),
         )
-        .fallback(|| async { ApiError::not_found("no such route") })
+        .route("/api/v1/queues/{queue}/metrics", get(live::metrics))
+        .route("/api/v1/queues/{queue}/workers", get(live::workers))
+        .route("/api/v1/events", get(live::events))
+        .route("/api/v1/timelines", get(timelines::list))
+        .route("/api/v1/timelines/{name}", get(timelines::get))
+        .fallback(fallback)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -92,6 +112,15 @@ pub fn app(state: AppState) -> Router {
 }
 
 type ApiResult = Result<Response, ApiError>;
+
+/// Paths no route matched: under `/api` a typed 404, elsewhere the dashboard's files.
+async fn fallback(State(s): State<AppState>, req: Request) -> Response {
+    let path = req.uri().path();
+    if path == "/api" || path.starts_with("/api/") {
+        return ApiError::not_found("no such route").into_response();
+    }
+    dashboard::serve(s.dashboard.as_deref().map(PathBuf::as_path), req).await
+}
 
 fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|r| {
@@ -109,12 +138,12 @@ fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, 
     Ok(bytes)
 }
 
-fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     q.map(|Query(v)| v)
         .map_err(|r| ApiError::bad_request(format!("query: {}", r.body_text())))
 }
 
-fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
+pub(crate) fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
     if is_valid_name(v) {
         Ok(())
     } else {
@@ -139,7 +168,7 @@ fn task_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError
 }
 
 /// Routes that take no query parameters refuse any, rather than silently ignore them.
-fn no_query(q: &RawQuery) -> Result<(), ApiError> {
+pub(crate) fn no_query(q: &RawQuery) -> Result<(), ApiError> {
     match q.0.as_deref() {
         None | Some("") => Ok(()),
         Some(_) => Err(ApiError::bad_request(
@@ -165,14 +194,38 @@ async fn readyz(State(s): State<AppState>) -> Response {
 }
 
 impl AppState {
-    /// A state over `client`.
+    /// A state over `client`, with no dashboard and no timelines. Starts the event poller of
+    /// the live views on the current tokio runtime (see [`Live::start`]); it stops when the last
+    /// clone of this state is dropped.
     pub fn new(client: Client, clock: Arc<dyn Clock>, allow: Arc<HttpAllow>) -> Self {
         AppState {
             defaults_cache: Arc::default(),
+            live: Live::start(client.clone(), &*clock),
             client,
             clock,
             allow,
+            dashboard: None,
+            timelines: None,
+            shutdown: CancellationToken::new(),
         }
+    }
+
+    /// Serve the dashboard's static export from `dir` at `/`.
+    pub fn with_dashboard(mut self, dir: PathBuf) -> Self {
+        self.dashboard = Some(Arc::new(dir));
+        self
+    }
+
+    /// Serve the simulation timelines of `dir` under `/api/v1/timelines`.
+    pub fn with_timelines(mut self, dir: PathBuf) -> Self {
+        self.timelines = Some(Arc::new(dir));
+        self
+    }
+
+    /// End the open event streams when `token` is cancelled.
+    pub fn with_shutdown(mut self, token: CancellationToken) -> Self {
+        self.shutdown = token;
+        self
     }
 
     /// The default task options of `queue` (cached for [`DEFAULTS_CACHE_MS`]).
@@ -454,6 +507,7 @@ fn tenant_json(t: &orq::TenantStats) -> serde_json::Value {
         "served": t.served,
         "share": t.share,
         "completed_per_s": t.completed_per_s,
+        "held": t.held,
     })
 }
 
@@ -470,7 +524,7 @@ fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
 }
 
 /// The queue name of a `/queues/{queue}/...` path, validated.
-fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     let queue = path
         .map(|Path(q)| q)
         .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;

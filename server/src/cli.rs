@@ -9,6 +9,7 @@ use orq::{
     WorkerConfig,
 };
 use orq_sim::{MemoryStore, WallClock};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -28,10 +29,10 @@ pub struct Cli {
 /// The roles `orq` can run.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the HTTP API, the scheduler and a worker pool in one process (embedded in-memory store
-    /// unless --redis is given).
+    /// Run the HTTP API and dashboard, the scheduler and a worker pool in one process (embedded
+    /// in-memory store unless --redis is given).
     Serve(ServeArgs),
-    /// Run only the HTTP API.
+    /// Run only the HTTP API (and the dashboard at /).
     Api(ApiArgs),
     /// Run only a worker pool (built-in handlers: echo, sleep, fail, http).
     Worker(WorkerArgs),
@@ -78,6 +79,25 @@ pub struct HttpArgs {
     pub http_allow: Vec<String>,
 }
 
+/// What the HTTP server serves besides the API.
+#[derive(Debug, Args, Clone)]
+pub struct WebArgs {
+    /// Directory of the dashboard's static export (Next.js `out/`), served at `/`. When it holds
+    /// no index.html, `/` answers a page that says how to build it; the API works either way.
+    #[arg(
+        long,
+        env = "ORQ_DASHBOARD",
+        value_name = "DIR",
+        default_value = crate::dashboard::DIR_DEFAULT
+    )]
+    pub dashboard: PathBuf,
+    /// Directory of simulation timelines (`orq-sim run --timeline FILE`): its .jsonl and .json
+    /// files are listed at /api/v1/timelines for the dashboard's replay view. Without it those
+    /// routes answer 404.
+    #[arg(long, env = "ORQ_TIMELINES", value_name = "DIR")]
+    pub timelines: Option<PathBuf>,
+}
+
 /// Worker options.
 #[derive(Debug, Args, Clone)]
 pub struct PoolArgs {
@@ -97,6 +117,13 @@ pub struct ServeArgs {
     #[command(flatten)]
     listen: ListenArgs,
     #[command(flatten)]
+    web: WebArgs,
+    /// Do not build the dashboard at startup. Without this flag, when the --dashboard directory
+    /// holds no index.html, its parent holds the dashboard's sources (package.json) and npm is
+    /// on PATH, orq runs `npm ci` (when node_modules is missing) and `npm run build` there first.
+    #[arg(long = "no-dashboard-build")]
+    no_dashboard_build: bool,
+    #[command(flatten)]
     pool: PoolArgs,
     #[command(flatten)]
     http: HttpArgs,
@@ -109,6 +136,8 @@ pub struct ApiArgs {
     store: StoreArgs,
     #[command(flatten)]
     listen: ListenArgs,
+    #[command(flatten)]
+    web: WebArgs,
     #[command(flatten)]
     http: HttpArgs,
 }
@@ -221,23 +250,48 @@ fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> 
     Ok(c)
 }
 
+/// Check the directories of `web` before anything starts.
+fn check_web(web: &WebArgs) -> Result<(), String> {
+    if let Some(dir) = &web.timelines {
+        if !dir.is_dir() {
+            return Err(format!("--timelines: {} is not a directory", dir.display()));
+        }
+    }
+    Ok(())
+}
+
 async fn serve_http(
     rt: &Runtime,
     listen: &ListenArgs,
+    web: &WebArgs,
     http: &HttpArgs,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let state = AppState::new(
+    let mut state = AppState::new(
         orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
         rt.clock.clone(),
         Arc::new(HttpAllow(http.http_allow.clone())),
-    );
+    )
+    .with_dashboard(web.dashboard.clone())
+    .with_shutdown(shutdown.clone());
+    if let Some(dir) = &web.timelines {
+        state = state.with_timelines(dir.clone());
+    }
     let listener = tokio::net::TcpListener::bind(&listen.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", listen.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(%addr, "API listening on http://{addr}/api/v1");
     println!("orq API listening on http://{addr}/api/v1");
+    if crate::dashboard::is_built(&web.dashboard) {
+        tracing::info!(dir = %web.dashboard.display(), "dashboard at http://{addr}/");
+        println!("orq dashboard at http://{addr}/");
+    } else {
+        tracing::warn!(
+            dir = %web.dashboard.display(),
+            "the dashboard is not built (no index.html); http://{addr}/ says how to build it"
+        );
+    }
     axum::serve(listener, app(state))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
@@ -277,23 +331,35 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     if let Some(h) = allow {
         HttpAllow(h.http_allow.clone()).validate()?;
     }
+    match &cli.command {
+        Command::Serve(a) => check_web(&a.web)?,
+        Command::Api(a) => check_web(&a.web)?,
+        Command::Worker(_) | Command::Scheduler(_) => {}
+    }
     let shutdown = shutdown_signal();
     match cli.command {
         Command::Serve(a) => {
+            if !a.no_dashboard_build {
+                let npm = crate::dashboard::find_on_path("npm");
+                tokio::select! {
+                    _ = crate::dashboard::ensure_built(&a.web.dashboard, npm.as_deref()) => {}
+                    _ = shutdown.cancelled() => return Ok(()),
+                }
+            }
             let rt = open_store(&a.store, "serve", true).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
             let scheduler = make_scheduler(&rt);
             let (s1, s2) = (shutdown.clone(), shutdown.clone());
             let w = tokio::spawn(async move { worker.run(s1).await });
             let s = tokio::spawn(async move { scheduler.run(s2).await });
-            let r = serve_http(&rt, &a.listen, &a.http, shutdown.clone()).await;
+            let r = serve_http(&rt, &a.listen, &a.web, &a.http, shutdown.clone()).await;
             shutdown.cancel();
             let _ = tokio::join!(w, s);
             r
         }
         Command::Api(a) => {
             let rt = open_store(&a.store, "api", false).await?;
-            serve_http(&rt, &a.listen, &a.http, shutdown).await
+            serve_http(&rt, &a.listen, &a.web, &a.http, shutdown).await
         }
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;

@@ -154,7 +154,7 @@ async fn serve_without_redis_runs_on_the_embedded_store() {
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_orq"))
-        .args(["serve", "--listen", &listen])
+        .args(["serve", "--listen", &listen, "--no-dashboard-build"])
         .env("ORQ_LOG", "warn")
         .env_remove("ORQ_REDIS_URL")
         .stdout(Stdio::piped())

@@ -576,7 +576,7 @@ const CASES: &[Case] = &[
         argv: "w1 2 0f 0 10 0",
         reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome ""]]] -1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 served=1 n:leased=1
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
@@ -795,7 +795,7 @@ const CASES: &[Case] = &[
         argv: "10",
         reply: r#"[{now} 1 {t+60000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=1}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=1 from=retrying}
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:scheduled" zset B={t+60000}
             "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1

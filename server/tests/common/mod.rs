@@ -32,6 +32,15 @@ impl TestApp {
     /// A router over a fresh Redis; with `workers`, a pool (concurrency 4) and a scheduler run
     /// in the background until the fixture is dropped. `allow` is the http allow-list.
     pub async fn start(workers: bool, allow: Vec<String>) -> TestApp {
+        Self::start_with(workers, allow, |s| s).await
+    }
+
+    /// As [`TestApp::start`], with the state passed through `configure` (dashboard, timelines).
+    pub async fn start_with(
+        workers: bool,
+        allow: Vec<String>,
+        configure: impl FnOnce(AppState) -> AppState,
+    ) -> TestApp {
         let redis = RedisServer::start();
         let store: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url()).await.unwrap());
         let clock = Arc::new(SystemClock);
@@ -64,11 +73,11 @@ impl TestApp {
             tokio::spawn(async move { w.run(t1).await });
             tokio::spawn(async move { s.run(t2).await });
         }
-        let router = app(AppState::new(
+        let router = app(configure(AppState::new(
             client.clone(),
             clock,
             Arc::new(HttpAllow(allow)),
-        ));
+        )));
         TestApp {
             redis,
             router,

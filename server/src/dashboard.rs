@@ -1,0 +1,211 @@
+//! The dashboard: the Next.js static export (`dashboard/out`) served at `/`, with cache headers,
+//! a page that says how to build it when it is missing, and the npm build `orq serve` runs when
+//! the export is missing but its sources are there.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::{HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tower::ServiceExt;
+use tower_http::services::{ServeDir, ServeFile};
+
+/// The default dashboard directory: the repository's `dashboard/out`, next to this crate.
+pub const DIR_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboard/out");
+
+/// `Cache-Control` of `/_next/static/*`: Next.js puts a content hash in every such file name, so a
+/// file at one path never changes.
+pub const CACHE_IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// `Cache-Control` of everything else (HTML pages, unhashed assets, the 404 page): the browser
+/// revalidates each time (cheap: `ServeDir` answers `If-Modified-Since` with 304), so a rebuilt
+/// dashboard shows at the next load.
+pub const CACHE_REVALIDATE: &str = "no-cache";
+
+/// Longest one npm command of the dashboard build may run before it is killed.
+pub const NPM_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// Lines of npm's output logged when a build step fails (its tail says why).
+pub const NPM_LOG_LINES_MAX: usize = 30;
+
+/// The page answered when the dashboard directory holds no `index.html`.
+const MISSING_HTML: &str = "<!doctype html>
+<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orq: dashboard not built</title></head>
+<body style=\"font-family: sans-serif; max-width: 40em; margin: 3em auto\">
+<h1>orq: the dashboard is not built</h1>
+<p>The API is running at <a href=\"/api/v1/queues\"><code>/api/v1</code></a>; only the web
+dashboard is missing. Build it from the repository's root with</p>
+<pre>cd dashboard &amp;&amp; npm ci &amp;&amp; npm run build</pre>
+<p>and reload this page (<code>orq serve</code> does this by itself at startup when
+<code>npm</code> is on its PATH, unless it was started with <code>--no-dashboard-build</code>),
+or start orq with <code>--dashboard DIR</code> pointing at a built export.</p>
+</body></html>
+";
+
+/// True when `dir` holds a built dashboard (its `index.html`).
+pub fn is_built(dir: &Path) -> bool {
+    dir.join("index.html").is_file()
+}
+
+/// Answer a request outside `/api` from the dashboard directory `dir` (`None`: no dashboard).
+///
+/// Directories answer their `index.html` (the export uses trailing slashes: `/tasks/` is
+/// `tasks/index.html`; `/tasks` redirects there); a missing file answers the export's
+/// `404.html` with status 404; methods other than GET and HEAD answer 405. When `dir` has no
+/// `index.html`, `/` answers a page that says how to build the dashboard (and other paths the
+/// same page with 404). Every answer carries `Cache-Control` ([`CACHE_IMMUTABLE`] under
+/// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere).
+pub async fn serve(dir: Option<&Path>, req: Request) -> Response {
+    let immutable = req.uri().path().starts_with("/_next/static/");
+    let mut resp = match dir.filter(|d| is_built(d)) {
+        None => missing(&req),
+        Some(dir) => {
+            let files = ServeDir::new(dir)
+                .append_index_html_on_directories(true)
+                .not_found_service(ServeFile::new(dir.join("404.html")));
+            match files.oneshot(req).await {
+                Ok(r) => r.map(Body::new),
+                Err(never) => match never {},
+            }
+        }
+    };
+    // A 304 carries the header too: it replaces the one the browser stored with the file.
+    let cache =
+        if immutable && (resp.status().is_success() || resp.status() == StatusCode::NOT_MODIFIED) {
+            CACHE_IMMUTABLE
+        } else {
+            CACHE_REVALIDATE
+        };
+    resp.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static(cache));
+    resp
+}
+
+/// The "not built" page: 200 at `/`, 404 elsewhere; 405 for methods that are not GET or HEAD.
+fn missing(req: &Request) -> Response {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return StatusCode::METHOD_NOT_ALLOWED.into_response();
+    }
+    let status = if req.uri().path() == "/" {
+        StatusCode::OK
+    } else {
+        StatusCode::NOT_FOUND
+    };
+    (
+        status,
+        [(CONTENT_TYPE, "text/html; charset=utf-8")],
+        MISSING_HTML,
+    )
+        .into_response()
+}
+
+/// The first `program` found in the directories of `PATH`, if any.
+pub fn find_on_path(program: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// What [`ensure_built`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildOutcome {
+    /// `dir` already held a built dashboard; nothing was run.
+    AlreadyBuilt,
+    /// `dir`'s parent has no `package.json`: there are no sources to build from.
+    NoSources,
+    /// The dashboard sources are there but no `npm` was given (none on `PATH`).
+    NoNpm,
+    /// npm ran (`npm ci` first when `node_modules` was missing, then `npm run build`) and `dir`
+    /// now holds `index.html`.
+    Built,
+    /// A build step failed, timed out or did not produce `dir/index.html`; the message says
+    /// which (npm's output tail is logged).
+    Failed(String),
+}
+
+/// Build the dashboard when `dir` (an export directory, e.g. `dashboard/out`) is missing and its
+/// parent holds the sources (`package.json`): `npm ci` when `node_modules` is missing, then
+/// `npm run build`, each in the parent directory, bounded by [`NPM_TIMEOUT`]. Logs each step with
+/// `tracing`. The npm child is killed when the returned future is dropped (orq stopped meanwhile).
+pub async fn ensure_built(dir: &Path, npm: Option<&Path>) -> BuildOutcome {
+    if is_built(dir) {
+        return BuildOutcome::AlreadyBuilt;
+    }
+    let Some(project) = dir.parent().filter(|p| p.join("package.json").is_file()) else {
+        tracing::info!(dir = %dir.display(), "no built dashboard and no dashboard sources next to it; / will say how to build it");
+        return BuildOutcome::NoSources;
+    };
+    let Some(npm) = npm else {
+        tracing::warn!(dir = %dir.display(), "the dashboard is not built and npm is not on PATH; / will say how to build it");
+        return BuildOutcome::NoNpm;
+    };
+    if !project.join("node_modules").is_dir() {
+        if let Err(e) = run_npm(npm, project, &["ci", "--no-audit", "--no-fund"]).await {
+            return BuildOutcome::Failed(e);
+        }
+    }
+    if let Err(e) = run_npm(npm, project, &["run", "build"]).await {
+        return BuildOutcome::Failed(e);
+    }
+    if is_built(dir) {
+        tracing::info!(dir = %dir.display(), "dashboard built");
+        BuildOutcome::Built
+    } else {
+        let e = format!(
+            "npm run build succeeded but {} has no index.html",
+            dir.display()
+        );
+        tracing::warn!("{e}");
+        BuildOutcome::Failed(e)
+    }
+}
+
+/// Run `npm <args>` in `project`; its output is captured and its tail logged when it fails.
+async fn run_npm(npm: &Path, project: &Path, args: &[&str]) -> Result<(), String> {
+    let what = format!("npm {}", args.join(" "));
+    tracing::info!(dir = %project.display(), "building the dashboard: {what} (this can take a minute)");
+    let child = tokio::process::Command::new(npm)
+        .args(args)
+        .current_dir(project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| {
+            let e = format!("{what}: cannot start {}: {e}", npm.display());
+            tracing::warn!("{e}");
+            e
+        })?;
+    let out = match tokio::time::timeout(NPM_TIMEOUT, child.wait_with_output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => {
+            let e = format!("{what}: {e}");
+            tracing::warn!("{e}");
+            return Err(e);
+        }
+        Err(_) => {
+            let e = format!("{what}: still running after {NPM_TIMEOUT:?}; killed");
+            tracing::warn!("{e}");
+            return Err(e);
+        }
+    };
+    if out.status.success() {
+        tracing::info!("{what}: done");
+        return Ok(());
+    }
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(NPM_LOG_LINES_MAX)..].join("\n");
+    let e = format!("{what}: {}", out.status);
+    tracing::warn!(output = %tail, "{e}");
+    Err(e)
+}

@@ -1,0 +1,906 @@
+//! Live views for the dashboard, fed by the queues' event streams (`orq:{q}:events`):
+//! `GET /api/v1/events` (Server-Sent Events), `GET /api/v1/queues/{queue}/metrics` (throughput
+//! and latency over the last hour) and `GET /api/v1/queues/{queue}/workers`.
+//!
+//! One poller per [`AppState`] (not one per client) reads every known queue's stream every
+//! [`POLL_MS`] for the entries after the last one it saw, folds them into per-queue metrics and
+//! broadcasts them to the SSE clients, each of which filters by its own `?queue=`. The poller
+//! stops when the last clone of its state is dropped.
+
+use crate::api::{check_name, no_query, query, queue_path, AppState};
+use crate::error::ApiError;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::Stream;
+use orq::client::{QueueEvent, EVENTS_PAGE_MAX};
+use orq::{Client, Clock};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// How often the poller reads each queue's event stream (ms).
+pub const POLL_MS: u64 = 250;
+/// Most pages of [`EVENTS_PAGE_MAX`] entries the poller reads from one queue per poll, so one
+/// busy queue cannot starve the others; a queue that writes more than
+/// `POLL_PAGES_MAX × EVENTS_PAGE_MAX / POLL_MS` events/s for longer than its stream holds
+/// (10,000 entries) loses entries to the stream's trimming before the poller reads them.
+pub const POLL_PAGES_MAX: usize = 10;
+/// Most queues the poller follows (the first by name).
+pub const QUEUES_MAX: usize = 1000;
+/// Events the broadcast channel buffers for the slowest SSE client before it lags.
+pub const BROADCAST_CAPACITY: usize = 4096;
+/// Most SSE clients connected at once; beyond, `GET /events` answers 503.
+pub const SSE_CLIENTS_MAX: usize = 256;
+/// Interval of the SSE keep-alive comment (s).
+pub const KEEP_ALIVE_S: u64 = 15;
+/// Most entries resent after a `Last-Event-ID`.
+pub const RESEND_MAX: usize = 1000;
+/// Width of one metrics bucket (ms).
+pub const BUCKET_MS: i64 = 10_000;
+/// Buckets kept per queue: one hour.
+pub const BUCKETS: usize = 360;
+/// Most latency values kept per bucket and measure; beyond, a uniform reservoir sample of this
+/// size stands for them (the maximum and the count stay exact).
+pub const SAMPLE_MAX: usize = 4096;
+/// Most ids of tasks seen `scheduled` remembered per queue (see [`QueueMetrics`]: `submitted`).
+pub const SCHEDULED_TRACK_MAX: usize = 20_000;
+
+/// One stream entry as the poller broadcasts it, with its SSE `data` already serialised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveEvent {
+    /// The queue whose stream holds the entry.
+    pub queue: String,
+    /// The entry's stream id, `<ms>-<seq>`.
+    pub stream_id: String,
+    /// The SSE event name: `task` for task transitions, `queue` for `paused`, `resumed`,
+    /// `configured` and `tenant_configured`.
+    pub class: &'static str,
+    /// The SSE `data`: `{"queue": "q", "stream_id": "1700000000000-0", "kind": "leased",
+    /// "ts": 1700000000000, "task_id": "01K..", "tenant": "t", "attempt": 1,
+    /// "fields": {"w": "w1", "epoch": "1", "wait_ms": "12"}}`; `ts` is the store's clock in ms
+    /// since the Unix epoch; `task_id` and `tenant` are null when the entry has none (queue
+    /// settings events); `fields` are the kind-specific pairs, values as strings.
+    pub data: String,
+}
+
+impl LiveEvent {
+    /// The live form of `e`, an entry of `queue`'s stream.
+    pub fn new(queue: &str, e: &QueueEvent) -> Self {
+        let class = match e.kind.as_str() {
+            "paused" | "resumed" | "configured" | "tenant_configured" => "queue",
+            _ => "task",
+        };
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        let data = json!({
+            "queue": queue,
+            "stream_id": e.stream_id,
+            "kind": e.kind,
+            "ts": e.ts_ms,
+            "task_id": opt(&e.task_id),
+            "tenant": opt(&e.tenant),
+            "attempt": e.attempt,
+            "fields": e.fields,
+        })
+        .to_string();
+        LiveEvent {
+            queue: queue.to_string(),
+            stream_id: e.stream_id.clone(),
+            class,
+            data,
+        }
+    }
+}
+
+/// A Redis stream id `<ms>-<seq>` as a pair, for ordering; `None` when malformed.
+pub fn parse_stream_id(s: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = s.split_once('-')?;
+    let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
+    if !digits(ms) || !digits(seq) {
+        return None;
+    }
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The shared half of the live views: the broadcast channel, the metrics and the SSE client
+/// slots. Cheap to clone.
+#[derive(Clone)]
+pub struct Live {
+    inner: Arc<LiveInner>,
+}
+
+struct LiveInner {
+    tx: broadcast::Sender<Arc<LiveEvent>>,
+    metrics: Mutex<BTreeMap<String, QueueMetrics>>,
+    clients: Arc<Semaphore>,
+}
+
+impl Live {
+    /// Live views with no poller (tests feed them with [`Live::record`]).
+    pub fn idle() -> Self {
+        Self::with_capacity(BROADCAST_CAPACITY)
+    }
+
+    /// Live views whose broadcast channel buffers `capacity` events.
+    pub fn with_capacity(capacity: usize) -> Self {
+        let (tx, _) = broadcast::channel(capacity);
+        Live {
+            inner: Arc::new(LiveInner {
+                tx,
+                metrics: Mutex::default(),
+                clients: Arc::new(Semaphore::new(SSE_CLIENTS_MAX)),
+            }),
+        }
+    }
+
+    /// Live views with a poller over `client`, spawned on the current tokio runtime (none when
+    /// there is no runtime). Metrics start now and cover what the streams still hold; entries
+    /// older than now by `clock` (compared with their store time) feed the metrics only, the
+    /// newer ones are broadcast too.
+    pub fn start(client: Client, clock: &dyn Clock) -> Self {
+        let live = Self::idle();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let weak = Arc::downgrade(&live.inner);
+            let since_ms = clock.now_ms() as i64;
+            tokio::spawn(poll(client, weak, since_ms));
+        }
+        live
+    }
+
+    /// A receiver of every event broadcast from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<LiveEvent>> {
+        self.inner.tx.subscribe()
+    }
+
+    /// Fold `events` (entries of `queue`'s stream, oldest first) into the queue's metrics and
+    /// send those of store time `broadcast_from_ms` or later to the SSE clients.
+    pub fn record(&self, queue: &str, events: &[QueueEvent], broadcast_from_ms: i64) {
+        {
+            let mut metrics = self.inner.metrics.lock().unwrap();
+            let m = metrics.entry(queue.to_string()).or_default();
+            for e in events {
+                m.add(e);
+            }
+        }
+        for e in events.iter().filter(|e| e.ts_ms >= broadcast_from_ms) {
+            // An error means no client is listening: nothing to do.
+            let _ = self.inner.tx.send(Arc::new(LiveEvent::new(queue, e)));
+        }
+    }
+
+    /// The metrics of `queue` for the [`BUCKETS`] buckets ending with the one holding `now_ms`.
+    pub fn metrics(&self, queue: &str, now_ms: i64) -> Vec<BucketSummary> {
+        let metrics = self.inner.metrics.lock().unwrap();
+        match metrics.get(queue) {
+            Some(m) => m.summary(now_ms),
+            None => QueueMetrics::default().summary(now_ms),
+        }
+    }
+
+    /// An SSE client slot, or `None` when [`SSE_CLIENTS_MAX`] clients are connected.
+    pub fn client_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.inner.clients.clone().try_acquire_owned().ok()
+    }
+}
+
+/// The poller: every [`POLL_MS`], read each known queue's new stream entries and record them,
+/// broadcasting those of store time `since_ms` or later. Ends when the [`Live`] it feeds is
+/// dropped.
+async fn poll(client: Client, live: Weak<LiveInner>, since_ms: i64) {
+    // The last stream id read, per queue (absent: read from the oldest entry held).
+    let mut cursors: BTreeMap<String, String> = BTreeMap::new();
+    let mut failing = false;
+    let mut tick = tokio::time::interval(Duration::from_millis(POLL_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(inner) = live.upgrade() else {
+            return;
+        };
+        let live = Live { inner };
+        match poll_once(&client, &live, &mut cursors, since_ms).await {
+            Ok(()) if failing => {
+                tracing::info!("event poller: the store answers again");
+                failing = false;
+            }
+            Ok(()) => {}
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "event poller: cannot read the event streams; retrying");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+async fn poll_once(
+    client: &Client,
+    live: &Live,
+    cursors: &mut BTreeMap<String, String>,
+    since_ms: i64,
+) -> orq::Result<()> {
+    let queues = client.queues().await?;
+    for queue in queues.iter().take(QUEUES_MAX) {
+        for _ in 0..POLL_PAGES_MAX {
+            let after = cursors.get(queue).map(String::as_str);
+            let page = client.events(queue, after, EVENTS_PAGE_MAX).await?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            cursors.insert(queue.clone(), last.stream_id.clone());
+            live.record(queue, &page, since_ms);
+            if page.len() < EVENTS_PAGE_MAX {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Latency quantiles of one bucket (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Quantiles {
+    /// Median (nearest rank).
+    pub p50: u64,
+    /// 99th percentile (nearest rank).
+    pub p99: u64,
+    /// Largest value (exact).
+    pub max: u64,
+    /// Values observed (exact; the quantiles come from at most [`SAMPLE_MAX`] of them).
+    pub count: u64,
+}
+
+/// Latency values of one bucket: a bounded uniform sample (reservoir), summarised for good once
+/// the bucket is closed.
+#[derive(Debug, Clone, Default)]
+struct Latency {
+    sample: Vec<u64>,
+    seen: u64,
+    max: u64,
+    rng: u64,
+    closed: Option<Option<Quantiles>>,
+}
+
+impl Latency {
+    fn add(&mut self, v: u64, seed: u64) {
+        if self.closed.is_some() {
+            return; // a late value for a summarised bucket: counted nowhere (rare; see Bucket)
+        }
+        self.seen += 1;
+        self.max = self.max.max(v);
+        if self.sample.len() < SAMPLE_MAX {
+            self.sample.push(v);
+            return;
+        }
+        // Algorithm R: the n-th value replaces a random slot with probability SAMPLE_MAX / n.
+        if self.rng == 0 {
+            self.rng = seed | 1;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let j = self.rng % self.seen;
+        if (j as usize) < SAMPLE_MAX {
+            self.sample[j as usize] = v;
+        }
+    }
+
+    fn quantiles(&self) -> Option<Quantiles> {
+        if let Some(q) = self.closed {
+            return q;
+        }
+        if self.sample.is_empty() {
+            return None;
+        }
+        let mut s = self.sample.clone();
+        s.sort_unstable();
+        let rank = |p: f64| s[((p * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        Some(Quantiles {
+            p50: rank(0.50),
+            p99: rank(0.99),
+            max: self.max,
+            count: self.seen,
+        })
+    }
+
+    fn close(&mut self) {
+        if self.closed.is_none() {
+            self.closed = Some(self.quantiles());
+            self.sample = Vec::new();
+        }
+    }
+}
+
+/// One [`BUCKET_MS`] bucket of a queue's metrics.
+#[derive(Debug, Clone, Default)]
+struct Bucket {
+    t_ms: i64,
+    completed: u64,
+    failed: u64,
+    dead: u64,
+    submitted: u64,
+    wait: Latency,
+    run: Latency,
+}
+
+/// One bucket as `GET /queues/{queue}/metrics` answers it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BucketSummary {
+    /// Start of the bucket (store clock, ms since the Unix epoch; a multiple of [`BUCKET_MS`]).
+    pub t_ms: i64,
+    /// `completed` events.
+    pub completed: u64,
+    /// Failed attempts: `retrying` and `dead` events.
+    pub failed: u64,
+    /// `dead` events.
+    pub dead: u64,
+    /// Tasks submitted: `scheduled` events, and `queued` events of attempt 0 that are not the
+    /// promotion of a task seen `scheduled`.
+    pub submitted: u64,
+    /// Time tasks leased in this bucket waited in their ready set (`wait_ms` of `leased`), ms;
+    /// null when none.
+    pub wait_ms: Option<Quantiles>,
+    /// Time from lease to completion of tasks completed in this bucket (`run_ms` of
+    /// `completed`), ms; null when none.
+    pub run_ms: Option<Quantiles>,
+}
+
+/// A queue's metrics over the last hour: [`BUCKETS`] buckets of [`BUCKET_MS`], by the time of
+/// each event (the store's clock). A bucket's latency sample is summarised once a bucket two
+/// steps newer has begun; a late value for a summarised bucket still counts in its totals.
+#[derive(Debug, Default)]
+pub struct QueueMetrics {
+    /// Oldest first, each `t_ms` a distinct multiple of [`BUCKET_MS`].
+    buckets: VecDeque<Bucket>,
+    /// Tasks seen `scheduled` and not yet promoted (their promotion's `queued` event, attempt 0
+    /// too, is not a submit), oldest first; at most [`SCHEDULED_TRACK_MAX`], beyond which the
+    /// oldest are forgotten (their promotion then counts as a submit).
+    scheduled: HashSet<String>,
+    scheduled_order: VecDeque<String>,
+}
+
+fn field_ms(e: &QueueEvent, name: &str) -> Option<u64> {
+    e.fields.get(name).and_then(|v| v.parse::<u64>().ok())
+}
+
+impl QueueMetrics {
+    /// Count one stream entry.
+    pub fn add(&mut self, e: &QueueEvent) {
+        let submitted = match e.kind.as_str() {
+            "scheduled" => {
+                if self.scheduled.insert(e.task_id.clone()) {
+                    self.scheduled_order.push_back(e.task_id.clone());
+                    while self.scheduled_order.len() > SCHEDULED_TRACK_MAX {
+                        if let Some(old) = self.scheduled_order.pop_front() {
+                            self.scheduled.remove(&old);
+                        }
+                    }
+                }
+                true
+            }
+            "queued" if e.attempt == 0 => {
+                // A promotion out of the scheduled set, or (when the stream says) a re-queue.
+                let promoted = self.scheduled.remove(&e.task_id) || e.fields.contains_key("from");
+                !promoted
+            }
+            _ => false,
+        };
+        let Some(b) = self.bucket(e.ts_ms) else {
+            return;
+        };
+        let seed = e.ts_ms as u64;
+        match e.kind.as_str() {
+            "completed" => {
+                b.completed += 1;
+                if let Some(v) = field_ms(e, "run_ms") {
+                    b.run.add(v, seed);
+                }
+            }
+            "retrying" => b.failed += 1,
+            "dead" => {
+                b.failed += 1;
+                b.dead += 1;
+            }
+            "leased" => {
+                if let Some(v) = field_ms(e, "wait_ms") {
+                    b.wait.add(v, seed);
+                }
+            }
+            _ => {}
+        }
+        if submitted {
+            b.submitted += 1;
+        }
+    }
+
+    /// The bucket holding `ts_ms`, created when missing; `None` when older than the window.
+    fn bucket(&mut self, ts_ms: i64) -> Option<&mut Bucket> {
+        let t = ts_ms - ts_ms.rem_euclid(BUCKET_MS);
+        let newest = self.buckets.back().map(|b| b.t_ms);
+        if newest.is_none_or(|n| t > n) {
+            self.buckets.push_back(Bucket {
+                t_ms: t,
+                ..Bucket::default()
+            });
+            let oldest_kept = t - (BUCKETS as i64 - 1) * BUCKET_MS;
+            while self.buckets.front().is_some_and(|b| b.t_ms < oldest_kept) {
+                self.buckets.pop_front();
+            }
+            for b in self.buckets.iter_mut() {
+                if b.t_ms < t - BUCKET_MS {
+                    b.wait.close();
+                    b.run.close();
+                }
+            }
+            debug_assert!(self.buckets.len() <= BUCKETS);
+            return self.buckets.back_mut();
+        }
+        let newest = newest.expect("checked above");
+        if t <= newest - BUCKETS as i64 * BUCKET_MS {
+            return None;
+        }
+        let i = match self.buckets.binary_search_by_key(&t, |b| b.t_ms) {
+            Ok(i) => i,
+            Err(i) => {
+                self.buckets.insert(
+                    i,
+                    Bucket {
+                        t_ms: t,
+                        ..Bucket::default()
+                    },
+                );
+                i
+            }
+        };
+        self.buckets.get_mut(i)
+    }
+
+    /// The [`BUCKETS`] buckets ending with the one holding `now_ms`, oldest first, zeros where
+    /// nothing happened.
+    pub fn summary(&self, now_ms: i64) -> Vec<BucketSummary> {
+        let last = now_ms - now_ms.rem_euclid(BUCKET_MS);
+        let first = last - (BUCKETS as i64 - 1) * BUCKET_MS;
+        (0..BUCKETS as i64)
+            .map(|i| {
+                let t = first + i * BUCKET_MS;
+                match self.buckets.binary_search_by_key(&t, |b| b.t_ms) {
+                    Ok(j) => {
+                        let b = &self.buckets[j];
+                        BucketSummary {
+                            t_ms: t,
+                            completed: b.completed,
+                            failed: b.failed,
+                            dead: b.dead,
+                            submitted: b.submitted,
+                            wait_ms: b.wait.quantiles(),
+                            run_ms: b.run.quantiles(),
+                        }
+                    }
+                    Err(_) => BucketSummary {
+                        t_ms: t,
+                        completed: 0,
+                        failed: 0,
+                        dead: 0,
+                        submitted: 0,
+                        wait_ms: None,
+                        run_ms: None,
+                    },
+                }
+            })
+            .collect()
+    }
+}
+
+/// What an SSE stream sends: an entry, or a note that entries were missed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// One stream entry.
+    Entry(Arc<LiveEvent>),
+    /// The client fell behind: `skipped` entries were dropped for it (`None`: unknown, the
+    /// resend after `Last-Event-ID` hit [`RESEND_MAX`]).
+    Lagged(Option<u64>),
+}
+
+impl Message {
+    /// The SSE event: `id: <queue>/<stream-id>`, `event: task|queue`, `data: <LiveEvent data>`;
+    /// or `event: lagged`, `data: {"skipped": n|null}`.
+    pub fn to_event(&self) -> Event {
+        match self {
+            Message::Entry(e) => Event::default()
+                .id(format!("{}/{}", e.queue, e.stream_id))
+                .event(e.class)
+                .data(&e.data),
+            Message::Lagged(n) => Event::default()
+                .event("lagged")
+                .data(json!({ "skipped": n }).to_string()),
+        }
+    }
+}
+
+/// The messages of one SSE client: `resent` first (entries of `resent_queue` after its
+/// `Last-Event-ID`, then a `Lagged(None)` when the resend was cut at [`RESEND_MAX`]), then what
+/// `rx` receives for `queue` (every queue when `None`), skipping entries already resent. Ends
+/// when `shutdown` is cancelled or the poller is gone. Holds `slot` while it lives.
+pub fn messages(
+    resent: Vec<Arc<LiveEvent>>,
+    rx: broadcast::Receiver<Arc<LiveEvent>>,
+    queue: Option<String>,
+    shutdown: CancellationToken,
+    slot: Option<OwnedSemaphorePermit>,
+) -> impl Stream<Item = Message> + Send + 'static {
+    struct St {
+        pending: VecDeque<Message>,
+        rx: broadcast::Receiver<Arc<LiveEvent>>,
+        queue: Option<String>,
+        /// The last entry resent: (queue, stream id). Broadcast entries up to it are skipped.
+        resent_upto: Option<(String, (u64, u64))>,
+        shutdown: CancellationToken,
+        _slot: Option<OwnedSemaphorePermit>,
+    }
+    let resent_upto = resent
+        .last()
+        .and_then(|e| parse_stream_id(&e.stream_id).map(|id| (e.queue.clone(), id)));
+    let mut pending: VecDeque<Message> = VecDeque::with_capacity(resent.len() + 1);
+    let full = resent.len() >= RESEND_MAX;
+    pending.extend(resent.into_iter().map(Message::Entry));
+    if full {
+        pending.push_back(Message::Lagged(None));
+    }
+    let st = St {
+        pending,
+        rx,
+        queue,
+        resent_upto,
+        shutdown,
+        _slot: slot,
+    };
+    futures_util::stream::unfold(st, |mut st| async move {
+        if let Some(m) = st.pending.pop_front() {
+            return Some((m, st));
+        }
+        loop {
+            let got = tokio::select! {
+                _ = st.shutdown.cancelled() => return None,
+                got = st.rx.recv() => got,
+            };
+            match got {
+                Ok(e) => {
+                    if st.queue.as_ref().is_some_and(|q| *q != e.queue) {
+                        continue;
+                    }
+                    if let Some((q, upto)) = &st.resent_upto {
+                        if *q == e.queue
+                            && parse_stream_id(&e.stream_id).is_some_and(|id| id <= *upto)
+                        {
+                            continue;
+                        }
+                    }
+                    return Some((Message::Entry(e), st));
+                }
+                Err(RecvError::Lagged(n)) => return Some((Message::Lagged(Some(n)), st)),
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    })
+}
+
+/// Query of `GET /events`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsParams {
+    queue: Option<String>,
+}
+
+/// `Last-Event-ID: <queue>/<stream-id>`, validated.
+fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiError> {
+    let Some(v) = headers.get("last-event-id") else {
+        return Ok(None);
+    };
+    let bad = || ApiError::bad_request("Last-Event-ID: must be <queue>/<ms>-<seq>");
+    let v = v.to_str().map_err(|_| bad())?.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let (queue, id) = v.split_once('/').ok_or_else(bad)?;
+    if !orq::keys::is_valid_name(queue) || parse_stream_id(id).is_none() {
+        return Err(bad());
+    }
+    Ok(Some((queue.to_string(), id.to_string())))
+}
+
+/// `GET /api/v1/events?queue=` → `text/event-stream` of the queues' transitions as they happen
+/// (within about [`POLL_MS`]): `id: <queue>/<stream-id>`, `event: task` (a task's transition) or
+/// `event: queue` (`paused`, `resumed`, `configured`, `tenant_configured`), `data:` the JSON of
+/// [`LiveEvent::data`]. Without `queue`, every queue. A keep-alive comment every
+/// [`KEEP_ALIVE_S`] s. `Last-Event-ID: <queue>/<stream-id>` first resends that queue's entries
+/// after it (at most [`RESEND_MAX`]; then an `event: lagged` says more may be missing). A client
+/// too slow for the broadcast buffer gets `event: lagged`, `data: {"skipped": n}` and goes on.
+/// Errors: 400 (bad `queue`, unknown parameter, malformed `Last-Event-ID`, or one naming another
+/// queue than `queue`), 503 `unavailable` beyond [`SSE_CLIENTS_MAX`] clients.
+pub async fn events(
+    State(s): State<AppState>,
+    headers: HeaderMap,
+    q: Result<Query<EventsParams>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let p = query(q)?;
+    if let Some(queue) = &p.queue {
+        check_name("queue", queue)?;
+    }
+    let last = last_event_id(&headers)?;
+    if let (Some(want), Some((lq, _))) = (&p.queue, &last) {
+        if want != lq {
+            return Err(ApiError::bad_request(format!(
+                "Last-Event-ID: names queue {lq} but this stream is of queue {want}"
+            )));
+        }
+    }
+    let slot = s.live.client_slot().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("too many event stream clients (at most {SSE_CLIENTS_MAX}); retry later"),
+        )
+    })?;
+    // Subscribe before reading the resend, so nothing falls between the two.
+    let rx = s.live.subscribe();
+    let resent = match &last {
+        Some((queue, after)) => s
+            .client
+            .events(queue, Some(after), RESEND_MAX)
+            .await?
+            .iter()
+            .map(|e| Arc::new(LiveEvent::new(queue, e)))
+            .collect(),
+        None => Vec::new(),
+    };
+    let stream = messages(resent, rx, p.queue, s.shutdown.clone(), Some(slot));
+    let stream = futures_util::StreamExt::map(stream, |m| Ok::<_, Infallible>(m.to_event()));
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_S)))
+        .into_response())
+}
+
+/// 404 unless `queue` has received a task.
+async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
+    if s.client.queues().await?.iter().any(|q| q == queue) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!("no queue named {queue}")))
+    }
+}
+
+/// `GET /api/v1/queues/{queue}/metrics` →
+/// `{"queue": "q", "bucket_ms": 10000, "buckets": [{"t_ms", "completed", "failed", "dead",
+/// "submitted", "wait_ms": {"p50", "p99", "max", "count"} | null, "run_ms": {...} | null}]}`:
+/// the last hour in [`BUCKETS`] buckets of [`BUCKET_MS`], oldest first, the last one the bucket
+/// of now (see [`BucketSummary`] for each field; latencies in ms). Computed in memory by this
+/// process's event poller: metrics start when the server starts and cover what the stream still
+/// held then (its last 10,000 entries), so they restart with the process, and each API process
+/// computes its own. Errors: 400 bad queue name or any query parameter; 404 unknown queue.
+pub async fn metrics(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> Result<Response, ApiError> {
+    no_query(&q)?;
+    let queue = queue_path(path)?;
+    known_queue(&s, &queue).await?;
+    let now = s.clock.now_ms() as i64;
+    let buckets = s.live.metrics(&queue, now);
+    Ok(Json(json!({"queue": queue, "bucket_ms": BUCKET_MS, "buckets": buckets})).into_response())
+}
+
+/// `GET /api/v1/queues/{queue}/workers` →
+/// `{"queue": "q", "now_ms": n, "leases_total": n, "workers": [{"id": "w1", "last_seen_ms": n,
+/// "idle_ms": n, "leases": [{"task_id", "type", "tenant", "leased_at_ms", "lease_exp_ms",
+/// "heartbeat_age_ms"}]}]}`: the workers the queue has seen in the last hour (by a lease or
+/// heartbeat call), most recently seen first, and the leases each holds now. Times are the
+/// store's clock in ms since the Unix epoch; `idle_ms` = `now_ms - last_seen_ms` and
+/// `heartbeat_age_ms` = ms since the lease's last heartbeat (or its start). At most 1000 workers
+/// and leases (`leases_total` counts every live lease). Errors: 400 bad queue name or any query
+/// parameter; 404 unknown queue.
+pub async fn workers(
+    State(s): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: RawQuery,
+) -> Result<Response, ApiError> {
+    no_query(&q)?;
+    let queue = queue_path(path)?;
+    known_queue(&s, &queue).await?;
+    let w = s.client.workers(&queue).await?;
+    let now = w.now_ms;
+    let workers: Vec<_> = w
+        .workers
+        .iter()
+        .map(|wi| {
+            let leases: Vec<_> = wi
+                .leases
+                .iter()
+                .map(|l| {
+                    json!({
+                        "task_id": l.task_id,
+                        "type": l.task_type,
+                        "tenant": l.tenant,
+                        "leased_at_ms": l.leased_at_ms,
+                        "lease_exp_ms": l.lease_exp_ms,
+                        "heartbeat_age_ms": (now - l.heartbeat_at_ms).max(0),
+                    })
+                })
+                .collect();
+            json!({
+                "id": wi.id,
+                "last_seen_ms": wi.last_seen_ms,
+                "idle_ms": (now - wi.last_seen_ms).max(0),
+                "leases": leases,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "queue": queue,
+        "now_ms": now,
+        "leases_total": w.leases_total,
+        "workers": workers,
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+
+    fn ev(kind: &str, ts_ms: i64, id: &str, attempt: u32, fields: &[(&str, &str)]) -> QueueEvent {
+        QueueEvent {
+            stream_id: format!("{ts_ms}-0"),
+            kind: kind.to_string(),
+            ts_ms,
+            task_id: id.to_string(),
+            tenant: "t".to_string(),
+            attempt,
+            fields: fields
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    // Goal: a client too slow for the broadcast buffer is told how many entries it missed and
+    // then goes on with the newest ones. Method: a channel of 2, five entries sent before the
+    // client reads.
+    #[tokio::test]
+    async fn lagging_client_gets_a_lagged_message_and_continues() {
+        let live = Live::with_capacity(2);
+        let rx = live.subscribe();
+        let events: Vec<_> = (1..=5).map(|i| ev("queued", i, "a", 0, &[])).collect();
+        live.record("q", &events, 0);
+        let stop = CancellationToken::new();
+        let mut s = Box::pin(messages(vec![], rx, None, stop.clone(), None));
+        assert_eq!(s.next().await, Some(Message::Lagged(Some(3))));
+        for want in ["4-0", "5-0"] {
+            match s.next().await {
+                Some(Message::Entry(e)) => assert_eq!(e.stream_id, want),
+                other => panic!("expected entry {want}, got {other:?}"),
+            }
+        }
+        stop.cancel();
+        assert_eq!(s.next().await, None, "the stream ends at shutdown");
+    }
+
+    // Goal: resent entries come first, broadcast copies of them are not sent twice, and other
+    // queues are filtered out.
+    #[tokio::test]
+    async fn resent_entries_are_not_repeated_and_other_queues_are_filtered() {
+        let live = Live::idle();
+        let rx = live.subscribe();
+        let resent = vec![Arc::new(LiveEvent::new(
+            "q",
+            &ev("queued", 10, "a", 0, &[]),
+        ))];
+        live.record("q", &[ev("queued", 10, "a", 0, &[])], 0);
+        live.record("other", &[ev("queued", 11, "b", 0, &[])], 0);
+        live.record("q", &[ev("leased", 12, "a", 1, &[("w", "w1")])], 0);
+        let stop = CancellationToken::new();
+        let s = messages(resent, rx, Some("q".into()), stop.clone(), None);
+        let got: Vec<_> = s.take(2).collect().await;
+        let ids: Vec<_> = got
+            .iter()
+            .map(|m| match m {
+                Message::Entry(e) => format!("{}/{}", e.queue, e.stream_id),
+                Message::Lagged(_) => "lagged".into(),
+            })
+            .collect();
+        assert_eq!(ids, ["q/10-0", "q/12-0"]);
+    }
+
+    // Goal: the metrics count each kind in the bucket of its time, take latencies from
+    // wait_ms / run_ms, do not count a delayed task's promotion as a second submit, and answer
+    // a dense hour of buckets.
+    #[test]
+    fn metrics_count_kinds_per_bucket_with_latency_quantiles() {
+        let mut m = QueueMetrics::default();
+        let t0 = 1_700_000_000_000; // a multiple of BUCKET_MS
+        m.add(&ev("queued", t0 + 1, "a", 0, &[]));
+        m.add(&ev("scheduled", t0 + 2, "b", 0, &[("run_at", "1")]));
+        m.add(&ev("queued", t0 + 3, "b", 0, &[])); // b's promotion: not a submit
+        for (i, wait) in [5u64, 1, 9, 3].iter().enumerate() {
+            let w = wait.to_string();
+            m.add(&ev("leased", t0 + 4 + i as i64, "a", 1, &[("wait_ms", &w)]));
+        }
+        m.add(&ev("completed", t0 + 10, "a", 1, &[("run_ms", "40")]));
+        m.add(&ev("retrying", t0 + BUCKET_MS, "b", 1, &[]));
+        m.add(&ev("dead", t0 + BUCKET_MS + 1, "b", 2, &[]));
+        let s = m.summary(t0 + BUCKET_MS + 5);
+        assert_eq!(s.len(), BUCKETS);
+        let (a, b) = (&s[BUCKETS - 2], &s[BUCKETS - 1]);
+        assert_eq!((a.t_ms, b.t_ms), (t0, t0 + BUCKET_MS));
+        assert_eq!((a.submitted, a.completed, a.failed, a.dead), (2, 1, 0, 0));
+        let w = a.wait_ms.expect("wait quantiles");
+        assert_eq!((w.p50, w.p99, w.max, w.count), (3, 9, 9, 4));
+        assert_eq!(a.run_ms.map(|r| r.max), Some(40));
+        assert_eq!((b.failed, b.dead, b.completed), (2, 1, 0));
+        assert_eq!(b.wait_ms, None);
+        assert!(s[..BUCKETS - 2]
+            .iter()
+            .all(|x| x.completed == 0 && x.wait_ms.is_none()));
+        // An hour later the old buckets have left the window.
+        let later = m.summary(t0 + BUCKETS as i64 * BUCKET_MS + BUCKET_MS);
+        assert!(later.iter().all(|x| x.completed == 0 && x.failed == 0));
+    }
+
+    // Goal: latency quantiles stay bounded in memory and close to exact beyond SAMPLE_MAX
+    // values, and a bucket two steps old is summarised (its sample freed) with the same answer.
+    #[test]
+    fn latency_sample_is_bounded_and_summarised_when_old() {
+        let mut m = QueueMetrics::default();
+        let t0 = 1_700_000_000_000;
+        for v in 1..=20_000u64 {
+            let w = v.to_string();
+            m.add(&ev(
+                "leased",
+                t0 + (v as i64 % 1000),
+                "a",
+                1,
+                &[("wait_ms", &w)],
+            ));
+        }
+        let open = m.summary(t0)[BUCKETS - 1].wait_ms.unwrap();
+        assert_eq!((open.max, open.count), (20_000, 20_000));
+        assert!((8_000..12_000).contains(&open.p50), "{open:?}");
+        assert!(open.p99 >= 19_000, "{open:?}");
+        assert!(m.buckets[0].wait.sample.len() <= SAMPLE_MAX);
+        m.add(&ev("queued", t0 + 2 * BUCKET_MS, "c", 0, &[]));
+        assert!(m.buckets[0].wait.sample.is_empty(), "summarised");
+        let closed = m.summary(t0 + 2 * BUCKET_MS)[BUCKETS - 3].wait_ms.unwrap();
+        assert_eq!(open, closed);
+    }
+
+    #[test]
+    fn stream_ids_parse_and_order() {
+        assert_eq!(
+            parse_stream_id("1700000000000-3"),
+            Some((1_700_000_000_000, 3))
+        );
+        for bad in [
+            "",
+            "1",
+            "-1",
+            "1-",
+            "a-1",
+            "1-2-3",
+            "1 -2",
+            &format!("{}-0", "9".repeat(21)),
+        ] {
+            assert_eq!(parse_stream_id(bad), None, "{bad:?}");
+        }
+        assert!(parse_stream_id("10-0") > parse_stream_id("9-5"));
+    }
+}
