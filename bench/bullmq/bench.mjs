@@ -1,0 +1,178 @@
+// The orq benchmark workload, run with BullMQ against the same Redis, so the two can be compared
+// side by side (bench/compare.sh). Written by the orq developers; the phases and the JSON shape
+// are those of `orq bench` (bench/README.md):
+//
+//   1. submit:  N tasks in batches of B (Queue.addBulk), no worker running.
+//               -> submit_per_s, mem_bytes_per_task (INFO memory used_memory delta / N)
+//   2. e2e:     the queue is emptied; C workers (one Worker, concurrency C, no-op processor) run
+//               while N tasks are submitted in batches of B.
+//               -> complete_per_s (N / first submit to last completion), wait_ms (handler start
+//                  minus submit time), script_calls_per_task (EVAL + EVALSHA calls / N)
+//   3. delayed: D tasks with delays spread evenly over [MS, MS + S], workers running.
+//               -> lateness_ms (handler start minus due time)
+//
+// Usage: node bench.mjs --redis redis://127.0.0.1:6379/ --tasks N --batch B --concurrency C
+//          [--delayed D --delay-ms MS --delay-spread-ms S] [--json FILE] [--queue NAME]
+// Every key it writes lives under the queue name's prefix (default "orqbench"); it obliterates
+// that queue before and after. Point it only at a Redis you own.
+
+import { Queue, Worker } from 'bullmq';
+import IORedis from 'ioredis';
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+
+const { values: args } = parseArgs({
+  options: {
+    redis: { type: 'string', default: 'redis://127.0.0.1:6379/' },
+    tasks: { type: 'string', default: '10000' },
+    batch: { type: 'string', default: '1000' },
+    concurrency: { type: 'string', default: '50' },
+    delayed: { type: 'string', default: '0' },
+    'delay-ms': { type: 'string', default: '1000' },
+    'delay-spread-ms': { type: 'string', default: '0' },
+    json: { type: 'string' },
+    queue: { type: 'string', default: 'orqbench' },
+  },
+});
+
+function int(name, min) {
+  const v = Number(args[name]);
+  if (!Number.isInteger(v) || v < min) {
+    console.error(`--${name} must be an integer >= ${min}, got ${args[name]}`);
+    process.exit(2);
+  }
+  return v;
+}
+
+const N = int('tasks', 1);
+const B = int('batch', 1);
+const C = int('concurrency', 1);
+const D = int('delayed', 0);
+const DELAY_MS = int('delay-ms', 0);
+const SPREAD_MS = int('delay-spread-ms', 0);
+const url = new URL(args.redis);
+const connection = {
+  host: url.hostname,
+  port: Number(url.port || 6379),
+  db: Number((url.pathname || '/0').slice(1) || 0),
+  maxRetriesPerRequest: null,
+};
+
+/** p50 / p99 / max of a list of numbers (ms), nearest-rank; null when empty. */
+function summary(xs) {
+  if (xs.length === 0) return null;
+  const s = Float64Array.from(xs).sort();
+  const rank = (q) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+  return { p50: rank(0.5), p99: rank(0.99), max: s[s.length - 1] };
+}
+
+async function usedMemory(redis) {
+  const info = await redis.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)[1]);
+}
+
+async function scriptCalls(redis) {
+  const info = await redis.info('commandstats');
+  let n = 0;
+  for (const m of info.matchAll(/cmdstat_(evalsha|eval|evalsha_ro|eval_ro|fcall):calls=(\d+)/g)) {
+    n += Number(m[2]);
+  }
+  return n;
+}
+
+async function submit(queue, count, opts = () => ({})) {
+  for (let i = 0; i < count; i += B) {
+    const jobs = [];
+    for (let j = i; j < Math.min(count, i + B); j++) {
+      jobs.push({ name: 'noop', data: { i: j }, opts: opts(j) });
+    }
+    await queue.addBulk(jobs);
+  }
+}
+
+/** Run a worker until `count` jobs completed; returns their (start, job) timings. */
+function startWorker(name, count) {
+  const starts = [];
+  let done = 0;
+  let resolve;
+  const finished = new Promise((r) => {
+    resolve = r;
+  });
+  const worker = new Worker(
+    name,
+    async (job) => {
+      starts.push({ start: Date.now(), ts: job.timestamp, delay: job.opts.delay || 0 });
+    },
+    { connection, concurrency: C, autorun: true },
+  );
+  worker.on('completed', () => {
+    done += 1;
+    if (done === count) resolve(Date.now());
+  });
+  worker.on('failed', (job, err) => {
+    console.error('job failed', job && job.id, err);
+  });
+  return { worker, starts, finished };
+}
+
+const redis = new IORedis(connection);
+const queue = new Queue(args.queue, { connection });
+await queue.obliterate({ force: true });
+
+// 1. submit
+const mem0 = await usedMemory(redis);
+let t0 = performance.now();
+await submit(queue, N);
+const submitS = (performance.now() - t0) / 1000;
+const mem1 = await usedMemory(redis);
+console.error(`submit: ${N} in ${submitS.toFixed(2)} s`);
+await queue.obliterate({ force: true });
+
+// 2. end to end
+const calls0 = await scriptCalls(redis);
+const e2e = startWorker(args.queue, N);
+await e2e.worker.waitUntilReady();
+const e2eStart = Date.now();
+await submit(queue, N);
+const e2eEnd = await e2e.finished;
+const calls1 = await scriptCalls(redis);
+await e2e.worker.close();
+const e2eS = (e2eEnd - e2eStart) / 1000;
+console.error(`e2e: ${N} in ${e2eS.toFixed(2)} s`);
+await queue.obliterate({ force: true });
+
+// 3. delayed
+let lateness = null;
+if (D > 0) {
+  const del = startWorker(args.queue, D);
+  await del.worker.waitUntilReady();
+  const delay = (j) => (D === 1 ? DELAY_MS : DELAY_MS + Math.round((SPREAD_MS * j) / (D - 1)));
+  await submit(queue, D, (j) => ({ delay: delay(j) }));
+  await del.finished;
+  await del.worker.close();
+  lateness = summary(del.starts.map((s) => s.start - (s.ts + s.delay)));
+  await queue.obliterate({ force: true });
+}
+
+const result = {
+  engine: 'bullmq',
+  version: JSON.parse(
+    await import('node:fs').then((fs) =>
+      fs.readFileSync(new URL('./node_modules/bullmq/package.json', import.meta.url)),
+    ),
+  ).version,
+  tasks: N,
+  batch: B,
+  concurrency: C,
+  delayed: D,
+  submit_per_s: N / submitS,
+  complete_per_s: N / e2eS,
+  wait_ms: summary(e2e.starts.map((s) => s.start - s.ts)),
+  lateness_ms: lateness,
+  mem_bytes_per_task: (mem1 - mem0) / N,
+  script_calls_per_task: (calls1 - calls0) / N,
+};
+console.log(JSON.stringify(result, null, 2));
+if (args.json) writeFileSync(args.json, JSON.stringify(result, null, 2) + '\n');
+await queue.close();
+redis.disconnect();
