@@ -61,6 +61,76 @@ impl RedisStore {
             .map_err(|e| StoreError(e.to_string()))
     }
 
+    /// Redis's `used_memory` from `INFO memory` (bytes), for benchmarks (None when the server
+    /// refuses or the field is missing).
+    pub async fn used_memory(&self) -> Option<u64> {
+        let mut conn = self.conn.clone();
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        info.lines()
+            .find_map(|l| l.strip_prefix("used_memory:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Delete every key matching the glob `pattern` (SCAN + UNLINK, 1000 at a time) and remove
+    /// the queue names matching `queue_glob` from the queue registry (`orq:queues`). For the
+    /// load generator's own queues; never call it with a pattern that could match other data.
+    /// Returns the keys deleted.
+    pub async fn delete_matching(
+        &self,
+        pattern: &str,
+        queue_glob: &str,
+    ) -> Result<u64, StoreError> {
+        let mut conn = self.conn.clone();
+        let err = |e: redis::RedisError| StoreError(e.to_string());
+        let mut cursor = 0u64;
+        let mut deleted = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .map_err(err)?;
+            if !keys.is_empty() {
+                deleted += redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async::<u64>(&mut conn)
+                    .await
+                    .map_err(err)?;
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let (_, names): (u64, Vec<String>) = redis::cmd("SSCAN")
+            .arg(crate::keys::QUEUES_KEY)
+            .arg(0)
+            .arg("MATCH")
+            .arg(queue_glob)
+            .arg("COUNT")
+            .arg(100_000)
+            .query_async(&mut conn)
+            .await
+            .map_err(err)?;
+        if !names.is_empty() {
+            redis::cmd("SREM")
+                .arg(crate::keys::QUEUES_KEY)
+                .arg(&names)
+                .query_async::<u64>(&mut conn)
+                .await
+                .map_err(err)?;
+        }
+        Ok(deleted)
+    }
+
     /// A `CONFIG GET` value, e.g. `maxmemory-policy` (None when the server refuses).
     pub async fn config_get(&self, name: &str) -> Option<String> {
         let mut conn = self.conn.clone();

@@ -2,7 +2,13 @@
 //! views ([`crate::live`]) and timelines ([`crate::timelines`]); the dashboard at `/`.
 //! Every handler validates its input, caps sizes and answers typed JSON errors ([`ApiError`]);
 //! nothing user-supplied reaches a key name without passing `orq::keys` validation.
+//!
+//! Every route but `/healthz`, `/readyz` and the dashboard's files needs an API key when keys
+//! are configured ([`crate::auth`]); each handler takes the [`Caller`] and applies its rule:
+//! admin-only routes answer 403 to tenant keys, and tenant keys see, count and change only their
+//! own tenant's tasks in their queues (another tenant's task is a 404, as if it did not exist).
 
+use crate::auth::{Auth, Caller};
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
@@ -10,6 +16,8 @@ use crate::model::{
     parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TaskJson,
     TasksJson, TenantBody,
 };
+use crate::ratelimit::SubmitLimiter;
+use crate::serve::BodyTimeout;
 use crate::{dashboard, timelines};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
@@ -20,7 +28,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use orq::keys::{is_valid_name, is_valid_task_id};
 use orq::task::BATCH_MAX;
-use orq::{Client, Clock, ListQuery, Status};
+use orq::{Client, Clock, ListQuery, Status, Task};
 use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
@@ -64,14 +72,18 @@ pub struct AppState {
     /// Cancelled when the server shuts down: ends the open event streams, so graceful shutdown
     /// does not wait for their clients.
     pub shutdown: CancellationToken,
+    /// API keys, or none (every request is an admin).
+    pub auth: Auth,
+    /// The per-(queue, tenant) submit rate limit (`None`: unlimited).
+    pub submit_limit: Option<SubmitLimiter>,
 }
 
 /// The router (no socket), for `main` and for tests: the API under `/api/v1` and the dashboard
 /// at `/` (every other path).
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route("/api/v1/healthz", get(healthz))
-        .route("/api/v1/readyz", get(readyz))
+    // Every route of this router needs a key (when keys are configured): the middleware puts the
+    // caller in place, and a handler without it cannot get a `Caller` (401).
+    let protected = Router::new()
         .route("/api/v1/tasks", post(submit).get(list_tasks))
         .route("/api/v1/tasks/batch", post(submit_batch))
         .route("/api/v1/tasks/{id}", get(get_task))
@@ -99,6 +111,14 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/events", get(live::events))
         .route("/api/v1/timelines", get(timelines::list))
         .route("/api/v1/timelines/{name}", get(timelines::get))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::authenticate,
+        ));
+    Router::new()
+        .route("/api/v1/healthz", get(healthz))
+        .route("/api/v1/readyz", get(readyz))
+        .merge(protected)
         .fallback(fallback)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -122,9 +142,27 @@ async fn fallback(State(s): State<AppState>, req: Request) -> Response {
     dashboard::serve(s.dashboard.as_deref().map(PathBuf::as_path), req).await
 }
 
+/// True when `e` or one of its sources is the server's body deadline ([`BodyTimeout`]).
+fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    // Bounded: error chains are short, and a cycle would be a bug elsewhere.
+    for _ in 0..16 {
+        let Some(x) = cur else {
+            return false;
+        };
+        if x.downcast_ref::<BodyTimeout>().is_some() {
+            return true;
+        }
+        cur = x.source();
+    }
+    false
+}
+
 fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
     let bytes = body.map_err(|r| {
-        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        if is_body_timeout(&r) {
+            ApiError::request_timeout(format!("request body: {}", r.body_text()))
+        } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
             ApiError::too_large(format!("request body: larger than {max} bytes"))
         } else {
             ApiError::bad_request(format!("request body: {}", r.body_text()))
@@ -202,12 +240,57 @@ impl AppState {
             defaults_cache: Arc::default(),
             live: Live::start(client.clone(), &*clock),
             client,
-            clock,
+            clock: clock.clone(),
             allow,
             dashboard: None,
             timelines: None,
             shutdown: CancellationToken::new(),
+            auth: Auth::Off,
+            submit_limit: Some(SubmitLimiter::new(
+                crate::ratelimit::RATE_PER_S_DEFAULT,
+                crate::ratelimit::BURST_DEFAULT,
+                clock.clone(),
+            )),
         }
+    }
+
+    /// Require the API keys of `auth` on every route but health, readiness and the dashboard.
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    /// Limit submits per (queue, tenant) with `limiter` (`None`: no limit).
+    pub fn with_submit_limit(mut self, limiter: Option<SubmitLimiter>) -> Self {
+        self.submit_limit = limiter;
+        self
+    }
+
+    /// Spend the submit rate tokens of `specs` (one per task, per queue and tenant), all or
+    /// none: 429 with `Retry-After` when a (queue, tenant) is over its rate.
+    fn admit(&self, specs: &[orq::TaskSpec]) -> Result<(), ApiError> {
+        let Some(limiter) = &self.submit_limit else {
+            return Ok(());
+        };
+        let mut counts: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+        for sp in specs {
+            *counts.entry((&sp.queue, &sp.tenant)).or_default() += 1;
+        }
+        let wants: Vec<(&str, &str, u64)> = counts.iter().map(|(&(q, t), &n)| (q, t, n)).collect();
+        limiter.take_all(&wants).map_err(|wait_ms| {
+            let who = match counts.keys().next() {
+                Some((q, t)) if counts.len() == 1 => format!("tenant {t} in queue {q}"),
+                _ => "a tenant of this batch".to_string(),
+            };
+            ApiError::limited(
+                format!(
+                    "{who} is submitting faster than {} tasks/s (burst {}); retry later",
+                    limiter.rate_per_s(),
+                    limiter.burst()
+                ),
+                wait_ms.div_ceil(1000),
+            )
+        })
     }
 
     /// Serve the dashboard's static export from `dir` at `/`.
@@ -252,6 +335,18 @@ impl AppState {
     }
 }
 
+/// The tenant and queue rules of a submit: a tenant key's tenant is forced (naming another is a
+/// 403) and its queue must be one of the key's (403). An invalid queue name is left for the
+/// submit's own validation (400).
+fn authorize_submit(caller: &Caller, mut body: SubmitBody) -> Result<SubmitBody, ApiError> {
+    body.tenant = caller.tenant_for("tenant", body.tenant)?;
+    let queue = body.queue.as_deref().unwrap_or("default");
+    if is_valid_name(queue) {
+        caller.check_queue(queue)?;
+    }
+    Ok(body)
+}
+
 async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiError> {
     let queue = body.queue.clone().unwrap_or_else(|| "default".into());
     let defaults = s.defaults(&queue).await?;
@@ -262,12 +357,15 @@ async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiErr
 
 async fn submit(
     State(s): State<AppState>,
+    caller: Caller,
     q: RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     no_query(&q)?;
     let bytes = body_bytes(body, SUBMIT_BODY_MAX_BYTES)?;
-    let spec = spec_of(&s, parse_body::<SubmitBody>(&bytes)?).await?;
+    let body = authorize_submit(&caller, parse_body::<SubmitBody>(&bytes)?)?;
+    let spec = spec_of(&s, body).await?;
+    s.admit(std::slice::from_ref(&spec))?;
     let done = s.client.submit(spec).await?;
     let status = if done.created {
         StatusCode::CREATED
@@ -279,6 +377,7 @@ async fn submit(
 
 async fn submit_batch(
     State(s): State<AppState>,
+    caller: Caller,
     q: RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
@@ -292,11 +391,16 @@ async fn submit_batch(
     }
     let mut specs = Vec::with_capacity(batch.tasks.len());
     for (i, b) in batch.tasks.into_iter().enumerate() {
-        specs.push(spec_of(&s, b).await.map_err(|mut e| {
+        let spec = match authorize_submit(&caller, b) {
+            Ok(b) => spec_of(&s, b).await,
+            Err(e) => Err(e),
+        };
+        specs.push(spec.map_err(|mut e| {
             e.message = format!("tasks[{i}].{}", e.message);
             e
         })?);
     }
+    s.admit(&specs)?;
     let done = s.client.submit_batch(specs).await?;
     let tasks = done.into_iter().map(|d| TaskJson::from(d.task)).collect();
     let body = TasksJson {
@@ -321,25 +425,48 @@ fn by_id(q: Result<Query<ById>, QueryRejection>) -> Result<Option<String>, ApiEr
     Ok(q.queue)
 }
 
+/// The task `id` (in `queue` when given) if the caller may see it; otherwise the same 404 as for
+/// a task that does not exist, so a tenant key cannot learn that another tenant's id exists.
+async fn visible_task(
+    s: &AppState,
+    caller: &Caller,
+    queue: Option<&str>,
+    id: &str,
+) -> Result<Task, ApiError> {
+    if queue.is_some_and(|q| !caller.may_use_queue(q)) {
+        return Err(ApiError::task_not_found(id));
+    }
+    let task = s.client.get(queue, id).await?;
+    if caller.sees(&task.queue, &task.tenant) {
+        Ok(task)
+    } else {
+        Err(ApiError::task_not_found(id))
+    }
+}
+
 async fn get_task(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
     let id = task_id(path)?;
-    let task = s.client.get(queue.as_deref(), &id).await?;
+    let task = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
 async fn cancel_task(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
     let id = task_id(path)?;
-    let task = s.client.cancel(queue.as_deref(), &id).await?;
+    // A task's queue and tenant never change, so the check stays true for the cancel.
+    let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
+    let task = s.client.cancel(Some(&found.queue), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
@@ -356,9 +483,16 @@ struct ListParams {
     cursor: Option<String>,
 }
 
-async fn list_common(s: &AppState, p: ListParams, status: Option<Status>) -> ApiResult {
-    let queue = p.queue.unwrap_or_else(|| "default".into());
+async fn list_common(
+    s: &AppState,
+    caller: &Caller,
+    mut p: ListParams,
+    status: Option<Status>,
+) -> ApiResult {
+    let queue = p.queue.take().unwrap_or_else(|| "default".into());
     check_name("queue", &queue)?;
+    caller.check_queue(&queue)?;
+    p.tenant = caller.tenant_for("tenant", p.tenant)?;
     for (field, v) in [("tenant", &p.tenant), ("type", &p.task_type)] {
         if let Some(v) = v {
             check_name(field, v)?;
@@ -377,6 +511,9 @@ async fn list_common(s: &AppState, p: ListParams, status: Option<Status>) -> Api
                 ))
             })?,
     };
+    if let Some(c) = p.cursor.take() {
+        p.cursor = Some(s.auth.cursor_in(caller, c)?);
+    }
     if let Some(c) = &p.cursor {
         let ok = c.len() <= 64 && c.bytes().all(|b| b.is_ascii_digit() || b == b':');
         if !ok {
@@ -397,13 +534,14 @@ async fn list_common(s: &AppState, p: ListParams, status: Option<Status>) -> Api
     let tasks = page.tasks.into_iter().map(TaskJson::from).collect();
     Ok(Json(TasksJson {
         tasks,
-        next_cursor: Some(page.next_cursor),
+        next_cursor: Some(page.next_cursor.map(|c| s.auth.cursor_out(caller, c))),
     })
     .into_response())
 }
 
 async fn list_tasks(
     State(s): State<AppState>,
+    caller: Caller,
     q: Result<Query<ListParams>, QueryRejection>,
 ) -> ApiResult {
     let mut p = query(q)?;
@@ -415,11 +553,12 @@ async fn list_tasks(
             )
         })?),
     };
-    list_common(&s, p, status).await
+    list_common(&s, &caller, p, status).await
 }
 
 async fn list_dlq(
     State(s): State<AppState>,
+    caller: Caller,
     q: Result<Query<ListParams>, QueryRejection>,
 ) -> ApiResult {
     let p = query(q)?;
@@ -428,30 +567,35 @@ async fn list_dlq(
             "status: the DLQ lists dead tasks only",
         ));
     }
-    list_common(&s, p, Some(Status::Dead)).await
+    list_common(&s, &caller, p, Some(Status::Dead)).await
 }
 
 async fn replay_one(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
     let queue = by_id(q)?;
     let id = task_id(path)?;
-    let task = s.client.replay(queue.as_deref(), &id).await?;
+    let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
+    let task = s.client.replay(Some(&found.queue), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
 async fn replay_bulk(
     State(s): State<AppState>,
+    caller: Caller,
     q: RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
     no_query(&q)?;
     let bytes = body_bytes(body, 64 * 1024)?;
-    let b: BulkReplayBody = parse_body(&bytes)?;
-    let queue = b.queue.unwrap_or_else(|| "default".into());
+    let mut b: BulkReplayBody = parse_body(&bytes)?;
+    let queue = b.queue.take().unwrap_or_else(|| "default".into());
     check_name("queue", &queue)?;
+    caller.check_queue(&queue)?;
+    b.tenant = caller.tenant_for("tenant", b.tenant)?;
     for (field, v) in [("tenant", &b.tenant), ("type", &b.task_type)] {
         if let Some(v) = v {
             check_name(field, v)?;
@@ -473,9 +617,11 @@ async fn replay_bulk(
 
 async fn purge_one(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: Result<Query<ById>, QueryRejection>,
 ) -> ApiResult {
+    caller.require_admin("purging a dead task")?;
     let queue = by_id(q)?;
     let id = task_id(path)?;
     s.client.purge(queue.as_deref(), &id).await?;
@@ -523,6 +669,28 @@ fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
     })
 }
 
+/// A queue's stats as `caller` may see them: everything for an admin; for a tenant key only its
+/// own tenant's counts and entry (its `share` null, as it would reveal the other tenants'
+/// service), and no queue-wide `totals` (empty).
+fn stats_view(st: &orq::QueueStats, caller: &Caller) -> serde_json::Value {
+    let Some(tenant) = caller.tenant() else {
+        return stats_json(st);
+    };
+    let own = st.tenants.iter().find(|t| t.tenant == tenant);
+    let mut v = stats_json(st);
+    v["counts"] = counts_json(&own.map(|t| t.counts.clone()).unwrap_or_default());
+    v["totals"] = json!({});
+    v["tenants"] = json!(own.map(own_tenant_json).into_iter().collect::<Vec<_>>());
+    v
+}
+
+/// A tenant's own entry, as a tenant key sees it (`share` null).
+fn own_tenant_json(t: &orq::TenantStats) -> serde_json::Value {
+    let mut v = tenant_json(t);
+    v["share"] = serde_json::Value::Null;
+    v
+}
+
 /// The queue name of a `/queues/{queue}/...` path, validated.
 pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     let queue = path
@@ -534,22 +702,34 @@ pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<St
 
 async fn list_tenants(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> ApiResult {
     no_query(&q)?;
     let queue = queue_path(path)?;
+    caller.check_queue(&queue)?;
     let st = s.client.stats(&queue).await?;
-    let tenants: Vec<_> = st.tenants.iter().map(tenant_json).collect();
+    let tenants: Vec<_> = match caller.tenant() {
+        None => st.tenants.iter().map(tenant_json).collect(),
+        Some(own) => st
+            .tenants
+            .iter()
+            .filter(|t| t.tenant == own)
+            .map(own_tenant_json)
+            .collect(),
+    };
     Ok(Json(json!({"queue": queue, "tenants": tenants})).into_response())
 }
 
 async fn put_tenant(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<(String, String)>, PathRejection>,
     q: RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    caller.require_admin("setting a tenant's limits")?;
     no_query(&q)?;
     let (queue, tenant) = path
         .map(|Path(p)| p)
@@ -571,10 +751,16 @@ async fn put_tenant(
 
 async fn set_paused(
     s: &AppState,
+    caller: &Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
     paused: bool,
 ) -> ApiResult {
+    caller.require_admin(if paused {
+        "pausing a queue"
+    } else {
+        "resuming a queue"
+    })?;
     no_query(&q)?;
     let queue = queue_path(path)?;
     s.client.configure_queue(&queue, Some(paused), None).await?;
@@ -583,18 +769,20 @@ async fn set_paused(
 
 async fn pause_queue(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> ApiResult {
-    set_paused(&s, path, q, true).await
+    set_paused(&s, &caller, path, q, true).await
 }
 
 async fn resume_queue(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> ApiResult {
-    set_paused(&s, path, q, false).await
+    set_paused(&s, &caller, path, q, false).await
 }
 
 /// Longest a drain request waits (ms).
@@ -609,9 +797,11 @@ struct DrainParams {
 
 async fn drain_queue(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: Result<Query<DrainParams>, QueryRejection>,
 ) -> ApiResult {
+    caller.require_admin("draining a queue")?;
     let p = query(q)?;
     let queue = queue_path(path)?;
     let timeout = p.timeout_ms.unwrap_or(10_000);
@@ -626,10 +816,12 @@ async fn drain_queue(
 
 async fn put_settings(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult {
+    caller.require_admin("changing a queue's settings")?;
     no_query(&q)?;
     let queue = queue_path(path)?;
     let bytes = body_bytes(body, 64 * 1024)?;
@@ -661,11 +853,24 @@ async fn put_settings(
     Ok(Json(stats_json(&st)).into_response())
 }
 
-async fn list_queues(State(s): State<AppState>, q: RawQuery) -> ApiResult {
+/// `GET /queues`: every known queue for an admin; for a tenant key the queues it may use where
+/// its tenant has tasks (or that its key lists), each with its own counts only.
+async fn list_queues(State(s): State<AppState>, caller: Caller, q: RawQuery) -> ApiResult {
     no_query(&q)?;
-    let names = s.client.queues().await?;
+    let mut names = s.client.queues().await?;
+    names.retain(|n| caller.may_use_queue(n));
     let stats = futures_join(&s.client, &names).await?;
-    let queues: Vec<_> = stats.iter().map(stats_json).collect();
+    let listed = |st: &&orq::QueueStats| match &caller.scope {
+        crate::auth::Scope::Admin => true,
+        crate::auth::Scope::Tenant { tenant, queues } => {
+            queues.is_some() || st.tenants.iter().any(|t| t.tenant == *tenant)
+        }
+    };
+    let queues: Vec<_> = stats
+        .iter()
+        .filter(listed)
+        .map(|st| stats_view(st, &caller))
+        .collect();
     Ok(Json(json!({"queues": queues})).into_response())
 }
 
@@ -691,14 +896,16 @@ async fn futures_join(
 
 async fn queue_stats(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> ApiResult {
     no_query(&q)?;
     let queue = queue_path(path)?;
+    caller.check_queue(&queue)?;
     if !s.client.queues().await?.contains(&queue) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));
     }
     let st = s.client.stats(&queue).await?;
-    Ok(Json(stats_json(&st)).into_response())
+    Ok(Json(stats_view(&st, &caller)).into_response())
 }

@@ -1,7 +1,11 @@
-//! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`.
+//! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`,
+//! and `key new` (make an API key).
 
 use crate::api::{app, AppState};
+use crate::auth::{ApiKeys, Auth, Scope};
 use crate::handlers::{builtin, HttpAllow};
+use crate::ratelimit::SubmitLimiter;
+use crate::serve::ServeLimits;
 use clap::{Args, Parser, Subcommand};
 use orq::keys::is_valid_name;
 use orq::{
@@ -9,6 +13,7 @@ use orq::{
     WorkerConfig,
 };
 use orq_sim::{MemoryStore, WallClock};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +43,78 @@ pub enum Command {
     Worker(WorkerArgs),
     /// Run only the scheduler (promotes due tasks, reaps expired leases).
     Scheduler(StoreArgs),
+    /// Manage API keys (see `orq key new --help`).
+    #[command(subcommand)]
+    Key(KeyCommand),
+    /// Load generator: submit, end-to-end and delayed-task phases with a no-op handler on queues
+    /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
+    /// keys of queues named orqbench-<id>-*, and deletes them at the end) or the embedded store.
+    Bench(BenchArgs),
+}
+
+/// `orq bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Redis URL; without it the bench runs on the embedded store (in this process).
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// Tasks per phase (N).
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub tasks: u64,
+    /// Tasks per submit call (B).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub batch: u64,
+    /// Handlers running at once in the worker pool (C).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub concurrency: u64,
+    /// Tenants the tasks are spread over, round robin (T).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub tenants: u64,
+    /// Delayed tasks in the delayed phase (D; 0 skips the phase).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub delayed: u64,
+    /// Delay of the first delayed task (ms).
+    #[arg(long = "delay-ms", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub delay_ms: u64,
+    /// The delays are spread evenly from --delay-ms to --delay-ms + this (ms).
+    #[arg(long = "delay-spread-ms", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
+    pub delay_spread_ms: u64,
+    /// Write the report as JSON to FILE (submit_per_s, complete_per_s, wait_ms and lateness_ms
+    /// as {p50, p99, max}, mem_bytes_per_task, script_calls_per_task, ...).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// No progress bar (for logs and CI).
+    #[arg(long = "no-progress")]
+    pub no_progress: bool,
+}
+
+/// `orq key ...`.
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Make a fresh random API key: prints the key on the first line of stdout (shown only this
+    /// once: orq keeps only its SHA-256), then the [[key]] entry to append to the API keys file
+    /// (`orq key new --tenant acme | tail -n +2 >> keys.toml`).
+    New(KeyNewArgs),
+}
+
+/// `orq key new`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "tenant"])))]
+pub struct KeyNewArgs {
+    /// A key with every right (submit, read, cancel, replay and purge any task; pause, resume,
+    /// settings, tenant limits, workers, metrics, timelines).
+    #[arg(long, conflicts_with_all = ["tenant", "queues"])]
+    pub admin: bool,
+    /// A key limited to tenant T: it submits, reads, cancels and replays T's tasks only.
+    #[arg(long, value_name = "T")]
+    pub tenant: Option<String>,
+    /// With --tenant: only in these queues (comma-separated; default: every queue).
+    #[arg(long, value_delimiter = ',', value_name = "Q,..", requires = "tenant")]
+    pub queues: Vec<String>,
+    /// The key's name in the file and in logs (default: the tenant or "admin", then 8 hex
+    /// digits of the key's hash).
+    #[arg(long, value_name = "N")]
+    pub name: Option<String>,
 }
 
 /// Where the state lives.
@@ -56,7 +133,8 @@ pub struct StoreArgs {
 /// HTTP API options.
 #[derive(Debug, Args, Clone)]
 pub struct ListenArgs {
-    /// Address to listen on.
+    /// Address to listen on. Without --api-keys only a loopback address is accepted (unless
+    /// --insecure-no-auth).
     #[arg(
         long,
         env = "ORQ_LISTEN",
@@ -64,6 +142,142 @@ pub struct ListenArgs {
         value_name = "ADDR"
     )]
     pub listen: String,
+    /// TOML file of API keys ([[key]] entries with name, sha256, and role = "admin" or tenant =
+    /// "T" plus optional queues = [..]; make one with `orq key new`). Every route but
+    /// /api/v1/healthz, /api/v1/readyz and the dashboard's files then needs
+    /// `Authorization: Bearer <key>`. Without it, authentication is off and orq listens on
+    /// loopback addresses only.
+    #[arg(long = "api-keys", env = "ORQ_API_KEYS", value_name = "FILE")]
+    pub api_keys: Option<PathBuf>,
+    /// Allow listening on a non-loopback address without --api-keys: anyone who can reach the
+    /// port can then submit, read, cancel and purge every task. Only behind something else
+    /// that authenticates.
+    #[arg(long = "insecure-no-auth", conflicts_with = "api_keys")]
+    pub insecure_no_auth: bool,
+    /// Most submitted tasks per second per queue and tenant in this API process; beyond, 429
+    /// with Retry-After. 0 turns the limit off.
+    #[arg(
+        long = "submit-rate-per-tenant",
+        env = "ORQ_SUBMIT_RATE_PER_TENANT",
+        value_name = "N",
+        default_value_t = crate::ratelimit::RATE_PER_S_DEFAULT
+    )]
+    pub submit_rate_per_tenant: u64,
+    /// Burst of the submit rate limit: tasks a queue and tenant may submit at once (at least
+    /// 1000, a full batch).
+    #[arg(
+        long = "submit-burst-per-tenant",
+        env = "ORQ_SUBMIT_BURST_PER_TENANT",
+        value_name = "N",
+        default_value_t = crate::ratelimit::BURST_DEFAULT
+    )]
+    pub submit_burst_per_tenant: u64,
+    /// Time a client has to send a request's headers (and longest an idle keep-alive connection
+    /// stays open), ms.
+    #[arg(
+        long = "header-timeout-ms",
+        env = "ORQ_HEADER_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = crate::serve::HEADER_TIMEOUT_MS_DEFAULT
+    )]
+    pub header_timeout_ms: u64,
+    /// Time a client has to send a whole request body after its headers, ms (408 beyond).
+    #[arg(
+        long = "body-timeout-ms",
+        env = "ORQ_BODY_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = crate::serve::BODY_TIMEOUT_MS_DEFAULT
+    )]
+    pub body_timeout_ms: u64,
+}
+
+/// Longest --header-timeout-ms and --body-timeout-ms (ms): ten minutes.
+pub const TIMEOUT_MS_MAX: u64 = 600_000;
+
+/// The HTTP API's checked options: what [`ListenArgs`] asks for, validated before anything
+/// starts.
+#[derive(Debug, Clone)]
+pub struct ApiSetup {
+    /// API keys, or off.
+    pub auth: Auth,
+    /// `(rate_per_s, burst)` of the submit limit, `None` when off.
+    pub submit_limit: Option<(u64, u64)>,
+    /// Server timeouts.
+    pub limits: ServeLimits,
+}
+
+impl ListenArgs {
+    /// Load the keys file and check the numbers. Errors are for the user (exit code 2).
+    pub fn setup(&self) -> Result<ApiSetup, String> {
+        let auth = match &self.api_keys {
+            Some(path) => Auth::Keys(Arc::new(ApiKeys::load(path)?)),
+            None => Auth::Off,
+        };
+        let submit_limit = match self.submit_rate_per_tenant {
+            0 => None,
+            rate => {
+                if self.submit_burst_per_tenant < orq::task::BATCH_MAX as u64 {
+                    return Err(format!(
+                        "--submit-burst-per-tenant: at least {} (a full batch must fit)",
+                        orq::task::BATCH_MAX
+                    ));
+                }
+                Some((rate, self.submit_burst_per_tenant))
+            }
+        };
+        for (flag, ms) in [
+            ("--header-timeout-ms", self.header_timeout_ms),
+            ("--body-timeout-ms", self.body_timeout_ms),
+        ] {
+            if ms == 0 || ms > TIMEOUT_MS_MAX {
+                return Err(format!("{flag}: must be 1..={TIMEOUT_MS_MAX}"));
+            }
+        }
+        Ok(ApiSetup {
+            auth,
+            submit_limit,
+            limits: ServeLimits {
+                header_timeout_ms: self.header_timeout_ms,
+                body_timeout_ms: self.body_timeout_ms,
+                ..ServeLimits::default()
+            },
+        })
+    }
+}
+
+/// Bind the API's listener, refusing a non-loopback address when authentication is off (unless
+/// `insecure_no_auth`). The check is on the bound address, so a host name that resolves to a
+/// public address is refused too.
+pub async fn bind_api(
+    listen: &str,
+    auth: &Auth,
+    insecure_no_auth: bool,
+) -> Result<tokio::net::TcpListener, String> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if matches!(auth, Auth::Keys(_)) {
+        return Ok(listener);
+    }
+    if addr.ip().is_loopback() {
+        tracing::info!(%addr, "no API keys (--api-keys): authentication is off, listening on loopback only");
+        println!("orq: no API keys (--api-keys), so authentication is off; listening on loopback only ({addr})");
+        return Ok(listener);
+    }
+    if insecure_no_auth {
+        tracing::warn!(
+            %addr,
+            "--insecure-no-auth: listening on a non-loopback address without API keys; anyone \
+             who can reach it can submit, read, cancel and purge every task"
+        );
+        return Ok(listener);
+    }
+    Err(format!(
+        "refusing to listen on {addr} without API keys: anyone who can reach it could submit, \
+         read, cancel and purge every task. Pass --api-keys FILE (make keys with `orq key new`), \
+         listen on a loopback address (127.0.0.1), or pass --insecure-no-auth to accept the risk"
+    ))
 }
 
 /// Options of the `http` handler (checked at submit time by the API too).
@@ -107,6 +321,38 @@ pub struct PoolArgs {
     /// Worker id recorded on leases (default: generated from the process id).
     #[arg(long = "worker-id", env = "ORQ_WORKER_ID")]
     pub worker_id: Option<String>,
+}
+
+/// The warning for a Redis `maxmemory-policy` that can evict orq's keys, `None` for
+/// `noeviction`. Any `allkeys-*` policy can drop task hashes, indexes and leases once Redis
+/// reaches `maxmemory`; the `volatile-*` ones drop keys with a TTL, which includes orq's
+/// idempotency keys (kept 24 h), so a retried submit could create a second task.
+pub fn maxmemory_warning(policy: &str) -> Option<String> {
+    match policy {
+        "noeviction" => None,
+        p if p.starts_with("volatile-") => Some(format!(
+            "Redis maxmemory-policy is {p}: once Redis reaches maxmemory it evicts keys that have \
+             a TTL, and orq's idempotency keys have one, so a retried submit could create a second \
+             task; set maxmemory-policy noeviction"
+        )),
+        p => Some(format!(
+            "Redis maxmemory-policy is {p}: once Redis reaches maxmemory it may evict any of orq's \
+             keys (tasks, queue indexes, leases) and lose tasks without a trace; set \
+             maxmemory-policy noeviction"
+        )),
+    }
+}
+
+/// Read `maxmemory-policy` from `store` and return [`maxmemory_warning`]'s warning, if any
+/// (`None` too when the server refuses CONFIG GET, as some managed services do).
+pub async fn check_maxmemory(store: &RedisStore) -> Option<String> {
+    match store.config_get("maxmemory-policy").await {
+        Some(policy) => maxmemory_warning(&policy),
+        None => {
+            tracing::info!("cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction");
+            None
+        }
+    }
 }
 
 /// `orq serve`.
@@ -173,10 +419,8 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             let store = RedisStore::open(url).map_err(|e| e.to_string())?;
             match store.ping().await {
                 Ok(()) => {
-                    if let Some(policy) = store.config_get("maxmemory-policy").await {
-                        if policy != "noeviction" {
-                            tracing::warn!(%policy, "Redis maxmemory-policy may evict orq's keys; use noeviction");
-                        }
+                    if let Some(warning) = check_maxmemory(&store).await {
+                        tracing::warn!("{warning}");
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, %url, "Redis not reachable yet; will keep trying"),
@@ -262,25 +506,31 @@ fn check_web(web: &WebArgs) -> Result<(), String> {
 
 async fn serve_http(
     rt: &Runtime,
-    listen: &ListenArgs,
+    listener: tokio::net::TcpListener,
+    setup: &ApiSetup,
     web: &WebArgs,
     http: &HttpArgs,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
+    let limiter = setup
+        .submit_limit
+        .map(|(rate, burst)| SubmitLimiter::new(rate, burst, rt.clock.clone()));
     let mut state = AppState::new(
         orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
         rt.clock.clone(),
         Arc::new(HttpAllow(http.http_allow.clone())),
     )
     .with_dashboard(web.dashboard.clone())
-    .with_shutdown(shutdown.clone());
+    .with_shutdown(shutdown.clone())
+    .with_auth(setup.auth.clone())
+    .with_submit_limit(limiter);
     if let Some(dir) = &web.timelines {
         state = state.with_timelines(dir.clone());
     }
-    let listener = tokio::net::TcpListener::bind(&listen.listen)
-        .await
-        .map_err(|e| format!("cannot listen on {}: {e}", listen.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if let Auth::Keys(keys) = &setup.auth {
+        tracing::info!(keys = keys.len(), "API keys required (--api-keys)");
+    }
     tracing::info!(%addr, "API listening on http://{addr}/api/v1");
     println!("orq API listening on http://{addr}/api/v1");
     if crate::dashboard::is_built(&web.dashboard) {
@@ -292,10 +542,8 @@ async fn serve_http(
             "the dashboard is not built (no index.html); http://{addr}/ says how to build it"
         );
     }
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|e| e.to_string())
+    crate::serve::serve(listener, app(state), setup.limits, shutdown).await;
+    Ok(())
 }
 
 fn make_worker(rt: &Runtime, pool: &PoolArgs, http: &HttpArgs) -> Result<Worker, String> {
@@ -320,13 +568,58 @@ fn make_scheduler(rt: &Runtime) -> Scheduler {
     )
 }
 
+/// `orq key new`: the key and its file entry, as printed.
+pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
+    let scope = match &a.tenant {
+        None => Scope::Admin,
+        Some(t) => {
+            if !is_valid_name(t) {
+                return Err("--tenant: must match [A-Za-z0-9._-]{1,64}".into());
+            }
+            let mut queues = BTreeSet::new();
+            for q in &a.queues {
+                if !is_valid_name(q) {
+                    return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
+                }
+                queues.insert(q.clone());
+            }
+            Scope::Tenant {
+                tenant: t.clone(),
+                queues: (!queues.is_empty()).then_some(queues),
+            }
+        }
+    };
+    let key = crate::auth::new_key()?;
+    let name = match &a.name {
+        Some(n) if is_valid_name(n) => n.clone(),
+        Some(_) => return Err("--name: must match [A-Za-z0-9._-]{1,64}".into()),
+        None => {
+            let base = a.tenant.as_deref().unwrap_or("admin");
+            let base = &base[..base.len().min(55)];
+            format!("{base}-{}", &crate::auth::sha256_hex(&key)[..8])
+        }
+    };
+    Ok(format!(
+        "{key}\n# Append to the API keys file (--api-keys). The key above is shown only this once: \
+         orq keeps only its SHA-256.\n{}",
+        crate::auth::toml_entry(&name, &key, &scope)
+    ))
+}
+
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
 pub async fn run(cli: Cli) -> Result<(), String> {
+    if let Command::Key(KeyCommand::New(a)) = &cli.command {
+        print!("{}", key_new(a)?);
+        return Ok(());
+    }
+    if let Command::Bench(a) = &cli.command {
+        return crate::bench::cli(a).await;
+    }
     let allow = match &cli.command {
         Command::Serve(a) => Some(&a.http),
         Command::Api(a) => Some(&a.http),
         Command::Worker(a) => Some(&a.http),
-        Command::Scheduler(_) => None,
+        Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) => None,
     };
     if let Some(h) = allow {
         HttpAllow(h.http_allow.clone()).validate()?;
@@ -334,8 +627,23 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     match &cli.command {
         Command::Serve(a) => check_web(&a.web)?,
         Command::Api(a) => check_web(&a.web)?,
-        Command::Worker(_) | Command::Scheduler(_) => {}
+        Command::Worker(_) | Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) => {}
     }
+    // Check the API's options and bind its address before anything starts, so a bad keys file
+    // or a refused address stops orq at once (exit code 2).
+    let api = match &cli.command {
+        Command::Serve(a) => Some(&a.listen),
+        Command::Api(a) => Some(&a.listen),
+        _ => None,
+    };
+    let api = match api {
+        Some(l) => {
+            let setup = l.setup()?;
+            let listener = bind_api(&l.listen, &setup.auth, l.insecure_no_auth).await?;
+            Some((setup, listener))
+        }
+        None => None,
+    };
     let shutdown = shutdown_signal();
     match cli.command {
         Command::Serve(a) => {
@@ -346,20 +654,22 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                     _ = shutdown.cancelled() => return Ok(()),
                 }
             }
+            let (setup, listener) = api.expect("serve has an API");
             let rt = open_store(&a.store, "serve", true).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
             let scheduler = make_scheduler(&rt);
             let (s1, s2) = (shutdown.clone(), shutdown.clone());
             let w = tokio::spawn(async move { worker.run(s1).await });
             let s = tokio::spawn(async move { scheduler.run(s2).await });
-            let r = serve_http(&rt, &a.listen, &a.web, &a.http, shutdown.clone()).await;
+            let r = serve_http(&rt, listener, &setup, &a.web, &a.http, shutdown.clone()).await;
             shutdown.cancel();
             let _ = tokio::join!(w, s);
             r
         }
         Command::Api(a) => {
+            let (setup, listener) = api.expect("api has an API");
             let rt = open_store(&a.store, "api", false).await?;
-            serve_http(&rt, &a.listen, &a.web, &a.http, shutdown).await
+            serve_http(&rt, listener, &setup, &a.web, &a.http, shutdown).await
         }
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;
@@ -374,5 +684,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             scheduler.run(shutdown).await;
             Ok(())
         }
+        Command::Key(_) | Command::Bench(_) => unreachable!("handled above"),
     }
 }

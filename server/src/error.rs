@@ -11,13 +11,16 @@ use orq::Error;
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// Stable code: `bad_request`, `not_found`, `conflict`, `payload_too_large`,
+    /// Stable code: `bad_request`, `unauthorized` (401), `forbidden` (403), `not_found`,
+    /// `method_not_allowed`, `request_timeout` (408), `conflict`, `payload_too_large`,
     /// `unprocessable`, `limited` (429), `unavailable`, `internal`.
     pub code: &'static str,
     /// What went wrong, naming the field when there is one.
     pub message: String,
     /// Seconds for a `Retry-After` header (429).
     pub retry_after_s: Option<u64>,
+    /// The `WWW-Authenticate` challenge (401).
+    pub www_authenticate: Option<&'static str>,
 }
 
 impl ApiError {
@@ -25,9 +28,34 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
+    /// 401 `unauthorized`, with `challenge` as the `WWW-Authenticate` header.
+    pub fn unauthorized(message: impl Into<String>, challenge: &'static str) -> Self {
+        let mut e = Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message);
+        e.www_authenticate = Some(challenge);
+        e
+    }
+    /// 403 `forbidden`: the key is known but lacks the right.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+    /// 408 `request_timeout`: the request body did not arrive in time.
+    pub fn request_timeout(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
+    }
+    /// 429 `limited`, with `Retry-After: retry_after_s` (at least 1).
+    pub fn limited(message: impl Into<String>, retry_after_s: u64) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "limited", message);
+        e.retry_after_s = Some(retry_after_s.max(1));
+        e
+    }
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+    /// 404 `not_found` for task `id`: the one answer for a task that does not exist and for one
+    /// the caller may not see, so the two cannot be told apart.
+    pub fn task_not_found(id: &str) -> Self {
+        Self::not_found(format!("no task with id {id}"))
     }
     /// 409 `conflict`.
     pub fn conflict(message: impl Into<String>) -> Self {
@@ -48,6 +76,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after_s: None,
+            www_authenticate: None,
         }
     }
 }
@@ -56,7 +85,7 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match &e {
             Error::Invalid { message, .. } => ApiError::bad_request(message.clone()),
-            Error::NotFound { id, .. } => ApiError::not_found(format!("no task with id {id}")),
+            Error::NotFound { id, .. } => ApiError::task_not_found(id),
             // A queue setting that cannot change now (aging with too large a backlog).
             Error::Conflict {
                 op: "configure",
@@ -71,15 +100,10 @@ impl From<Error> for ApiError {
                 limit,
                 retry_after_ms,
                 ..
-            } => {
-                let mut err = ApiError::new(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "limited",
-                    format!("tenant {tenant} is at its {limit}; retry later"),
-                );
-                err.retry_after_s = Some(retry_after_ms.div_ceil(1000).max(1));
-                err
-            }
+            } => ApiError::limited(
+                format!("tenant {tenant} is at its {limit}; retry later"),
+                retry_after_ms.div_ceil(1000),
+            ),
             Error::Unavailable { .. } => {
                 tracing::warn!(error = %e, "store unavailable");
                 ApiError::new(
@@ -107,6 +131,12 @@ impl IntoResponse for ApiError {
         if let Some(s) = self.retry_after_s {
             resp.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, s.into());
+        }
+        if let Some(c) = self.www_authenticate {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(c),
+            );
         }
         resp
     }

@@ -1,14 +1,19 @@
-//! orq's server: the HTTP API (`/api/v1`), the dashboard at `/`, the built-in handlers and the
-//! command line of the `orq` binary. `app(state)` builds the router without a socket so tests
-//! can drive it directly.
+//! orq's server: the HTTP API (`/api/v1`), the dashboard at `/`, the built-in handlers, the
+//! command line of the `orq` binary, API keys ([`auth`]), the submit rate limit ([`ratelimit`])
+//! and the HTTP server loop with its timeouts ([`serve`]). `app(state)` builds the router without
+//! a socket so tests can drive it directly.
 
 pub mod api;
+pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod dashboard;
 pub mod error;
 pub mod handlers;
 pub mod live;
 pub mod model;
+pub mod ratelimit;
+pub mod serve;
 pub mod timelines;
 
 pub use api::{app, AppState};

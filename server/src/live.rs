@@ -8,6 +8,7 @@
 //! stops when the last clone of its state is dropped.
 
 use crate::api::{check_name, no_query, query, queue_path, AppState};
+use crate::auth::Caller;
 use crate::error::ApiError;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, State};
@@ -65,6 +66,8 @@ pub struct LiveEvent {
     /// The SSE event name: `task` for task transitions, `queue` for `paused`, `resumed`,
     /// `configured` and `tenant_configured`.
     pub class: &'static str,
+    /// The task's tenant (or the configured tenant); empty for queue settings events.
+    pub tenant: String,
     /// The SSE `data`: `{"queue": "q", "stream_id": "1700000000000-0", "kind": "leased",
     /// "ts": 1700000000000, "task_id": "01K..", "tenant": "t", "attempt": 1,
     /// "fields": {"w": "w1", "epoch": "1", "wait_ms": "12"}}`; `ts` is the store's clock in ms
@@ -96,6 +99,7 @@ impl LiveEvent {
             queue: queue.to_string(),
             stream_id: e.stream_id.clone(),
             class,
+            tenant: e.tenant.clone(),
             data,
         }
     }
@@ -526,21 +530,53 @@ impl Message {
     }
 }
 
+/// What one SSE client may receive.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventFilter {
+    /// Only this queue's entries (`None`: every queue).
+    pub queue: Option<String>,
+    /// Who is listening: an admin receives every entry; a tenant key only the `task` entries of
+    /// its own tenant in the queues it may use (no queue settings entries), and `lagged`
+    /// messages without their count (which would reveal the other tenants' traffic).
+    pub caller: Caller,
+}
+
+impl EventFilter {
+    /// Every entry of `queue` (every queue when `None`), for an admin.
+    pub fn queue(queue: Option<String>) -> Self {
+        EventFilter {
+            queue,
+            caller: Caller::anonymous_admin(),
+        }
+    }
+
+    /// True when the client may receive `e`.
+    pub fn passes(&self, e: &LiveEvent) -> bool {
+        if self.queue.as_ref().is_some_and(|q| *q != e.queue) {
+            return false;
+        }
+        if self.caller.is_admin() {
+            return true;
+        }
+        e.class == "task" && self.caller.sees(&e.queue, &e.tenant)
+    }
+}
+
 /// The messages of one SSE client: `resent` first (entries of `resent_queue` after its
 /// `Last-Event-ID`, then a `Lagged(None)` when the resend was cut at [`RESEND_MAX`]), then what
-/// `rx` receives for `queue` (every queue when `None`), skipping entries already resent. Ends
-/// when `shutdown` is cancelled or the poller is gone. Holds `slot` while it lives.
+/// `rx` receives, skipping entries already resent; all through `filter`. Ends when `shutdown` is
+/// cancelled or the poller is gone. Holds `slot` while it lives.
 pub fn messages(
     resent: Vec<Arc<LiveEvent>>,
     rx: broadcast::Receiver<Arc<LiveEvent>>,
-    queue: Option<String>,
+    filter: EventFilter,
     shutdown: CancellationToken,
     slot: Option<OwnedSemaphorePermit>,
 ) -> impl Stream<Item = Message> + Send + 'static {
     struct St {
         pending: VecDeque<Message>,
         rx: broadcast::Receiver<Arc<LiveEvent>>,
-        queue: Option<String>,
+        filter: EventFilter,
         /// The last entry resent: (queue, stream id). Broadcast entries up to it are skipped.
         resent_upto: Option<(String, (u64, u64))>,
         shutdown: CancellationToken,
@@ -551,14 +587,19 @@ pub fn messages(
         .and_then(|e| parse_stream_id(&e.stream_id).map(|id| (e.queue.clone(), id)));
     let mut pending: VecDeque<Message> = VecDeque::with_capacity(resent.len() + 1);
     let full = resent.len() >= RESEND_MAX;
-    pending.extend(resent.into_iter().map(Message::Entry));
+    pending.extend(
+        resent
+            .into_iter()
+            .filter(|e| filter.passes(e))
+            .map(Message::Entry),
+    );
     if full {
         pending.push_back(Message::Lagged(None));
     }
     let st = St {
         pending,
         rx,
-        queue,
+        filter,
         resent_upto,
         shutdown,
         _slot: slot,
@@ -574,7 +615,7 @@ pub fn messages(
             };
             match got {
                 Ok(e) => {
-                    if st.queue.as_ref().is_some_and(|q| *q != e.queue) {
+                    if !st.filter.passes(&e) {
                         continue;
                     }
                     if let Some((q, upto)) = &st.resent_upto {
@@ -586,7 +627,10 @@ pub fn messages(
                     }
                     return Some((Message::Entry(e), st));
                 }
-                Err(RecvError::Lagged(n)) => return Some((Message::Lagged(Some(n)), st)),
+                Err(RecvError::Lagged(n)) => {
+                    let n = st.filter.caller.is_admin().then_some(n);
+                    return Some((Message::Lagged(n), st));
+                }
                 Err(RecvError::Closed) => return None,
             }
         }
@@ -624,18 +668,26 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
 /// [`KEEP_ALIVE_S`] s. `Last-Event-ID: <queue>/<stream-id>` first resends that queue's entries
 /// after it (at most [`RESEND_MAX`]; then an `event: lagged` says more may be missing). A client
 /// too slow for the broadcast buffer gets `event: lagged`, `data: {"skipped": n}` and goes on.
+/// A tenant key's client receives only its own tenant's task entries in the queues it may use
+/// (see [`EventFilter`]).
 /// Errors: 400 (bad `queue`, unknown parameter, malformed `Last-Event-ID`, or one naming another
-/// queue than `queue`), 503 `unavailable` beyond [`SSE_CLIENTS_MAX`] clients.
+/// queue than `queue`), 403 (a tenant key naming a queue it may not use, in `queue` or
+/// `Last-Event-ID`), 503 `unavailable` beyond [`SSE_CLIENTS_MAX`] clients.
 pub async fn events(
     State(s): State<AppState>,
+    caller: Caller,
     headers: HeaderMap,
     q: Result<Query<EventsParams>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let p = query(q)?;
     if let Some(queue) = &p.queue {
         check_name("queue", queue)?;
+        caller.check_queue(queue)?;
     }
     let last = last_event_id(&headers)?;
+    if let Some((lq, _)) = &last {
+        caller.check_queue(lq)?;
+    }
     if let (Some(want), Some((lq, _))) = (&p.queue, &last) {
         if want != lq {
             return Err(ApiError::bad_request(format!(
@@ -662,7 +714,11 @@ pub async fn events(
             .collect(),
         None => Vec::new(),
     };
-    let stream = messages(resent, rx, p.queue, s.shutdown.clone(), Some(slot));
+    let filter = EventFilter {
+        queue: p.queue,
+        caller,
+    };
+    let stream = messages(resent, rx, filter, s.shutdown.clone(), Some(slot));
     let stream = futures_util::StreamExt::map(stream, |m| Ok::<_, Infallible>(m.to_event()));
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_S)))
@@ -685,12 +741,15 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
 /// of now (see [`BucketSummary`] for each field; latencies in ms). Computed in memory by this
 /// process's event poller: metrics start when the server starts and cover what the stream still
 /// held then (its last 10,000 entries), so they restart with the process, and each API process
-/// computes its own. Errors: 400 bad queue name or any query parameter; 404 unknown queue.
+/// computes its own. Queue-wide, so admin keys only. Errors: 400 bad queue name or any query
+/// parameter; 403 a tenant key; 404 unknown queue.
 pub async fn metrics(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> Result<Response, ApiError> {
+    caller.require_admin("a queue's metrics")?;
     no_query(&q)?;
     let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
@@ -706,13 +765,15 @@ pub async fn metrics(
 /// heartbeat call), most recently seen first, and the leases each holds now. Times are the
 /// store's clock in ms since the Unix epoch; `idle_ms` = `now_ms - last_seen_ms` and
 /// `heartbeat_age_ms` = ms since the lease's last heartbeat (or its start). At most 1000 workers
-/// and leases (`leases_total` counts every live lease). Errors: 400 bad queue name or any query
-/// parameter; 404 unknown queue.
+/// and leases (`leases_total` counts every live lease). Every tenant's leases, so admin keys
+/// only. Errors: 400 bad queue name or any query parameter; 403 a tenant key; 404 unknown queue.
 pub async fn workers(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> Result<Response, ApiError> {
+    caller.require_admin("the workers view")?;
     no_query(&q)?;
     let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
@@ -783,7 +844,13 @@ mod tests {
         let events: Vec<_> = (1..=5).map(|i| ev("queued", i, "a", 0, &[])).collect();
         live.record("q", &events, 0);
         let stop = CancellationToken::new();
-        let mut s = Box::pin(messages(vec![], rx, None, stop.clone(), None));
+        let mut s = Box::pin(messages(
+            vec![],
+            rx,
+            EventFilter::queue(None),
+            stop.clone(),
+            None,
+        ));
         assert_eq!(s.next().await, Some(Message::Lagged(Some(3))));
         for want in ["4-0", "5-0"] {
             match s.next().await {
@@ -809,7 +876,13 @@ mod tests {
         live.record("other", &[ev("queued", 11, "b", 0, &[])], 0);
         live.record("q", &[ev("leased", 12, "a", 1, &[("w", "w1")])], 0);
         let stop = CancellationToken::new();
-        let s = messages(resent, rx, Some("q".into()), stop.clone(), None);
+        let s = messages(
+            resent,
+            rx,
+            EventFilter::queue(Some("q".into())),
+            stop.clone(),
+            None,
+        );
         let got: Vec<_> = s.take(2).collect().await;
         let ids: Vec<_> = got
             .iter()

@@ -3,6 +3,7 @@
 //! `GET /api/v1/timelines/{name}` answers one of them (format: `docs/timeline.md`).
 
 use crate::api::AppState;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
@@ -48,8 +49,14 @@ fn disabled() -> ApiError {
 /// `{"timelines": [{"name": "seed-42.jsonl", "bytes": 123, "modified_ms": 1700000000000}]}`:
 /// the regular files (not symlinks) directly in the timelines directory whose names are valid
 /// ([`is_valid_name`]), sorted by name, at most [`LIST_MAX`]; `modified_ms` is the file's
-/// modification time in ms since the Unix epoch. 404 `not_found` without `--timelines`.
-pub async fn list(State(s): State<AppState>, q: RawQuery) -> Result<Response, ApiError> {
+/// modification time in ms since the Unix epoch. 404 `not_found` without `--timelines`; 403 for
+/// a tenant key (timelines are operators' files).
+pub async fn list(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: RawQuery,
+) -> Result<Response, ApiError> {
+    caller.require_admin("the timelines")?;
     crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let mut rd = tokio::fs::read_dir(dir.as_path()).await.map_err(|e| {
@@ -100,12 +107,14 @@ pub async fn list(State(s): State<AppState>, q: RawQuery) -> Result<Response, Ap
 /// `GET /api/v1/timelines/{name}` → the file's bytes, `Content-Type: application/x-ndjson`
 /// (`application/json` for a `.json` file). 404 `not_found` for an invalid name
 /// ([`is_valid_name`]), a missing file, a symlink or without `--timelines`; 413
-/// `payload_too_large` above [`FILE_MAX_BYTES`].
+/// `payload_too_large` above [`FILE_MAX_BYTES`]; 403 for a tenant key.
 pub async fn get(
     State(s): State<AppState>,
+    caller: Caller,
     path: Result<Path<String>, PathRejection>,
     q: RawQuery,
 ) -> Result<Response, ApiError> {
+    caller.require_admin("the timelines")?;
     crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let unknown = || {

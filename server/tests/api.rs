@@ -398,7 +398,7 @@ async fn bad_inputs_get_typed_errors() {
         ),
         (r#"{"payload": 1, "backoff": {"speed": 1}}"#, 400, "speed"),
         (
-            r#"{"type": "http", "payload": {"url": "http://10.1.1.1/x"}}"#,
+            r#"{"type": "http", "payload": {"url": "http://127.0.0.1:10/x"}}"#,
             422,
             "payload.url",
         ),
@@ -518,7 +518,7 @@ async fn http_handler_outcomes_follow_the_status() {
         .route("/gone", post(|| async { StatusCode::NOT_FOUND }))
         .route(
             "/moved",
-            post(|| async { (StatusCode::FOUND, [("location", "http://10.9.9.9/")]) }),
+            post(|| async { (StatusCode::FOUND, [("location", "http://127.0.0.1:9/")]) }),
         );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -555,26 +555,53 @@ async fn http_handler_outcomes_follow_the_status() {
     assert!(t["last_error"].as_str().unwrap().contains("redirect"));
 }
 
-// Goal: payloads come back byte for byte from every route that shows them (single, batch,
-// listing, DLQ), however unusual their formatting; payloads no reader could parse are refused.
+// Goal: payloads come back byte for byte from every route that shows them (single submit,
+// get by id, batch, listing), however unusual their formatting: emoji (raw, as escaped
+// surrogate pairs, joined sequences and flags), every JSON escape, NUL and control characters
+// as escapes, combining marks, right-to-left text, a BOM and noncharacters inside strings, huge
+// integers; and a worker's echo result is the same JSON value. Payloads no reader could parse
+// are refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn payloads_round_trip_byte_for_byte_everywhere() {
-    let app = TestApp::start(false, vec![]).await;
+    let app = TestApp::start(true, vec![]).await;
     let odd = [
         r#"{"b":1,"a":2}"#,
         r#"123456789012345678901234567890"#,
         r#"{"dup":1,"dup":2}"#,
         r#""\u00e9 😀 é""#,
         r#"[1E2, -0, 1.5e-300, {"x": null}]"#,
+        r#""😀👩‍👩‍👧‍👦🏳️‍🌈🇫🇷 \ud83d\ude00 \uD83D\uDE00""#,
+        r#""\"\\\/\b\f\n\r\t \u0000 \u001f \u007f""#,
+        r#"{"é": "e\u0301", "עברית": "مرحبا", "中文": "漢字", "\u2028": "\u2029"}"#,
+        "\"\u{feff}BOM \u{fffe} \u{ffff} \u{10ffff}\"",
+        r#"  [ 1 ,	2 ]  "#,
+        r#"{"n": -123456789012345678901234567890.5e-7}"#,
     ];
+    let mut ids = Vec::new();
     for p in odd {
         let body = format!(r#"{{"payload": {p}}}"#);
         let (s, text) = app.call_text(POST, "/api/v1/tasks", Some(&body)).await;
         assert_eq!(s, StatusCode::CREATED, "{text}");
         assert!(
-            text.contains(&format!(r#""payload":{p}"#)),
+            text.contains(&format!(r#""payload":{}"#, p.trim())),
             "submit reply: {text}"
         );
+        let t: Value = serde_json::from_str(&text).unwrap();
+        ids.push(id(&t));
+    }
+    for (p, i) in odd.iter().zip(&ids) {
+        let (_, text) = app
+            .call_text(GET, &format!("/api/v1/tasks/{i}"), None)
+            .await;
+        assert!(
+            text.contains(&format!(r#""payload":{}"#, p.trim())),
+            "get {i}: {text}"
+        );
+        let done = app
+            .wait_task(i, "completed", |t| t["status"] == "completed")
+            .await;
+        let want: Value = serde_json::from_str(p).unwrap();
+        assert_eq!(done["result"], want, "echo of {p}");
     }
     let batch = format!(r#"{{"tasks": [{{"payload": {}}}]}}"#, odd[0]);
     let (_, text) = app
@@ -588,7 +615,7 @@ async fn payloads_round_trip_byte_for_byte_everywhere() {
     assert_eq!(s, StatusCode::OK);
     for p in odd {
         assert!(
-            text.contains(&format!(r#""payload":{p}"#)),
+            text.contains(&format!(r#""payload":{}"#, p.trim())),
             "listing lacks {p}: {text}"
         );
     }

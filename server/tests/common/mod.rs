@@ -1,9 +1,10 @@
-//! Fixtures shared by the server's tests: a router over a private Redis, with an optional
+//! Fixtures shared by the server's tests: a router over a private Redis (or the embedded
+//! `MemoryStore`, optionally recording every key the store is asked to touch), with an optional
 //! in-process worker pool and scheduler running the built-in handlers.
 #![allow(dead_code)]
 
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use orq::testing::RedisServer;
 use orq::{
@@ -12,7 +13,7 @@ use orq::{
 use orq_server::handlers::{builtin, HttpAllow};
 use orq_server::{app, AppState};
 use serde_json::Value;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -21,7 +22,8 @@ use tower::ServiceExt;
 pub const WAIT: Duration = Duration::from_secs(60);
 
 pub struct TestApp {
-    pub redis: RedisServer,
+    /// The private Redis (`None` on the embedded store).
+    pub redis: Option<RedisServer>,
     pub router: axum::Router,
     pub store: Arc<dyn Store>,
     pub client: orq::Client,
@@ -43,6 +45,32 @@ impl TestApp {
     ) -> TestApp {
         let redis = RedisServer::start();
         let store: Arc<dyn Store> = Arc::new(RedisStore::connect(&redis.url()).await.unwrap());
+        Self::over(Some(redis), store, workers, allow, configure)
+    }
+
+    /// As [`TestApp::start_with`] on the embedded store (no Redis), every store call recorded
+    /// in the returned [`Recorder`].
+    pub fn embedded(
+        workers: bool,
+        allow: Vec<String>,
+        configure: impl FnOnce(AppState) -> AppState,
+    ) -> (TestApp, Recorder) {
+        let memory = orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock));
+        let recorder = Recorder::default();
+        let store: Arc<dyn Store> = Arc::new(RecordingStore {
+            inner: Arc::new(memory),
+            calls: recorder.clone(),
+        });
+        (Self::over(None, store, workers, allow, configure), recorder)
+    }
+
+    fn over(
+        redis: Option<RedisServer>,
+        store: Arc<dyn Store>,
+        workers: bool,
+        allow: Vec<String>,
+        configure: impl FnOnce(AppState) -> AppState,
+    ) -> TestApp {
         let clock = Arc::new(SystemClock);
         let entropy = Arc::new(Entropy::from_os());
         let client = orq::Client::new(store.clone(), clock.clone(), entropy.clone());
@@ -85,6 +113,46 @@ impl TestApp {
             client,
             stop,
         }
+    }
+
+    /// Send one request with `Authorization: Bearer <key>` when `key` is given; returns the
+    /// status, the JSON body (Null when empty or not JSON) and the headers.
+    pub async fn call_as(
+        &self,
+        key: Option<&str>,
+        method: Method,
+        uri: &str,
+        body: Option<&str>,
+    ) -> (StatusCode, Value, HeaderMap) {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json");
+        if let Some(k) = key {
+            req = req.header("authorization", format!("Bearer {k}"));
+        }
+        let req = req
+            .body(
+                body.map(|b| Body::from(b.to_string()))
+                    .unwrap_or_else(Body::empty),
+            )
+            .unwrap();
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let is_stream = headers
+            .get("content-type")
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if is_stream {
+            return (status, Value::Null, headers); // an event stream never ends: not read
+        }
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert!(
+            status.as_u16() < 500 || status.as_u16() == 503,
+            "{uri} answered {status}: {json}"
+        );
+        (status, json, headers)
     }
 
     /// Send one request; returns the status and the JSON body (Null when empty or not JSON).
@@ -154,6 +222,55 @@ impl TestApp {
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
+    }
+}
+
+/// One store call: the script name, its keys and its arguments.
+pub type Call = (String, Vec<String>, Vec<Vec<u8>>);
+
+/// Every store call of a [`RecordingStore`].
+#[derive(Clone, Default)]
+pub struct Recorder(pub Arc<Mutex<Vec<Call>>>);
+
+impl Recorder {
+    /// Number of calls so far.
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// True when no key or argument of any call contains `needle`.
+    pub fn never_saw(&self, needle: &[u8]) -> bool {
+        let calls = self.0.lock().unwrap();
+        calls.iter().all(|(_, keys, args)| {
+            keys.iter()
+                .all(|k| !k.as_bytes().windows(needle.len()).any(|w| w == needle))
+                && args
+                    .iter()
+                    .all(|a| !a.windows(needle.len()).any(|w| w == needle))
+        })
+    }
+}
+
+/// A store that records each call, then passes it on.
+pub struct RecordingStore {
+    pub inner: Arc<dyn Store>,
+    pub calls: Recorder,
+}
+
+#[async_trait::async_trait]
+impl Store for RecordingStore {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        self.calls
+            .0
+            .lock()
+            .unwrap()
+            .push((script.name.to_string(), keys.to_vec(), args.to_vec()));
+        self.inner.eval(script, keys, args).await
     }
 }
 

@@ -1,0 +1,554 @@
+//! `orq bench`: the load generator. Against a Redis (`--redis URL`) or the embedded store it runs
+//! three phases on queues of its own, with a no-op handler, and reports what a user of a task
+//! queue asks first. The phases and the JSON shape are shared with `bench/bullmq/bench.mjs`, so
+//! the two engines can be compared side by side on the same Redis (`bench/README.md`):
+//!
+//! 1. **submit**: N tasks in batches of B (spread over T tenants, priorities 0..=9), no worker
+//!    running → `submit_per_s`, and `mem_bytes_per_task` (Redis `INFO memory` `used_memory`
+//!    delta / N; `null` on the embedded store).
+//! 2. **end to end**: a worker pool of concurrency C runs while N more tasks are submitted →
+//!    `complete_per_s` (N / first submit to last completion), `wait_ms` (handler start minus
+//!    the task's `created_at`, i.e. submit → handler start), `script_calls_per_task` (every
+//!    script call of the phase, idle polls included, / N).
+//! 3. **delayed** (with `--delayed D`): D tasks due `delay_ms` .. `delay_ms + spread` after
+//!    submit, spread evenly, workers running → `lateness_ms` (handler start minus `run_at`).
+//!
+//! Latency figures are `{p50, p99, max}` in ms (nearest rank). Handler start times are read from
+//! this process's clock and task times from the store's: on one machine they agree to about a
+//! millisecond.
+
+use orq::resp::Resp;
+use orq::{
+    Clock, Entropy, Handler, HandlerError, Handlers, Store, StoreError, TaskContext, TaskSpec,
+    Worker, WorkerConfig,
+};
+use orq_lua::Script;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What to run (the `orq bench` options).
+#[derive(Debug, Clone)]
+pub struct BenchPlan {
+    /// N: tasks per phase (1..=10,000,000).
+    pub tasks: u64,
+    /// B: tasks per submit call (1..=1000).
+    pub batch: u64,
+    /// C: handlers running at once in the worker pool (1..=10,000).
+    pub concurrency: usize,
+    /// T: tenants the tasks are spread over, round robin (1..=100,000).
+    pub tenants: u64,
+    /// D: delayed tasks in phase 3 (0 skips it).
+    pub delayed: u64,
+    /// Delay of the first delayed task (ms).
+    pub delay_ms: u64,
+    /// The delays are spread evenly over [delay_ms, delay_ms + spread] (ms).
+    pub delay_spread_ms: u64,
+}
+
+/// Nearest-rank percentiles of a latency sample (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median (ms).
+    pub p50: f64,
+    /// 99th percentile (ms).
+    pub p99: f64,
+    /// Largest (ms).
+    pub max: f64,
+}
+
+impl Latency {
+    /// The summary of `xs` (ms), or `None` when empty.
+    pub fn of(xs: &[f64]) -> Option<Latency> {
+        if xs.is_empty() {
+            return None;
+        }
+        let mut s = xs.to_vec();
+        s.sort_by(f64::total_cmp);
+        let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        Some(Latency {
+            p50: rank(0.5),
+            p99: rank(0.99),
+            max: s[s.len() - 1],
+        })
+    }
+}
+
+/// The report: printed as a table and written as JSON (`--json FILE`).
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Always `"orq"` (BullMQ's script writes `"bullmq"`).
+    pub engine: &'static str,
+    /// orq's version.
+    pub version: &'static str,
+    /// `"redis"` or `"embedded"`.
+    pub store: &'static str,
+    /// N.
+    pub tasks: u64,
+    /// B.
+    pub batch: u64,
+    /// C.
+    pub concurrency: usize,
+    /// T.
+    pub tenants: u64,
+    /// D.
+    pub delayed: u64,
+    /// Phase 1: tasks submitted per second.
+    pub submit_per_s: f64,
+    /// Phase 2: tasks completed per second, first submit to last completion.
+    pub complete_per_s: f64,
+    /// Phase 2: submit → handler start (ms).
+    pub wait_ms: Option<Latency>,
+    /// Phase 3: handler start − run_at (ms); `null` without delayed tasks.
+    pub lateness_ms: Option<Latency>,
+    /// Phase 1: Redis memory per queued task (bytes); `null` on the embedded store.
+    pub mem_bytes_per_task: Option<f64>,
+    /// Phase 2: script calls per task.
+    pub script_calls_per_task: f64,
+}
+
+/// A store that counts the script calls going through it.
+pub struct CountingStore {
+    inner: Arc<dyn Store>,
+    calls: AtomicU64,
+}
+
+impl CountingStore {
+    /// Wrap `inner`.
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        CountingStore {
+            inner,
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Script calls so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for CountingStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.inner.eval(script, keys, args).await
+    }
+}
+
+/// The no-op handler: records when it started, relative to the task's reference time.
+struct Probe {
+    clock: Arc<dyn Clock>,
+    /// ms from the reference (created_at, or run_at when `delayed`) to handler start.
+    samples: Arc<Mutex<Vec<f64>>>,
+    started: Arc<AtomicU64>,
+    delayed: bool,
+}
+
+#[async_trait::async_trait]
+impl Handler for Probe {
+    async fn handle(&self, ctx: TaskContext) -> Result<serde_json::Value, HandlerError> {
+        let now = self.clock.now_ms() as f64;
+        let reference = if self.delayed {
+            ctx.task.run_at_ms
+        } else {
+            ctx.task.created_at_ms
+        } as f64;
+        if ctx.attempt == 1 {
+            self.samples.lock().unwrap().push(now - reference);
+            self.started.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(serde_json::Value::Null)
+    }
+}
+
+/// Progress reporting, so a long run shows where it is (an `indicatif` bar in the CLI).
+pub trait Progress: Send + Sync {
+    /// A phase began, with `total` units of work.
+    fn phase(&self, name: &str, total: u64);
+    /// `done` units of the current phase are done.
+    fn set(&self, done: u64);
+    /// The run ended (clear the bar).
+    fn finish(&self) {}
+}
+
+/// Progress that reports nothing (tests).
+pub struct Quiet;
+
+impl Progress for Quiet {
+    fn phase(&self, _: &str, _: u64) {}
+    fn set(&self, _: u64) {}
+}
+
+/// Reads Redis's `used_memory` (bytes), when the bench runs against Redis.
+pub type MemoryProbe =
+    Box<dyn Fn() -> futures_util::future::BoxFuture<'static, Option<u64>> + Send + Sync>;
+
+/// Run the plan against `store`. `queue_prefix` names this run's queues
+/// (`<prefix>-submit`, `<prefix>-e2e`, `<prefix>-delayed`); `memory` reads Redis's memory use.
+/// Errors: the first failed submit or stats call, as text.
+pub async fn run(
+    plan: &BenchPlan,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    store_kind: &'static str,
+    queue_prefix: &str,
+    memory: Option<MemoryProbe>,
+    progress: &dyn Progress,
+) -> Result<BenchReport, String> {
+    let counting = Arc::new(CountingStore::new(store));
+    let entropy = Arc::new(Entropy::from_os());
+    let client = orq::Client::new(counting.clone(), clock.clone(), entropy.clone());
+
+    // 1. submit, no worker running.
+    let q_submit = format!("{queue_prefix}-submit");
+    let mem0 = match &memory {
+        Some(m) => m().await,
+        None => None,
+    };
+    progress.phase("submit", plan.tasks);
+    let t0 = Instant::now();
+    submit_all(&client, plan, &q_submit, plan.tasks, None, progress).await?;
+    let submit_s = t0.elapsed().as_secs_f64();
+    let mem1 = match &memory {
+        Some(m) => m().await,
+        None => None,
+    };
+    let mem_bytes_per_task = match (mem0, mem1) {
+        (Some(a), Some(b)) => Some((b as f64 - a as f64) / plan.tasks as f64),
+        _ => None,
+    };
+
+    // 2. end to end: the pool runs while tasks are submitted.
+    let q_e2e = format!("{queue_prefix}-e2e");
+    let (wait, e2e_s, calls) = {
+        let samples = Arc::new(Mutex::new(Vec::with_capacity(plan.tasks as usize)));
+        let started = Arc::new(AtomicU64::new(0));
+        let pool = pool(
+            &counting,
+            &clock,
+            &entropy,
+            plan,
+            &q_e2e,
+            Probe {
+                clock: clock.clone(),
+                samples: samples.clone(),
+                started: started.clone(),
+                delayed: false,
+            },
+        );
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let stop = stop.clone();
+            async move { pool.run(stop).await }
+        });
+        let calls0 = counting.calls();
+        progress.phase("end to end", plan.tasks);
+        let t0 = Instant::now();
+        submit_all(&client, plan, &q_e2e, plan.tasks, None, &Quiet).await?;
+        wait_completed(&client, &q_e2e, plan.tasks, &started, progress).await?;
+        let e2e_s = t0.elapsed().as_secs_f64();
+        let calls = counting.calls() - calls0;
+        stop.cancel();
+        let _ = running.await;
+        let wait = Latency::of(&samples.lock().unwrap());
+        (wait, e2e_s, calls)
+    };
+
+    // 3. delayed tasks, workers running.
+    let lateness = if plan.delayed > 0 {
+        let q_delayed = format!("{queue_prefix}-delayed");
+        let samples = Arc::new(Mutex::new(Vec::with_capacity(plan.delayed as usize)));
+        let started = Arc::new(AtomicU64::new(0));
+        let pool = pool(
+            &counting,
+            &clock,
+            &entropy,
+            plan,
+            &q_delayed,
+            Probe {
+                clock: clock.clone(),
+                samples: samples.clone(),
+                started: started.clone(),
+                delayed: true,
+            },
+        );
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let stop = stop.clone();
+            async move { pool.run(stop).await }
+        });
+        progress.phase("delayed", plan.delayed);
+        let base = clock.now_ms();
+        submit_all(&client, plan, &q_delayed, plan.delayed, Some(base), &Quiet).await?;
+        wait_completed(&client, &q_delayed, plan.delayed, &started, progress).await?;
+        stop.cancel();
+        let _ = running.await;
+        let lateness = Latency::of(&samples.lock().unwrap());
+        lateness
+    } else {
+        None
+    };
+
+    Ok(BenchReport {
+        engine: "orq",
+        version: env!("CARGO_PKG_VERSION"),
+        store: store_kind,
+        tasks: plan.tasks,
+        batch: plan.batch,
+        concurrency: plan.concurrency,
+        tenants: plan.tenants,
+        delayed: plan.delayed,
+        submit_per_s: plan.tasks as f64 / submit_s,
+        complete_per_s: plan.tasks as f64 / e2e_s,
+        wait_ms: wait,
+        lateness_ms: lateness,
+        mem_bytes_per_task,
+        script_calls_per_task: calls as f64 / plan.tasks as f64,
+    })
+}
+
+/// The worker pool of a phase: concurrency C, serving only `queue`, the probe for type `noop`.
+fn pool(
+    store: &Arc<CountingStore>,
+    clock: &Arc<dyn Clock>,
+    entropy: &Arc<Entropy>,
+    plan: &BenchPlan,
+    queue: &str,
+    probe: Probe,
+) -> Worker {
+    let store: Arc<dyn Store> = store.clone();
+    Worker::new(
+        store,
+        clock.clone(),
+        entropy.clone(),
+        Handlers::new().register("noop", probe),
+        WorkerConfig {
+            queues: vec![queue.to_string()],
+            concurrency: plan.concurrency,
+            ..WorkerConfig::default()
+        },
+    )
+}
+
+/// Submit `n` no-op tasks to `queue` in batches of B over T tenants; with `delay_base` (ms since
+/// the epoch), task i is due at base + delay_ms + spread × i / (n − 1).
+async fn submit_all(
+    client: &orq::Client,
+    plan: &BenchPlan,
+    queue: &str,
+    n: u64,
+    delay_base: Option<u64>,
+    progress: &dyn Progress,
+) -> Result<(), String> {
+    let mut i = 0u64;
+    while i < n {
+        let end = (i + plan.batch).min(n);
+        let specs = (i..end)
+            .map(|k| {
+                let mut spec = TaskSpec::new("{}")
+                    .queue(queue)
+                    .task_type("noop")
+                    .tenant(format!("t{}", k % plan.tenants))
+                    .priority((k % 10) as u8);
+                if let Some(base) = delay_base {
+                    let spread = if n > 1 {
+                        plan.delay_spread_ms * k / (n - 1)
+                    } else {
+                        0
+                    };
+                    spec.run_at_ms = Some(base + plan.delay_ms + spread);
+                }
+                spec
+            })
+            .collect();
+        client
+            .submit_batch(specs)
+            .await
+            .map_err(|e| format!("submit to {queue}: {e}"))?;
+        i = end;
+        progress.set(i);
+    }
+    Ok(())
+}
+
+/// Wait until `n` handlers started and the store counts `n` completed tasks in `queue`.
+async fn wait_completed(
+    client: &orq::Client,
+    queue: &str,
+    n: u64,
+    started: &AtomicU64,
+    progress: &dyn Progress,
+) -> Result<(), String> {
+    loop {
+        let s = started.load(Ordering::Relaxed);
+        progress.set(s);
+        if s >= n {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    loop {
+        let st = client
+            .stats(queue)
+            .await
+            .map_err(|e| format!("stats of {queue}: {e}"))?;
+        if st.counts.get(&orq::Status::Completed).copied().unwrap_or(0) as u64 >= n {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// An `indicatif` progress bar, one per phase.
+struct Bar(indicatif::ProgressBar);
+
+impl Progress for Bar {
+    fn phase(&self, name: &str, total: u64) {
+        self.0.reset();
+        self.0.set_length(total);
+        self.0.set_position(0);
+        self.0.set_message(name.to_string());
+    }
+    fn set(&self, done: u64) {
+        self.0.set_position(done);
+    }
+    fn finish(&self) {
+        self.0.finish_and_clear();
+    }
+}
+
+/// `orq bench`: run the plan from the command line, print the table, write the JSON. Against
+/// Redis the run's queues (`orqbench-<ulid>-*`) are deleted at the end, whatever happened.
+/// Errors are for the user (exit code 2).
+pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
+    let plan = BenchPlan {
+        tasks: a.tasks,
+        batch: a.batch,
+        concurrency: a.concurrency as usize,
+        tenants: a.tenants,
+        delayed: a.delayed,
+        delay_ms: a.delay_ms,
+        delay_spread_ms: a.delay_spread_ms,
+    };
+    let clock: Arc<dyn Clock> = Arc::new(orq::SystemClock);
+    let id = Entropy::from_os().ulid(clock.now_ms());
+    let prefix = format!("orqbench-{}", id.to_string().to_lowercase());
+    let progress: Box<dyn Progress> = if a.no_progress {
+        Box::new(Quiet)
+    } else {
+        let bar = indicatif::ProgressBar::new(plan.tasks);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:>12} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        Box::new(Bar(bar))
+    };
+    let report = match &a.redis {
+        Some(url) => {
+            let redis = Arc::new(orq::RedisStore::open(url).map_err(|e| e.to_string())?);
+            redis
+                .ping()
+                .await
+                .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
+            let probe = redis.clone();
+            let memory: MemoryProbe = Box::new(move || {
+                let probe = probe.clone();
+                Box::pin(async move { probe.used_memory().await })
+            });
+            let store: Arc<dyn Store> = redis.clone();
+            let r = run(
+                &plan,
+                store,
+                clock,
+                "redis",
+                &prefix,
+                Some(memory),
+                &*progress,
+            )
+            .await;
+            let pattern = format!("orq:{{{prefix}-*");
+            if let Err(e) = redis
+                .delete_matching(&pattern, &format!("{prefix}-*"))
+                .await
+            {
+                eprintln!("orq bench: could not delete the bench queues ({pattern}): {e}");
+            }
+            r?
+        }
+        None => {
+            let store: Arc<dyn Store> =
+                Arc::new(orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock)));
+            run(&plan, store, clock, "embedded", &prefix, None, &*progress).await?
+        }
+    };
+    progress.finish();
+    print!("{}", table(&report));
+    if let Some(path) = &a.json {
+        let text = serde_json::to_string_pretty(&report).expect("the report serialises");
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The report as a table for a terminal.
+pub fn table(r: &BenchReport) -> String {
+    let lat = |l: &Option<Latency>| match l {
+        Some(l) => format!("p50 {:.1}  p99 {:.1}  max {:.1}", l.p50, l.p99, l.max),
+        None => "-".to_string(),
+    };
+    let rows = [
+        ("store", r.store.to_string()),
+        (
+            "workload",
+            format!(
+                "{} tasks, batch {}, concurrency {}, {} tenants, {} delayed",
+                r.tasks, r.batch, r.concurrency, r.tenants, r.delayed
+            ),
+        ),
+        ("submit", format!("{:.0} tasks/s", r.submit_per_s)),
+        ("end to end", format!("{:.0} tasks/s", r.complete_per_s)),
+        ("queue wait (ms)", lat(&r.wait_ms)),
+        ("delayed lateness (ms)", lat(&r.lateness_ms)),
+        (
+            "memory per queued task",
+            r.mem_bytes_per_task
+                .map_or("-".to_string(), |b| format!("{b:.0} bytes")),
+        ),
+        (
+            "script calls per task",
+            format!("{:.3}", r.script_calls_per_task),
+        ),
+    ];
+    let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    rows.iter()
+        .map(|(k, v)| format!("{k:<width$}  {v}\n"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: nearest-rank percentiles as documented.
+    #[test]
+    fn latency_percentiles_are_nearest_rank() {
+        let xs: Vec<f64> = (1..=100).map(f64::from).collect();
+        let l = Latency::of(&xs).unwrap();
+        assert_eq!((l.p50, l.p99, l.max), (50.0, 99.0, 100.0));
+        assert_eq!(Latency::of(&[]), None);
+        let one = Latency::of(&[7.0]).unwrap();
+        assert_eq!((one.p50, one.p99, one.max), (7.0, 7.0, 7.0));
+    }
+}

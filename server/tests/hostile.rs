@@ -1,0 +1,883 @@
+//! Hostile input: names that could break out of a Redis key, ids that are not ULIDs, bodies too
+//! large, too deep or not UTF-8, numbers and times out of range, clients that send slowly, a
+//! flood of submits from one tenant, handler errors too long to store, an `http` task redirected
+//! outside its allow-list, and a Redis that may evict orq's keys. Every answer must be the typed
+//! 4xx the README promises (the fixture fails on any 5xx but 503).
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{code, message, TestApp, WAIT};
+use orq::Clock;
+use orq_server::ratelimit::SubmitLimiter;
+use serde_json::{json, Value};
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POST: Method = Method::POST;
+const GET: Method = Method::GET;
+const PUT: Method = Method::PUT;
+
+fn pct(s: &str) -> String {
+    s.bytes().map(|b| format!("%{b:02X}")).collect()
+}
+
+// Goal: a queue, tenant or type name with `{`, `}`, `:`, `*`, a space, a control character or
+// non-ASCII, empty or longer than 64 bytes, is refused with 400 naming the field, wherever it
+// comes in (JSON body, path, query string, Last-Event-ID), and never reaches the store: no key
+// or argument of any script call contains it. Method: the embedded store behind a recorder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_names_are_refused_before_any_key_is_built() {
+    let (app, recorder) = TestApp::embedded(false, vec![], |s| s);
+    let long = "n".repeat(65);
+    let names = [
+        "{q}", "a}b", "a{b", "a:b", "a*", "a b", "a\u{1}b", "a\tb", "a\nb", "a\u{7f}b", "é", "",
+        &long,
+    ];
+    for name in names {
+        let j = serde_json::to_string(name).unwrap();
+        let bodies = [
+            (
+                "POST",
+                "/api/v1/tasks",
+                format!(r#"{{"payload": 1, "queue": {j}}}"#),
+                "queue",
+            ),
+            (
+                "POST",
+                "/api/v1/tasks",
+                format!(r#"{{"payload": 1, "tenant": {j}}}"#),
+                "tenant",
+            ),
+            (
+                "POST",
+                "/api/v1/tasks",
+                format!(r#"{{"payload": 1, "type": {j}}}"#),
+                "type",
+            ),
+            (
+                "POST",
+                "/api/v1/tasks/batch",
+                format!(r#"{{"tasks": [{{"payload": 1}}, {{"payload": 1, "queue": {j}}}]}}"#),
+                "tasks[1].queue",
+            ),
+            (
+                "POST",
+                "/api/v1/dlq/replay",
+                format!(r#"{{"queue": {j}}}"#),
+                "queue",
+            ),
+            (
+                "POST",
+                "/api/v1/dlq/replay",
+                format!(r#"{{"tenant": {j}}}"#),
+                "tenant",
+            ),
+            (
+                "POST",
+                "/api/v1/dlq/replay",
+                format!(r#"{{"type": {j}}}"#),
+                "type",
+            ),
+        ];
+        for (m, uri, body, field) in bodies {
+            let (s, e) = app.call(m.parse().unwrap(), uri, Some(&body)).await;
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{uri} {body}: {e}");
+            assert!(message(&e).contains(field), "{uri} {body}: {e}");
+        }
+        let p = pct(name);
+        let mut paths: Vec<(Method, String)> = vec![
+            (GET, format!("/api/v1/queues/{p}")),
+            (GET, format!("/api/v1/queues/{p}/tenants")),
+            (PUT, format!("/api/v1/queues/{p}/tenants/ok")),
+            (PUT, format!("/api/v1/queues/ok/tenants/{p}")),
+            (POST, format!("/api/v1/queues/{p}/pause")),
+            (POST, format!("/api/v1/queues/{p}/resume")),
+            (POST, format!("/api/v1/queues/{p}/drain")),
+            (PUT, format!("/api/v1/queues/{p}/settings")),
+            (GET, format!("/api/v1/queues/{p}/metrics")),
+            (GET, format!("/api/v1/queues/{p}/workers")),
+            (GET, format!("/api/v1/tasks?queue={p}")),
+            (GET, format!("/api/v1/tasks?tenant={p}")),
+            (GET, format!("/api/v1/tasks?type={p}")),
+            (GET, format!("/api/v1/dlq?queue={p}")),
+            (GET, format!("/api/v1/dlq?tenant={p}")),
+            (
+                GET,
+                format!("/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV?queue={p}"),
+            ),
+            (
+                POST,
+                format!("/api/v1/tasks/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel?queue={p}"),
+            ),
+            (
+                POST,
+                format!("/api/v1/dlq/01ARZ3NDEKTSV4RRFFQ69G5FAV/replay?queue={p}"),
+            ),
+            (
+                Method::DELETE,
+                format!("/api/v1/dlq/01ARZ3NDEKTSV4RRFFQ69G5FAV?queue={p}"),
+            ),
+            (GET, format!("/api/v1/events?queue={p}")),
+        ];
+        if name.is_empty() {
+            // An empty path segment is another route (or none): 404 or 405, not a name.
+            paths.retain(|(_, u)| !u.contains("//") && !u.ends_with('/'));
+        }
+        for (m, uri) in paths {
+            let body = (m == PUT).then_some("{}");
+            let (s, e) = app.call(m.clone(), &uri, body).await;
+            let field = if uri.contains("/queues/ok/tenants/") || uri.contains("tenant=") {
+                "tenant"
+            } else if uri.contains("type=") {
+                "type"
+            } else {
+                "queue"
+            };
+            assert_eq!(s, StatusCode::BAD_REQUEST, "{m} {uri}: {e}");
+            assert!(message(&e).contains(field), "{m} {uri}: {e}");
+        }
+        // Raw in the header when a header can carry it, else percent-encoded.
+        let printable = !name.is_empty() && name.bytes().all(|b| (0x20..0x7f).contains(&b));
+        let in_header = if printable {
+            name.to_string()
+        } else {
+            p.clone()
+        };
+        let req = axum::http::Request::builder()
+            .uri("/api/v1/events")
+            .header("last-event-id", format!("{in_header}/1-0"))
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let resp = tower::ServiceExt::oneshot(app.router.clone(), req)
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "Last-Event-ID {p}");
+    }
+    // Idempotency keys have their own alphabet (':' allowed) and are checked the same way.
+    for key in ["{k}", "k*", "k k", "k\u{0}", &"k".repeat(129)] {
+        let body = json!({"payload": 1, "idempotency_key": key}).to_string();
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{key:?}: {e}");
+        assert!(message(&e).contains("idempotency_key"), "{e}");
+    }
+    assert!(recorder.len() > 0, "the recorder sees the store's calls");
+    for name in names
+        .iter()
+        .filter(|n| !n.is_empty() && n.len() <= 64 && **n != "é")
+    {
+        assert!(
+            recorder.never_saw(name.as_bytes()),
+            "{name:?} reached the store"
+        );
+    }
+    for needle in ["{k}", "k*", "k k", "{q}", "a*"] {
+        assert!(recorder.never_saw(needle.as_bytes()), "{needle:?}");
+    }
+    assert!(recorder.never_saw("é".as_bytes()));
+}
+
+// Goal: a task id that is not a ULID names no task: 404 on every by-id route, and nothing of it
+// reaches the store; lowercase ULIDs are the same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_that_are_not_ulids_name_no_task() {
+    let (app, recorder) = TestApp::embedded(false, vec![], |s| s);
+    let bad = [
+        "nope",
+        "01ARZ3NDEKTSV4RRFFQ69G5FA",
+        "01ARZ3NDEKTSV4RRFFQ69G5FAVX",
+        "81ARZ3NDEKTSV4RRFFQ69G5FAV", // overflows 128 bits
+        "01ARZ3NDEKTSV4RRFFQ69G5FAU", // U is not Crockford base32
+        "01ARZ3NDEKTSV4RRFFQ69G5F%7B",
+        "01ARZ3NDEKTSV4RRFFQ69G5FA%2A",
+        "01ARZ3NDEKTSV4RRFFQ69G5F%00",
+        "%F0%9F%98%80",
+        "-1",
+        "99999999999999999999999999",
+    ];
+    for id in bad {
+        for (m, uri) in [
+            (GET, format!("/api/v1/tasks/{id}")),
+            (POST, format!("/api/v1/tasks/{id}/cancel")),
+            (POST, format!("/api/v1/dlq/{id}/replay")),
+            (Method::DELETE, format!("/api/v1/dlq/{id}")),
+        ] {
+            let (s, e) = app.call(m.clone(), &uri, None).await;
+            assert_eq!(s, StatusCode::NOT_FOUND, "{m} {uri}: {e}");
+            assert_eq!(code(&e), "not_found", "{e}");
+        }
+    }
+    for needle in [
+        "01ARZ3NDEKTSV4RRFFQ69G5FA",
+        "81ARZ3",
+        "NOPE",
+        "nope",
+        "9999999999",
+    ] {
+        assert!(recorder.never_saw(needle.as_bytes()), "{needle}");
+    }
+}
+
+// Goal: bodies too large answer 413, too deep or malformed JSON and invalid UTF-8 answer 400,
+// on every route that takes a body, each as a typed JSON error; none crashes the server (a
+// million nested brackets included).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_deep_and_malformed_bodies_get_typed_errors() {
+    let (app, _) = TestApp::embedded(false, vec![], |s| s);
+    let small_body_routes = [
+        (PUT, "/api/v1/queues/q/tenants/t"),
+        (PUT, "/api/v1/queues/q/settings"),
+        (POST, "/api/v1/dlq/replay"),
+    ];
+    // 64 KiB routes: a body of 65 KiB is 413.
+    let big = format!(r#"{{"x": "{}"}}"#, "a".repeat(65 * 1024));
+    for (m, uri) in &small_body_routes {
+        let (s, e) = app.call(m.clone(), uri, Some(&big)).await;
+        assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{uri}: {e}");
+        assert_eq!(code(&e), "payload_too_large");
+    }
+    // A batch item's payload over 1 MiB: 413 naming the item.
+    let item = format!(
+        r#"{{"tasks": [{{"payload": "{}"}}]}}"#,
+        "x".repeat((1 << 20) + 1)
+    );
+    let (s, e) = app.call(POST, "/api/v1/tasks/batch", Some(&item)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+    assert!(message(&e).starts_with("tasks[0].payload"), "{e}");
+    // A single submit body over its own limit (1 MiB + 64 KiB): 413 before parsing.
+    let huge = format!(r#"{{"payload": 1, "x": "{}"}}"#, "x".repeat(2 << 20));
+    let (s, e) = app.call(POST, "/api/v1/tasks", Some(&huge)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{e}");
+
+    // Depth: a payload 127 deep is stored, 128 deep is refused (serde_json's recursion limit),
+    // half a million deep too (no stack overflow), wherever the nesting is.
+    let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let (s, e) = app
+        .call(
+            POST,
+            "/api/v1/tasks",
+            Some(&format!(r#"{{"payload": {}}}"#, nest(127))),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    for (body, mentions) in [
+        (format!(r#"{{"payload": {}}}"#, nest(128)), "payload"),
+        (format!(r#"{{"payload": {}}}"#, nest(500_000)), "payload"),
+        (
+            format!(r#"{{"payload": 1, "backoff": {}}}"#, nest(100_000)),
+            "backoff",
+        ),
+        (
+            format!(r#"{{"payload": 1, "colour": {}}}"#, nest(100_000)),
+            "colour",
+        ),
+        (format!(r#"{{"payload": {}"#, "[".repeat(1_000_000)), ""),
+    ] {
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{}: {e}", &body[..40]);
+        assert!(message(&e).contains(mentions), "{e}");
+        assert_eq!(code(&e), "bad_request");
+    }
+    let deep_batch = format!(r#"{{"tasks": {}}}"#, nest(1_000_000));
+    let (s, _) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&deep_batch))
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    for (m, uri) in &small_body_routes {
+        let (s, e) = app
+            .call(
+                m.clone(),
+                uri,
+                Some(&format!(r#"{{"x": {}}}"#, nest(30_000))),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+    }
+
+    // Invalid UTF-8 (raw bytes, and lone surrogates as escapes) on every body route.
+    let raw: &[u8] = b"{\"payload\": \"\xc3\x28\"}";
+    for (m, uri) in [
+        (POST, "/api/v1/tasks"),
+        (POST, "/api/v1/tasks/batch"),
+        (PUT, "/api/v1/queues/q/tenants/t"),
+        (PUT, "/api/v1/queues/q/settings"),
+        (POST, "/api/v1/dlq/replay"),
+    ] {
+        let (s, e) = app.call_bytes(m.clone(), uri, Some(raw.to_vec())).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert_eq!(code(&e), "bad_request", "{uri}: {e}");
+    }
+    for bad in [r#""\ud800""#, r#""\udfff""#, r#"{"\ud800": 1}"#] {
+        let (s, e) = app
+            .call(
+                POST,
+                "/api/v1/tasks",
+                Some(&format!(r#"{{"payload": {bad}}}"#)),
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {e}");
+    }
+    let (s, _) = app
+        .call_bytes(
+            POST,
+            "/api/v1/tasks",
+            Some(b"{\"queue\": \"q\xff\", \"payload\": 1}".to_vec()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Not JSON at all, or JSON of the wrong shape.
+    for body in [
+        "\u{feff}{\"payload\": 1}",
+        "null",
+        "{\"payload\": 1, \"payload\": 2}",
+        "{}",
+    ] {
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body:?}: {e}");
+    }
+}
+
+// Goal: numbers out of range (negative, too large for their type, fractional where an integer
+// is expected, beyond f64) and run_at far in the past or future are refused with 400 naming
+// the field; the edges inside the range are accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_numbers_and_times_are_refused() {
+    let (app, _) = TestApp::embedded(false, vec![], |s| s);
+    let now_ms = orq::SystemClock.now_ms();
+    let at = |ms: u64| orq_server::model::format_time_ms(ms);
+    let day = 86_400_000u64;
+    let submits = [
+        (r#""priority": 9223372036854775807"#, "priority"),
+        (r#""priority": -9223372036854775809"#, "priority"),
+        (r#""priority": 1e2"#, "priority"),
+        (r#""max_retries": -1"#, "max_retries"),
+        (r#""max_retries": 1e30"#, "max_retries"),
+        (r#""lease_ms": -1"#, "lease_ms"),
+        (r#""lease_ms": 18446744073709551616"#, "lease_ms"),
+        (r#""timeout_ms": -1"#, "timeout_ms"),
+        (r#""timeout_ms": 86400001"#, "timeout_ms"),
+        (r#""delay_ms": -1"#, "delay_ms"),
+        (r#""delay_ms": 9223372036854775807"#, "delay_ms"),
+        (r#""backoff": {"initial_ms": -1}"#, "backoff.initial_ms"),
+        (r#""backoff": {"max_ms": 1e30}"#, "backoff.max_ms"),
+        (r#""backoff": {"multiplier": 1e400}"#, "backoff.multiplier"),
+        (r#""backoff": {"multiplier": -2}"#, "backoff.multiplier"),
+        (r#""backoff": {"jitter": -0.1}"#, "backoff.jitter"),
+        (r#""run_at": "0001-01-01T00:00:00Z""#, "run_at"),
+        (r#""run_at": "1969-12-31T23:59:59Z""#, "run_at"),
+        (r#""run_at": "9999-12-31T23:59:59Z""#, "run_at"),
+        (r#""run_at": "+10000-01-01T00:00:00Z""#, "run_at"),
+        (r#""run_at": "2026-02-30T00:00:00Z""#, "run_at"),
+        (r#""run_at": "2026-01-01T00:00:00+99:00""#, "run_at"),
+        (r#""run_at": 1700000000000"#, "run_at"),
+    ];
+    let too_late = format!(r#""run_at": "{}""#, at(now_ms + 367 * day));
+    for (field, mentions) in submits
+        .iter()
+        .map(|(f, m)| (f.to_string(), *m))
+        .chain([(too_late, "run_at")])
+    {
+        let body = format!(r#"{{"payload": 1, {field}}}"#);
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).starts_with(mentions), "{body}: {e}");
+    }
+    // Inside the range: the epoch (due at once), about 300 days ahead, the numeric edges.
+    for (field, status) in [
+        (r#""run_at": "1970-01-01T00:00:00Z""#.to_string(), "queued"),
+        (
+            format!(r#""run_at": "{}""#, at(now_ms + 300 * day)),
+            "scheduled",
+        ),
+        (
+            r#""priority": 9, "max_retries": 100, "lease_ms": 3600000, "timeout_ms": 86400000"#
+                .to_string(),
+            "queued",
+        ),
+        (format!(r#""delay_ms": {}"#, 366 * day), "scheduled"),
+    ] {
+        let body = format!(r#"{{"payload": 1, {field}}}"#);
+        let (s, t) = app.call(POST, "/api/v1/tasks", Some(&body)).await;
+        assert_eq!(s, StatusCode::CREATED, "{body}: {t}");
+        assert_eq!(t["status"], status, "{body}: {t}");
+    }
+    for (body, mentions) in [
+        (r#"{"weight": 1e309}"#, "weight"),
+        (r#"{"weight": -0.0}"#, "weight"),
+        (r#"{"max_inflight": -1}"#, "max_inflight"),
+        (r#"{"max_inflight": 1e20}"#, "max_inflight"),
+        (r#"{"max_inflight": 1000001}"#, "max_inflight"),
+        (r#"{"max_queued": 18446744073709551616}"#, "max_queued"),
+        (r#"{"rate_per_s": 0}"#, "rate_per_s"),
+        (r#"{"burst": -5}"#, "burst"),
+    ] {
+        let (s, e) = app
+            .call(PUT, "/api/v1/queues/default/tenants/t", Some(body))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).contains(mentions), "{body}: {e}");
+    }
+    for (body, mentions) in [
+        (r#"{"aging_step_ms": -1}"#, "aging_step_ms"),
+        (r#"{"aging_step_ms": 3600001}"#, "aging_step_ms"),
+        (r#"{"aging_step_ms": 1e30}"#, "aging_step_ms"),
+        (
+            r#"{"defaults": {"max_retries": -3}}"#,
+            "defaults.max_retries",
+        ),
+    ] {
+        let (s, e) = app
+            .call(PUT, "/api/v1/queues/default/settings", Some(body))
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).contains(mentions), "{body}: {e}");
+    }
+    for (body, mentions) in [
+        (r#"{"limit": -1}"#, "limit"),
+        (r#"{"limit": 1e30}"#, "limit"),
+        (r#"{"limit": 10001}"#, "limit"),
+        (r#"{"limit": 0}"#, "limit"),
+    ] {
+        let (s, e) = app.call(POST, "/api/v1/dlq/replay", Some(body)).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{body}: {e}");
+        assert!(message(&e).contains(mentions), "{body}: {e}");
+    }
+    for (uri, mentions) in [
+        ("/api/v1/tasks?limit=-1", "limit"),
+        ("/api/v1/tasks?limit=99999999999999999999", "limit"),
+        ("/api/v1/tasks?limit=1e3", "limit"),
+        ("/api/v1/dlq?limit=-5", "limit"),
+    ] {
+        let (s, e) = app.call(GET, uri, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert!(message(&e).contains(mentions), "{uri}: {e}");
+    }
+    for uri in [
+        "/api/v1/queues/default/drain?timeout_ms=-1",
+        "/api/v1/queues/default/drain?timeout_ms=18446744073709551616",
+        "/api/v1/queues/default/drain?timeout_ms=60001",
+    ] {
+        let (s, e) = app.call(POST, uri, None).await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{uri}: {e}");
+        assert!(message(&e).contains("timeout_ms"), "{uri}: {e}");
+    }
+}
+
+/// A clock the test moves by hand (the submit limiter's time).
+#[derive(Debug, Default)]
+struct ManualClock(AtomicU64);
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn sleep(&self, _ms: u64) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(std::future::ready(()))
+    }
+}
+
+// Goal: a flood of submits from one tenant is answered 429 with Retry-After once its bucket is
+// empty, stores nothing more, and does not slow other tenants or other queues; the bucket
+// refills with time; a batch counts one token per task and is refused whole. Method: a limiter
+// of 2 tasks/s with a burst of 5 on a clock the test moves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_submits_from_one_tenant_gets_429_with_retry_after() {
+    let clock = Arc::new(ManualClock::default());
+    clock.0.store(1_000_000, Ordering::SeqCst);
+    let limiter = SubmitLimiter::new(2, 5, clock.clone());
+    let (app, _) = TestApp::embedded(false, vec![], move |s| s.with_submit_limit(Some(limiter)));
+    let flood = r#"{"payload": 1, "tenant": "flood"}"#;
+    for i in 0..5 {
+        let (s, e) = app.call(POST, "/api/v1/tasks", Some(flood)).await;
+        assert_eq!(s, StatusCode::CREATED, "submit {i}: {e}");
+    }
+    let mut refused = 0;
+    for _ in 0..50 {
+        let (s, e, h) = app.call_as(None, POST, "/api/v1/tasks", Some(flood)).await;
+        assert_eq!(s, StatusCode::TOO_MANY_REQUESTS, "{e}");
+        assert_eq!(code(&e), "limited");
+        assert!(message(&e).contains("flood"), "{e}");
+        let after: u64 = h["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!(after >= 1, "{after}");
+        refused += 1;
+    }
+    assert_eq!(refused, 50);
+    let (_, page) = app.call(GET, "/api/v1/tasks?tenant=flood", None).await;
+    assert_eq!(
+        page["tasks"].as_array().unwrap().len(),
+        5,
+        "refused submits stored nothing"
+    );
+    let (s, _) = app
+        .call(
+            POST,
+            "/api/v1/tasks",
+            Some(r#"{"payload": 1, "tenant": "calm"}"#),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "another tenant is not slowed");
+    let (s, _) = app
+        .call(
+            POST,
+            "/api/v1/tasks",
+            Some(r#"{"payload": 1, "tenant": "flood", "queue": "other"}"#),
+        )
+        .await;
+    assert_eq!(
+        s,
+        StatusCode::CREATED,
+        "the same tenant in another queue has its own bucket"
+    );
+    // calm has 4 tokens: a batch of 5 of calm's is refused whole; one of 4 passes.
+    let batch = |n: usize| {
+        let tasks: Vec<Value> = (0..n)
+            .map(|_| json!({"payload": 1, "tenant": "calm"}))
+            .collect();
+        json!({ "tasks": tasks }).to_string()
+    };
+    let (s, _) = app.call(POST, "/api/v1/tasks/batch", Some(&batch(5))).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
+    let (_, page) = app.call(GET, "/api/v1/tasks?tenant=calm", None).await;
+    assert_eq!(
+        page["tasks"].as_array().unwrap().len(),
+        1,
+        "nothing of the refused batch"
+    );
+    let (s, _) = app.call(POST, "/api/v1/tasks/batch", Some(&batch(4))).await;
+    assert_eq!(s, StatusCode::CREATED);
+    // Half a second refills one token of flood's.
+    clock.0.fetch_add(500, Ordering::SeqCst);
+    let (s, _) = app.call(POST, "/api/v1/tasks", Some(flood)).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = app.call(POST, "/api/v1/tasks", Some(flood)).await;
+    assert_eq!(s, StatusCode::TOO_MANY_REQUESTS);
+}
+
+/// Serve `router` on a fresh loopback port with the given timeouts; returns the address.
+async fn serve_with(router: axum::Router, header_ms: u64, body_ms: u64) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = orq_server::serve::ServeLimits {
+        header_timeout_ms: header_ms,
+        body_timeout_ms: body_ms,
+        ..Default::default()
+    };
+    tokio::spawn(orq_server::serve::serve(
+        listener,
+        router,
+        limits,
+        tokio_util::sync::CancellationToken::new(),
+    ));
+    addr
+}
+
+/// Connect, send `head` then `drip` one byte every 100 ms (for at most 30 s; nothing when
+/// `None`), and read what the server sends until it closes the connection. Returns what was
+/// read, or panics when the connection is still open after [`WAIT`]. Runs on a blocking thread:
+/// plain std sockets.
+fn trickle(addr: std::net::SocketAddr, head: Vec<u8>, drip: Option<u8>) -> Vec<u8> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    s.write_all(&head).unwrap();
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return got, // reset by the server: closed too
+        }
+        assert!(
+            start.elapsed() < WAIT,
+            "the server kept a slow connection open for {WAIT:?}; read {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let Some(byte) = drip.filter(|_| start.elapsed() < Duration::from_secs(30)) else {
+            continue;
+        };
+        if s.write_all(&[byte]).is_err() {
+            // The server closed its side; read what it sent before.
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            return got;
+        }
+    }
+}
+
+// Goal: slow-loris clients are cut off: one that trickles its headers, one that never sends
+// anything, and one that trickles its body (answered 408 with a typed error first); a normal
+// request on the same server still works. Method: the real server loop with a 500 ms header
+// timeout and a 1 s body timeout, raw TCP clients sending a byte every 100 ms; the test only
+// requires that each connection is closed within a generous deadline, never that it is quick.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_loris_clients_are_disconnected() {
+    let (app, _) = TestApp::embedded(false, vec![], |s| s);
+    let addr = serve_with(app.router.clone(), 500, 1000).await;
+    let slow_headers = tokio::task::spawn_blocking(move || {
+        trickle(
+            addr,
+            b"GET /api/v1/healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ".to_vec(),
+            Some(b'a'),
+        )
+    });
+    let silent = tokio::task::spawn_blocking(move || trickle(addr, Vec::new(), None));
+    let slow_body = tokio::task::spawn_blocking(move || {
+        trickle(
+            addr,
+            b"POST /api/v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 100000\r\n\r\n{\"payload\": \""
+                .to_vec(),
+            Some(b'a'),
+        )
+    });
+    let got = slow_headers.await.unwrap();
+    assert!(
+        !String::from_utf8_lossy(&got).contains("200 OK"),
+        "a request whose headers never ended was served: {got:?}"
+    );
+    let _ = silent.await.unwrap();
+    let got = String::from_utf8_lossy(&slow_body.await.unwrap()).into_owned();
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(got.contains("\"request_timeout\""), "{got}");
+
+    let r = reqwest::get(format!("http://{addr}/api/v1/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "the server still serves");
+    let r = reqwest::Client::new()
+        .post(format!("http://{addr}/api/v1/tasks"))
+        .json(&json!({"payload": "fast"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+}
+
+// Goal: the command line refuses limits that cannot work: a submit burst smaller than a batch,
+// zero or huge timeouts (exit code 2, naming the flag).
+#[test]
+fn bad_limit_flags_are_refused_at_startup() {
+    for (flag, value) in [
+        ("--submit-burst-per-tenant", "999"),
+        ("--header-timeout-ms", "0"),
+        ("--body-timeout-ms", "600001"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args([
+                "serve",
+                "--no-dashboard-build",
+                "--listen",
+                "127.0.0.1:0",
+                flag,
+                value,
+            ])
+            .env("ORQ_LOG", "warn")
+            .env_remove("ORQ_API_KEYS")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+}
+
+/// A local HTTP server: `router` on a fresh loopback port; returns its base URL.
+async fn local_server(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    format!("http://{addr}")
+}
+
+async fn wait_dead(app: &TestApp, id: &str) -> Value {
+    app.wait_task(id, "dead", |t| t["status"] == "dead").await
+}
+
+// Goal: an error message longer than the store keeps (2048 bytes, ERROR_MAX in lib.lua) is
+// stored cut to exactly that size, as the task's last_error and in its history, and the API
+// shows it (a multi-byte character cut in half shows as U+FFFD, never as a 500). Method: the
+// `http` handler calls a local server that answers 400 with a 10 KB body, which becomes the
+// task's permanent error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_errors_are_stored_truncated_to_2048_bytes() {
+    use axum::routing::post;
+    let base = local_server(
+        axum::Router::new()
+            .route(
+                "/ascii",
+                post(|| async { (StatusCode::BAD_REQUEST, "e".repeat(10_240)) }),
+            )
+            .route(
+                "/emoji",
+                post(|| async { (StatusCode::BAD_REQUEST, "😀".repeat(3_000)) }),
+            ),
+    )
+    .await;
+    let (app, _) = TestApp::embedded(true, vec![format!("{base}/")], |s| s);
+    let submit = |path: &str| {
+        json!({"type": "http", "max_retries": 0, "payload": {"url": format!("{base}/{path}")}})
+            .to_string()
+    };
+    let (s, a) = app
+        .call(POST, "/api/v1/tasks", Some(&submit("ascii")))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{a}");
+    let (s, e) = app
+        .call(POST, "/api/v1/tasks", Some(&submit("emoji")))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{e}");
+    let a = wait_dead(&app, a["id"].as_str().unwrap()).await;
+    let err = a["last_error"].as_str().unwrap();
+    assert_eq!(err.len(), 2048, "cut to ERROR_MAX bytes");
+    assert_eq!(err, format!("HTTP 400: {}", "e".repeat(2048 - 10)));
+    let line = a["history"][0].as_str().unwrap();
+    assert!(
+        line.len() <= 2048 && line.contains("HTTP 400: eeee"),
+        "the history line is cut too: {} bytes",
+        line.len()
+    );
+    let e = wait_dead(&app, e["id"].as_str().unwrap()).await;
+    let err = e["last_error"].as_str().unwrap();
+    assert!(err.starts_with("HTTP 400: 😀😀"), "{}", &err[..40]);
+    // 2038 bytes of 4-byte emoji: 509 whole ones and half of the next, shown as U+FFFD.
+    assert_eq!(err.matches('😀').count(), 509);
+    assert!(err.ends_with('\u{FFFD}'), "{:?}", &err[err.len() - 8..]);
+}
+
+// Goal: the http handler never reaches an address outside its allow-list through a redirect:
+// an allowed server answering 301, 302, 303, 307 or 308 towards a server that is not allowed
+// sends the task to the DLQ with a redirect error, and the other server is never called.
+// Method: two local axum servers; the second counts its requests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_handler_never_follows_a_redirect_outside_its_allow_list() {
+    use axum::routing::any;
+    let hits = Arc::new(AtomicU64::new(0));
+    let h = hits.clone();
+    let forbidden = local_server(axum::Router::new().route(
+        "/{*rest}",
+        any(move || {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                "reached"
+            }
+        }),
+    ))
+    .await;
+    let target = format!("{forbidden}/secret");
+    let allowed = local_server(axum::Router::new().route(
+        "/r/{code}",
+        any(move |axum::extract::Path(code): axum::extract::Path<u16>| {
+            let target = target.clone();
+            async move {
+                (
+                    StatusCode::from_u16(code).unwrap(),
+                    [("location", target)],
+                    "moved",
+                )
+            }
+        }),
+    ))
+    .await;
+    let (app, _) = TestApp::embedded(true, vec![format!("{allowed}/")], |s| s);
+    // The other server is not allowed at submit either.
+    let direct = json!({"type": "http", "payload": {"url": format!("{forbidden}/secret")}});
+    let (s, _) = app
+        .call(POST, "/api/v1/tasks", Some(&direct.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let mut ids = Vec::new();
+    for code in [301, 302, 303, 307, 308] {
+        let body = json!({"type": "http", "max_retries": 2, "backoff": {"initial_ms": 10},
+            "payload": {"url": format!("{allowed}/r/{code}")}});
+        let (s, t) = app
+            .call(POST, "/api/v1/tasks", Some(&body.to_string()))
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{t}");
+        ids.push(t["id"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let t = wait_dead(&app, id).await;
+        assert_eq!(t["attempt"], 1, "a redirect is a permanent failure: {t}");
+        assert!(
+            t["last_error"].as_str().unwrap().contains("redirect"),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "the server outside the allow-list was reached"
+    );
+}
+
+/// Send one inline command to the Redis at `port` and return its first reply line.
+fn redis_command(port: u16, command: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+    let mut buf = [0u8; 512];
+    let n = s.read(&mut buf).unwrap();
+    String::from_utf8_lossy(&buf[..n]).trim_end().to_string()
+}
+
+// Goal: the startup check warns when Redis's maxmemory-policy can evict orq's keys: any
+// allkeys-* policy (tasks lost), any volatile-* one (idempotency keys have a TTL), and not
+// noeviction. Method: a private redis-server whose policy is set with CONFIG SET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maxmemory_policy_that_can_evict_is_warned_about() {
+    let redis = orq::testing::RedisServer::start();
+    let port: u16 = redis
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let store = orq::RedisStore::connect(&redis.url()).await.unwrap();
+    assert_eq!(
+        orq_server::cli::check_maxmemory(&store).await,
+        None,
+        "a fresh Redis is noeviction"
+    );
+    assert_eq!(
+        redis_command(port, "CONFIG SET maxmemory-policy allkeys-lru"),
+        "+OK"
+    );
+    let w = orq_server::cli::check_maxmemory(&store)
+        .await
+        .expect("a warning");
+    assert!(w.contains("allkeys-lru") && w.contains("noeviction"), "{w}");
+    assert_eq!(
+        redis_command(port, "CONFIG SET maxmemory-policy volatile-ttl"),
+        "+OK"
+    );
+    let w = orq_server::cli::check_maxmemory(&store)
+        .await
+        .expect("a warning");
+    assert!(
+        w.contains("volatile-ttl") && w.contains("idempotency"),
+        "{w}"
+    );
+    for p in [
+        "allkeys-random",
+        "allkeys-lfu",
+        "volatile-lru",
+        "volatile-random",
+    ] {
+        assert!(orq_server::cli::maxmemory_warning(p).is_some(), "{p}");
+    }
+}
