@@ -7,7 +7,7 @@ alternately several times, then the median (min-max) of each figure and the orq 
 
 Without --redis it starts a private redis-server (no persistence) on a free port and stops it at
 the end; with --redis it uses that server (only keys of its own bench queues are written and
-deleted). Needs: target/release/orq (cargo build --release --bin orq), node and npm (it runs
+deleted). Needs: target/release/orq (cargo build --release --bin orq; or --orq PATH), node and npm (it runs
 `npm ci` in bench/bullmq when node_modules is missing), redis-server when no --redis is given.
 """
 
@@ -83,7 +83,7 @@ def workload(a):
 
 
 def run_orq(a, url, out):
-    subprocess.run([ORQ, "bench", "--redis", url, "--no-progress", "--json", out] + workload(a),
+    subprocess.run([a.orq, "bench", "--redis", url, "--no-progress", "--json", out] + workload(a),
                    check=True, stdout=subprocess.DEVNULL,
                    env=dict(os.environ, RUST_LOG="warn"))
     with open(out) as f:
@@ -116,9 +116,10 @@ def main():
     p.add_argument("--delay-spread-ms", type=int, default=5000)
     p.add_argument("--redis")
     p.add_argument("--out", default=None, help="directory for the JSON reports")
+    p.add_argument("--orq", default=ORQ, help="the orq binary (default: target/release/orq)")
     a = p.parse_args()
-    if not os.path.exists(ORQ):
-        sys.exit(f"{ORQ} is missing: cargo build --release --bin orq")
+    if not os.path.exists(a.orq):
+        sys.exit(f"{a.orq} is missing: cargo build --release --bin orq")
     if not os.path.isdir(os.path.join(BULLMQ_DIR, "node_modules")):
         subprocess.run(["npm", "ci", "--no-audit", "--no-fund"], cwd=BULLMQ_DIR, check=True)
     out = a.out or tempfile.mkdtemp(prefix="orq-compare-")

@@ -114,19 +114,14 @@ fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<
     let entropy = Arc::new(Entropy::from_seed(mix(
         world.config.seed ^ super::world::fnv(&id)
     )));
-    let worker = Worker::new(
-        store,
-        Arc::new(worker_clock(world, name)),
-        entropy,
-        handlers,
-        config,
-    );
-    world.event(
-        &id,
-        "worker_start",
-        None,
-        json!({"incarnation": incarnation}),
-    );
+    let clock = worker_clock(world, name);
+    let skew = json!({
+        "incarnation": incarnation,
+        "clock_offset_ms": clock.offset_ms,
+        "drift_ppm": clock.drift_ppm,
+    });
+    let worker = Worker::new(store, Arc::new(clock), entropy, handlers, config);
+    world.event(&id, "worker_start", None, skew);
     tokio::spawn(async move { worker.run(CancellationToken::new()).await })
 }
 

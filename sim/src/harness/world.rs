@@ -73,8 +73,10 @@ impl StoreClock for StoreTime {
 #[derive(Debug, Clone)]
 pub struct SkewedClock {
     vt: VirtualTime,
-    offset_ms: i64,
-    drift_ppm: i64,
+    /// Offset from virtual time (ms).
+    pub offset_ms: i64,
+    /// Drift (parts per million of elapsed virtual time).
+    pub drift_ppm: i64,
 }
 
 impl orq::Clock for SkewedClock {

@@ -1,0 +1,139 @@
+"use client";
+// Workers of the selected queue and the leases each holds (GET /queues/{q}/workers). On an orq
+// without that route, the leases are read from the leased tasks instead.
+
+import { createColumnHelper } from "@tanstack/react-table";
+import { useMemo } from "react";
+import { DataTable } from "@/components/DataTable";
+import { useLive, useQueue } from "@/components/providers";
+import { Card, Empty, ErrorBox, Loading, PageTitle, TaskLink } from "@/components/ui";
+import { api, isMissingRoute } from "@/lib/api";
+import { formatDuration, formatTime } from "@/lib/format";
+import { useNow, useResource } from "@/lib/hooks";
+import type { Task, WorkerInfo, WorkerLease } from "@/lib/types";
+
+/** A worker not seen for this long is shown as silent (ms). */
+const SILENT_MS = 30_000;
+
+const lcol = createColumnHelper<WorkerLease>();
+
+function leaseColumns(now_ms: number, queue: string) {
+  return [
+    lcol.accessor("task_id", { header: "Task", cell: (c) => <TaskLink id={c.getValue()} queue={queue} /> }),
+    lcol.accessor("type", { header: "Type" }),
+    lcol.accessor("tenant", { header: "Tenant" }),
+    lcol.accessor("leased_at_ms", {
+      header: "Running for",
+      cell: (c) => <span title={formatTime(c.getValue(), true)}>{formatDuration(now_ms - c.getValue())}</span>,
+    }),
+    lcol.accessor("lease_exp_ms", {
+      header: "Lease expires",
+      cell: (c) => {
+        const left = c.getValue() - now_ms;
+        return (
+          <span className={left < 0 ? "pill bad" : left < 5000 ? "pill warn" : undefined} title={formatTime(c.getValue(), true)}>
+            {left < 0 ? `expired ${formatDuration(-left)} ago` : `in ${formatDuration(left)}`}
+          </span>
+        );
+      },
+    }),
+    lcol.accessor("heartbeat_age_ms", {
+      header: "Last heartbeat",
+      cell: (c) => `${formatDuration(c.getValue())} ago`,
+    }),
+  ];
+}
+
+function Worker({ w, now_ms, queue }: { w: WorkerInfo; now_ms: number; queue: string }) {
+  const silent = now_ms - w.last_seen_ms > SILENT_MS;
+  const columns = useMemo(() => leaseColumns(now_ms, queue), [now_ms, queue]);
+  return (
+    <Card
+      testid={`worker-${w.id}`}
+      title={
+        <span className="row" style={{ gap: 8 }}>
+          <span className="mono">{w.id}</span>
+          {silent ? <span className="pill bad">silent</span> : w.leases.length > 0 ? <span className="pill good">busy</span> : <span className="pill">idle</span>}
+        </span>
+      }
+      actions={
+        <span className="muted">
+          last seen {formatDuration(Math.max(0, now_ms - w.last_seen_ms))} ago · idle {formatDuration(w.idle_ms)} · {w.leases.length} lease
+          {w.leases.length === 1 ? "" : "s"}
+        </span>
+      }
+    >
+      {w.leases.length > 0 && <DataTable label={`Leases of ${w.id}`} data={w.leases} columns={columns} rowId={(l) => l.task_id} empty="" />}
+    </Card>
+  );
+}
+
+/** The fall-back: leased tasks grouped by the worker holding them. */
+function FromLeasedTasks({ queue }: { queue: string }) {
+  const { tick } = useLive();
+  const leased = useResource((signal) => api.tasks({ queue, status: "leased", limit: 1000 }, signal), [queue, tick]);
+  const now = useNow(1000);
+  if (leased.loading) return <Loading what="Loading leased tasks" />;
+  if (leased.error && !leased.data) return <ErrorBox error={leased.error} retry={leased.reload} />;
+  const by = new Map<string, Task[]>();
+  for (const t of leased.data?.tasks ?? []) {
+    const w = t.lease?.worker ?? "?";
+    by.set(w, [...(by.get(w) ?? []), t]);
+  }
+  const workers: WorkerInfo[] = [...by.entries()].map(([id, tasks]) => ({
+    id,
+    last_seen_ms: now,
+    idle_ms: 0,
+    leases: tasks.map((t) => {
+      const exp = Date.parse(t.lease?.expires_at ?? t.updated_at);
+      return {
+        task_id: t.id,
+        type: t.type,
+        tenant: t.tenant,
+        leased_at_ms: Date.parse(t.updated_at),
+        lease_exp_ms: exp,
+        heartbeat_age_ms: Math.max(0, now - (exp - t.lease_ms)),
+      };
+    }),
+  }));
+  return (
+    <>
+      <p className="muted">
+        This orq does not serve the workers route: shown are the workers that hold leases now (idle workers are not
+        visible).
+      </p>
+      {workers.length === 0 ? (
+        <Empty>No task of {queue} is leased right now.</Empty>
+      ) : (
+        workers.map((w) => <Worker key={w.id} w={w} now_ms={now} queue={queue} />)
+      )}
+    </>
+  );
+}
+
+export default function WorkersPage() {
+  const { queue } = useQueue();
+  const { tick } = useLive();
+  // The workers route answers 404 for a queue that has no task yet: ask only for known queues.
+  const workers = useResource(
+    async (signal) => ((await api.queueOrNull(queue, signal)) ? api.workers(queue, signal) : { now_ms: 0, workers: [] }),
+    [queue, tick],
+  );
+  const missing = workers.error !== null && isMissingRoute(workers.error) && !workers.data;
+  return (
+    <>
+      <PageTitle sub={`Workers that lease from ${queue}, the tasks they hold, and how fresh their leases are.`}>Workers</PageTitle>
+      {workers.loading ? (
+        <Loading what="Loading workers" />
+      ) : missing ? (
+        <FromLeasedTasks queue={queue} />
+      ) : workers.error && !workers.data ? (
+        <ErrorBox error={workers.error} retry={workers.reload} />
+      ) : (workers.data?.workers.length ?? 0) === 0 ? (
+        <Empty>No worker has leased from {queue} recently.</Empty>
+      ) : (
+        workers.data!.workers.map((w) => <Worker key={w.id} w={w} now_ms={workers.data!.now_ms} queue={queue} />)
+      )}
+    </>
+  );
+}

@@ -1,0 +1,109 @@
+"use client";
+// Charts on recharts: throughput (completed / failed per second) and latency (wait and run
+// percentiles) of a queue, from GET /queues/{q}/metrics buckets.
+
+import {
+  Area,
+  AreaChart,
+  CartesianGrid,
+  Legend,
+  Line,
+  LineChart,
+  ResponsiveContainer,
+  Tooltip,
+  XAxis,
+  YAxis,
+} from "recharts";
+import { formatDuration } from "@/lib/format";
+
+import type { LatencyPoint, RatePoint } from "@/lib/metrics";
+
+function clock(ms: number): string {
+  const d = new Date(ms);
+  return `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+}
+
+function clockSeconds(ms: number): string {
+  const d = new Date(ms);
+  return `${clock(ms)}:${String(d.getSeconds()).padStart(2, "0")}`;
+}
+
+export function ThroughputChart({ points }: { points: RatePoint[] }) {
+  return (
+    <div style={{ width: "100%", height: 240 }} data-testid="chart-throughput">
+      <ResponsiveContainer>
+        <AreaChart data={points} margin={{ top: 8, right: 16, left: 0, bottom: 0 }}>
+          <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
+          <XAxis
+            dataKey="t_ms"
+            type="number"
+            scale="time"
+            domain={["dataMin", "dataMax"]}
+            tickFormatter={clock}
+            fontSize={12}
+          />
+          <YAxis fontSize={12} width={48} allowDecimals />
+          <Tooltip
+            labelFormatter={(v) => clockSeconds(Number(v))}
+            formatter={(v) => `${Number(v).toFixed(2)} /s`}
+          />
+          <Legend />
+          <Area
+            type="monotone"
+            dataKey="completed_per_s"
+            name="completed /s"
+            stroke="#16a34a"
+            fill="#16a34a33"
+            isAnimationActive={false}
+          />
+          <Area
+            type="monotone"
+            dataKey="failed_per_s"
+            name="failed attempts /s"
+            stroke="#ea580c"
+            fill="#ea580c33"
+            isAnimationActive={false}
+          />
+          <Area
+            type="monotone"
+            dataKey="dead_per_s"
+            name="dead /s"
+            stroke="#dc2626"
+            fill="#dc262633"
+            isAnimationActive={false}
+          />
+        </AreaChart>
+      </ResponsiveContainer>
+    </div>
+  );
+}
+
+export function LatencyChart({ points }: { points: LatencyPoint[] }) {
+  return (
+    <div style={{ width: "100%", height: 240 }} data-testid="chart-latency">
+      <ResponsiveContainer>
+        <LineChart data={points} margin={{ top: 8, right: 16, left: 0, bottom: 0 }}>
+          <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
+          <XAxis
+            dataKey="t_ms"
+            type="number"
+            scale="time"
+            domain={["dataMin", "dataMax"]}
+            tickFormatter={clock}
+            fontSize={12}
+          />
+          <YAxis fontSize={12} width={56} tickFormatter={(v: number) => formatDuration(v)} />
+          <Tooltip
+            labelFormatter={(v) => clockSeconds(Number(v))}
+            formatter={(v) => formatDuration(Number(v))}
+          />
+          <Legend />
+          <Line dataKey="wait_p50" name="wait p50" stroke="#3b82f6" dot={{ r: 2 }} isAnimationActive={false} connectNulls />
+          <Line dataKey="wait_p99" name="wait p99" stroke="#1e3a8a" dot={{ r: 2 }} strokeDasharray="4 3" isAnimationActive={false} connectNulls />
+          <Line dataKey="run_p50" name="run p50" stroke="#f59e0b" dot={{ r: 2 }} isAnimationActive={false} connectNulls />
+          <Line dataKey="run_p99" name="run p99" stroke="#9a3412" dot={{ r: 2 }} strokeDasharray="4 3" isAnimationActive={false} connectNulls />
+        </LineChart>
+      </ResponsiveContainer>
+    </div>
+  );
+}

@@ -1,0 +1,208 @@
+// The API client: relative URLs under /api/v1 (the dashboard is served by orq on the same origin),
+// JSON errors turned into ApiError, and the API key. The key lives only in sessionStorage (gone
+// when the tab closes) and goes out as `Authorization: Bearer <key>`; a 401 asks for it.
+
+import type {
+  MetricsReply,
+  QueueStats,
+  SubmitBody,
+  Task,
+  TaskPage,
+  TenantLimits,
+  TenantStats,
+  TimelineFileInfo,
+  WorkersReply,
+} from "./types";
+
+export const API_BASE = "/api/v1";
+const KEY_STORAGE = "orq.apiKey";
+export const AUTH_REQUIRED_EVENT = "orq:auth-required";
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+/**
+ * True when a route is not served by this orq (an older server): the view degrades. orq answers
+ * an unknown route with 404 "no such route"; a 404 that is not orq's JSON (a proxy, a static
+ * server) counts too. A 404 about a queue or task ("no queue named q") does not.
+ */
+export function isMissingRoute(e: unknown): boolean {
+  if (!(e instanceof ApiError)) return false;
+  if (e.status === 405) return true;
+  return e.status === 404 && (e.code.startsWith("http_") || /no such route/i.test(e.message));
+}
+
+export function getApiKey(): string | null {
+  if (typeof window === "undefined") {
+    return null;
+  }
+  try {
+    return window.sessionStorage.getItem(KEY_STORAGE);
+  } catch {
+    return null;
+  }
+}
+
+export function setApiKey(key: string | null): void {
+  if (key === null || key === "") {
+    window.sessionStorage.removeItem(KEY_STORAGE);
+  } else {
+    window.sessionStorage.setItem(KEY_STORAGE, key);
+  }
+}
+
+export function authHeaders(): Record<string, string> {
+  const key = getApiKey();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+interface RequestOptions {
+  method?: string;
+  body?: unknown;
+  signal?: AbortSignal;
+  /** Return the body as text instead of parsing JSON. */
+  text?: boolean;
+}
+
+async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json", ...authHeaders() };
+  let body: string | undefined;
+  if (opts.body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(opts.body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(`${API_BASE}${path}`, {
+      method: opts.method ?? "GET",
+      headers,
+      body,
+      signal: opts.signal,
+      cache: "no-store",
+    });
+  } catch (e) {
+    if (e instanceof DOMException && e.name === "AbortError") {
+      throw e;
+    }
+    throw new ApiError(0, "unreachable", "orq is not reachable (network error)");
+  }
+  const raw = await res.text();
+  if (!res.ok) {
+    if (res.status === 401 && typeof window !== "undefined") {
+      window.dispatchEvent(new Event(AUTH_REQUIRED_EVENT));
+    }
+    let code = "http_" + String(res.status);
+    let message = raw.slice(0, 300) || res.statusText || `HTTP ${res.status}`;
+    try {
+      const j = JSON.parse(raw) as { error?: { code?: string; message?: string } };
+      if (j.error) {
+        code = j.error.code ?? code;
+        message = j.error.message ?? message;
+      }
+    } catch {
+      // Not our JSON error (a proxy, a static server): keep the text.
+    }
+    throw new ApiError(res.status, code, message);
+  }
+  if (opts.text) {
+    return raw as T;
+  }
+  if (raw === "") {
+    return undefined as T;
+  }
+  try {
+    return JSON.parse(raw) as T;
+  } catch {
+    throw new ApiError(res.status, "bad_reply", `not JSON: ${raw.slice(0, 120)}`);
+  }
+}
+
+function qs(params: Record<string, string | number | null | undefined>): string {
+  const u = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== "") {
+      u.set(k, String(v));
+    }
+  }
+  const s = u.toString();
+  return s ? `?${s}` : "";
+}
+
+const enc = encodeURIComponent;
+
+export interface ListParams {
+  queue: string;
+  tenant?: string;
+  status?: string;
+  type?: string;
+  cursor?: string | null;
+  limit?: number;
+}
+
+export const api = {
+  queues: (signal?: AbortSignal) =>
+    request<{ queues: QueueStats[] }>("/queues", { signal }).then((r) => r.queues),
+  queue: (q: string, signal?: AbortSignal) => request<QueueStats>(`/queues/${enc(q)}`, { signal }),
+  /**
+   * A queue's stats, or null when the queue has not received a task yet. Read from the list of
+   * queues, so an unknown queue is not a 404 (which browsers log as an error).
+   */
+  queueOrNull: (q: string, signal?: AbortSignal) =>
+    request<{ queues: QueueStats[] }>("/queues", { signal }).then(
+      (r) => r.queues.find((x) => x.queue === q) ?? null,
+    ),
+  tenants: (q: string, signal?: AbortSignal) =>
+    request<{ queue: string; tenants: TenantStats[] }>(`/queues/${enc(q)}/tenants`, { signal }),
+  putTenant: (q: string, t: string, limits: TenantLimits) =>
+    request<TenantStats>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits }),
+  pause: (q: string) =>
+    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/pause`, { method: "POST" }),
+  resume: (q: string) =>
+    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/resume`, { method: "POST" }),
+  tasks: (p: ListParams, signal?: AbortSignal) =>
+    request<TaskPage>(`/tasks${qs({ ...p })}`, { signal }),
+  task: (id: string, queue?: string | null, signal?: AbortSignal) =>
+    request<Task>(`/tasks/${enc(id)}${qs({ queue })}`, { signal }),
+  submit: (body: SubmitBody) => request<Task>("/tasks", { method: "POST", body }),
+  submitBatch: (tasks: SubmitBody[]) =>
+    request<TaskPage>("/tasks/batch", { method: "POST", body: { tasks } }),
+  cancel: (id: string, queue?: string | null) =>
+    request<Task>(`/tasks/${enc(id)}/cancel${qs({ queue })}`, { method: "POST" }),
+  dlq: (p: Omit<ListParams, "status">, signal?: AbortSignal) =>
+    request<TaskPage>(`/dlq${qs({ ...p })}`, { signal }),
+  replay: (id: string, queue?: string | null) =>
+    request<Task>(`/dlq/${enc(id)}/replay${qs({ queue })}`, { method: "POST" }),
+  replayBulk: (b: { queue: string; tenant?: string; type?: string; limit: number }) =>
+    request<{ queue: string; replayed: number; more: boolean }>("/dlq/replay", {
+      method: "POST",
+      body: Object.fromEntries(Object.entries(b).filter(([, v]) => v !== undefined && v !== "")),
+    }),
+  purge: (id: string, queue?: string | null) =>
+    request<{ id: string; purged: boolean }>(`/dlq/${enc(id)}${qs({ queue })}`, {
+      method: "DELETE",
+    }),
+  workers: (q: string, signal?: AbortSignal) =>
+    request<WorkersReply>(`/queues/${enc(q)}/workers`, { signal }),
+  metrics: (q: string, signal?: AbortSignal) =>
+    request<MetricsReply>(`/queues/${enc(q)}/metrics`, { signal }),
+  timelines: (signal?: AbortSignal) =>
+    request<{ timelines: TimelineFileInfo[] }>("/timelines", { signal }).then((r) => r.timelines),
+  timeline: (name: string, signal?: AbortSignal) =>
+    request<string>(`/timelines/${enc(name)}`, { signal, text: true }),
+};
+
+/** A message for any error: the API's own message, or the exception's. */
+export function errorMessage(e: unknown): string {
+  if (e instanceof ApiError) {
+    return e.status ? `${e.message} (HTTP ${e.status})` : e.message;
+  }
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,45 @@
+// Goal: the overview charts plot per-second rates and latency percentiles of the last hour, and
+// the fall-back (totals sampled by the page) gives rates between readings. Method: small tables.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { latencyPoints, ratePoints, ratesFromSamples } from "../../lib/metrics";
+import type { MetricsReply } from "../../lib/types";
+
+const now = 10_000_000;
+const m: MetricsReply = {
+  bucket_ms: 10_000,
+  buckets: [
+    { t_ms: now - 10_000, completed: 50, failed: 10, dead: 1, submitted: 60, wait_ms: { p50: 5, p99: 40, max: 90 }, run_ms: null },
+    { t_ms: now - 4_000_000, completed: 1, failed: 0, dead: 0, submitted: 1, wait_ms: null, run_ms: null },
+    { t_ms: now - 20_000, completed: 0, failed: 0, dead: 0, submitted: 0, wait_ms: null, run_ms: { p50: 7, p99: 9, max: 9 } },
+  ],
+};
+
+test("rates are per second of each bucket, oldest first, last hour only", () => {
+  assert.deepEqual(ratePoints(m, now), [
+    { t_ms: now - 20_000, completed_per_s: 0, failed_per_s: 0, dead_per_s: 0 },
+    { t_ms: now - 10_000, completed_per_s: 5, failed_per_s: 1, dead_per_s: 0.1 },
+  ]);
+});
+
+test("latency points carry the percentiles a bucket has and leave gaps for the rest", () => {
+  const p = latencyPoints(m, now);
+  assert.equal(p.length, 2);
+  assert.equal(p[0]!.wait_p50, undefined);
+  assert.equal(p[0]!.run_p99, 9);
+  assert.equal(p[1]!.wait_p99, 40);
+});
+
+test("fall-back rates come from consecutive totals and never go negative", () => {
+  const r = ratesFromSamples([
+    { t_ms: 0, completed: 0, failed: 0, dead: 0 },
+    { t_ms: 2000, completed: 10, failed: 4, dead: 0 },
+    { t_ms: 2000, completed: 11, failed: 4, dead: 0 },
+    { t_ms: 4000, completed: 5, failed: 4, dead: 2 },
+  ]);
+  assert.deepEqual(r, [
+    { t_ms: 2000, completed_per_s: 5, failed_per_s: 2, dead_per_s: 0 },
+    { t_ms: 4000, completed_per_s: 0, failed_per_s: 0, dead_per_s: 1 },
+  ]);
+});
