@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run every test of orq: the Rust workspace, then the dashboard's unit and browser tests (which
-# drive a live `orq serve` on the embedded store with headless Chromium). Needs cargo, node >= 20.9
-# with npm, and Chromium at /usr/bin/chromium (or CHROMIUM_PATH); `.ci/run` installs what is
-# missing. Never uses a Redis other than the private ones the Rust tests start themselves.
+# Run every test of orq: the Rust workspace, schemathesis against the API's OpenAPI document,
+# then the dashboard's unit and browser tests (which drive a live `orq serve` on the embedded
+# store with headless Chromium). Needs cargo, python3 with venv (schemathesis is installed from
+# PyPI into target/), node >= 20.9 with npm, and Chromium at /usr/bin/chromium (or
+# CHROMIUM_PATH); `.ci/run` installs what is missing. Never uses a Redis other than the private
+# ones the Rust tests start themselves.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -13,6 +15,9 @@ cargo test --workspace --locked
 
 echo "== cargo build (the binaries the browser tests run)"
 cargo build --locked --bin orq --bin orq-sim
+
+echo "== schemathesis: the API against its OpenAPI document (a live orq serve, embedded store)"
+server/tests/schemathesis/run.sh
 
 echo "== dashboard: install"
 cd dashboard

@@ -1,20 +1,29 @@
 //! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health; the live
-//! views ([`crate::live`]) and timelines ([`crate::timelines`]); the dashboard at `/`.
-//! Every handler validates its input, caps sizes and answers typed JSON errors ([`ApiError`]);
-//! nothing user-supplied reaches a key name without passing `orq::keys` validation.
+//! views ([`crate::live`]) and timelines ([`crate::timelines`]); its OpenAPI document
+//! ([`crate::openapi`]); the dashboard at `/`. Every handler validates its input, caps sizes
+//! and answers typed JSON errors ([`ApiError`]); nothing user-supplied reaches a key name
+//! without passing `orq::keys` validation. Each handler's `#[utoipa::path]` documents its
+//! parameters, body and every status it answers.
 //!
-//! Every route but `/healthz`, `/readyz` and the dashboard's files needs an API key when keys
-//! are configured ([`crate::auth`]); each handler takes the [`Caller`] and applies its rule:
-//! admin-only routes answer 403 to tenant keys, and tenant keys see, count and change only their
-//! own tenant's tasks in their queues (another tenant's task is a 404, as if it did not exist).
+//! Every route but `/healthz`, `/readyz`, `/openapi.json` and the dashboard's files needs an
+//! API key when keys are configured ([`crate::auth`]); each handler takes the [`Caller`] and
+//! applies its rule: admin-only routes answer 403 to tenant keys, and tenant keys see, count and
+//! change only their own tenant's tasks in their queues (another tenant's task is a 404, as if it
+//! did not exist).
 
 use crate::auth::{Auth, Caller};
 use crate::error::ApiError;
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
 use crate::model::{
-    parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TaskJson,
-    TasksJson, TenantBody,
+    parse_body, BatchBody, BulkReplayBody, CountsJson, DrainedJson, HealthJson, PausedJson,
+    PurgedJson, QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson,
+    SubmitBody, TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson,
+    TenantsJson,
+};
+use crate::openapi::{
+    BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge, QueueName, RequestTimeout, TaskId,
+    TenantName, TooManyRequests, Unauthorized, Unavailable, Unprocessable,
 };
 use crate::ratelimit::SubmitLimiter;
 use crate::serve::BodyTimeout;
@@ -30,7 +39,6 @@ use orq::keys::{is_valid_name, is_valid_task_id};
 use orq::task::BATCH_MAX;
 use orq::{Client, Clock, ListQuery, Status, Task};
 use serde::Deserialize;
-use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -118,6 +126,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/healthz", get(healthz))
         .route("/api/v1/readyz", get(readyz))
+        .route("/api/v1/openapi.json", get(crate::openapi::openapi_json))
         .merge(protected)
         .fallback(fallback)
         .method_not_allowed_fallback(|| async {
@@ -215,13 +224,30 @@ pub(crate) fn no_query(q: &RawQuery) -> Result<(), ApiError> {
     }
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "ok"}))
+/// The process is up.
+#[utoipa::path(
+    get,
+    path = "/api/v1/healthz",
+    tag = "health",
+    responses((status = 200, description = "Up.", body = HealthJson)),
+)]
+pub(crate) async fn healthz() -> Json<HealthJson> {
+    Json(HealthJson { status: "ok" })
 }
 
-async fn readyz(State(s): State<AppState>) -> Response {
+/// The store answers.
+#[utoipa::path(
+    get,
+    path = "/api/v1/readyz",
+    tag = "health",
+    responses(
+        (status = 200, description = "Ready.", body = HealthJson),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
     match s.client.queues().await {
-        Ok(_) => Json(json!({"status": "ready"})).into_response(),
+        Ok(_) => Json(HealthJson { status: "ready" }).into_response(),
         Err(e) => ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",
@@ -355,7 +381,32 @@ async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiErr
     Ok(spec)
 }
 
-async fn submit(
+/// Submit a task: 201 with the task, or 200 with the existing task when its idempotency key was
+/// used in the last 24 h.
+#[utoipa::path(
+    post,
+    path = "/api/v1/tasks",
+    tag = "tasks",
+    security(("bearer" = [])),
+    request_body = SubmitBody,
+    responses(
+        (status = 201, description = "Created.", body = TaskJson),
+        (
+            status = 200,
+            description = "The task submitted earlier with this idempotency key.",
+            body = TaskJson,
+        ),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 408, response = RequestTimeout),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = Unprocessable),
+        (status = 429, response = TooManyRequests),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn submit(
     State(s): State<AppState>,
     caller: Caller,
     q: RawQuery,
@@ -375,7 +426,30 @@ async fn submit(
     Ok((status, Json(TaskJson::from(done.task))).into_response())
 }
 
-async fn submit_batch(
+/// Submit 1..=1000 tasks at once: all or nothing on validation and on the rate limit.
+#[utoipa::path(
+    post,
+    path = "/api/v1/tasks/batch",
+    tag = "tasks",
+    security(("bearer" = [])),
+    request_body = BatchBody,
+    responses(
+        (
+            status = 201,
+            description = "The tasks, in the order given (without `next_cursor`).",
+            body = TasksJson,
+        ),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 408, response = RequestTimeout),
+        (status = 413, response = PayloadTooLarge),
+        (status = 422, response = Unprocessable),
+        (status = 429, response = TooManyRequests),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn submit_batch(
     State(s): State<AppState>,
     caller: Caller,
     q: RawQuery,
@@ -411,9 +485,12 @@ async fn submit_batch(
 }
 
 /// `?queue=` of by-id routes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct ById {
+#[into_params(parameter_in = Query)]
+pub(crate) struct ById {
+    /// The task's queue (without it, every known queue is searched).
+    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     queue: Option<String>,
 }
 
@@ -444,7 +521,22 @@ async fn visible_task(
     }
 }
 
-async fn get_task(
+/// One task.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tasks/{id}",
+    tag = "tasks",
+    security(("bearer" = [])),
+    params(TaskId, ById),
+    responses(
+        (status = 200, description = "The task.", body = TaskJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn get_task(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -456,7 +548,23 @@ async fn get_task(
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
-async fn cancel_task(
+/// Cancel a scheduled, queued, retrying or leased task (cancelling a cancelled task returns it).
+#[utoipa::path(
+    post,
+    path = "/api/v1/tasks/{id}/cancel",
+    tag = "tasks",
+    security(("bearer" = [])),
+    params(TaskId, ById),
+    responses(
+        (status = 200, description = "The cancelled task.", body = TaskJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn cancel_task(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -470,16 +578,28 @@ async fn cancel_task(
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
-/// Query of `GET /tasks` and `GET /dlq`.
-#[derive(Debug, Deserialize)]
+/// Query of `GET /tasks` and `GET /dlq` (which takes no `status`).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct ListParams {
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListParams {
+    /// Queue (default `default`).
+    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     queue: Option<String>,
+    /// Only this tenant's tasks.
+    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     tenant: Option<String>,
+    /// Only tasks in this status.
+    #[param(value_type = Option<crate::openapi::StatusName>)]
     status: Option<String>,
+    /// Only tasks of this type.
     #[serde(rename = "type")]
+    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     task_type: Option<String>,
+    /// Page size (default 50).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
     cursor: Option<String>,
 }
 
@@ -499,7 +619,7 @@ async fn list_common(
         }
     }
     let limit = match p.limit.as_deref() {
-        None | Some("") => LIST_LIMIT_DEFAULT,
+        None => LIST_LIMIT_DEFAULT,
         Some(l) => l
             .parse::<u32>()
             .ok()
@@ -539,13 +659,28 @@ async fn list_common(
     .into_response())
 }
 
-async fn list_tasks(
+/// One page of a queue's tasks, newest first; follow `next_cursor` until it is null.
+#[utoipa::path(
+    get,
+    path = "/api/v1/tasks",
+    tag = "tasks",
+    security(("bearer" = [])),
+    params(ListParams),
+    responses(
+        (status = 200, description = "A page of tasks.", body = TasksJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn list_tasks(
     State(s): State<AppState>,
     caller: Caller,
     q: Result<Query<ListParams>, QueryRejection>,
 ) -> ApiResult {
     let mut p = query(q)?;
-    let status = match p.status.take().filter(|v| !v.is_empty()) {
+    let status = match p.status.take() {
         None => None,
         Some(v) => Some(Status::parse(&v).ok_or_else(|| {
             ApiError::bad_request(
@@ -556,7 +691,53 @@ async fn list_tasks(
     list_common(&s, &caller, p, status).await
 }
 
-async fn list_dlq(
+/// One page of a queue's dead tasks, newest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/dlq",
+    tag = "dlq",
+    security(("bearer" = [])),
+    params(
+        (
+            "queue" = Option<String>,
+            Query,
+            description = "Queue (default `default`).",
+            pattern = "^[A-Za-z0-9._-]{1,64}$",
+        ),
+        (
+            "tenant" = Option<String>,
+            Query,
+            description = "Only this tenant's tasks.",
+            pattern = "^[A-Za-z0-9._-]{1,64}$",
+        ),
+        (
+            "type" = Option<String>,
+            Query,
+            description = "Only tasks of this type.",
+            pattern = "^[A-Za-z0-9._-]{1,64}$",
+        ),
+        (
+            "limit" = Option<u32>,
+            Query,
+            description = "Page size (default 50).",
+            minimum = 1,
+            maximum = 1000,
+        ),
+        (
+            "cursor" = Option<String>,
+            Query,
+            description = "The `next_cursor` of the previous page (opaque).",
+        ),
+    ),
+    responses(
+        (status = 200, description = "A page of dead tasks.", body = TasksJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn list_dlq(
     State(s): State<AppState>,
     caller: Caller,
     q: Result<Query<ListParams>, QueryRejection>,
@@ -570,7 +751,23 @@ async fn list_dlq(
     list_common(&s, &caller, p, Some(Status::Dead)).await
 }
 
-async fn replay_one(
+/// Replay a dead task: queued again with a fresh retry budget, its history kept.
+#[utoipa::path(
+    post,
+    path = "/api/v1/dlq/{id}/replay",
+    tag = "dlq",
+    security(("bearer" = [])),
+    params(TaskId, ById),
+    responses(
+        (status = 200, description = "The replayed task.", body = TaskJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn replay_one(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -583,7 +780,24 @@ async fn replay_one(
     Ok(Json(TaskJson::from(task)).into_response())
 }
 
-async fn replay_bulk(
+/// Replay up to `limit` dead tasks of a queue, optionally of one tenant or type.
+#[utoipa::path(
+    post,
+    path = "/api/v1/dlq/replay",
+    tag = "dlq",
+    security(("bearer" = [])),
+    request_body = BulkReplayBody,
+    responses(
+        (status = 200, description = "How many were replayed.", body = ReplayedJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 408, response = RequestTimeout),
+        (status = 413, response = PayloadTooLarge),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn replay_bulk(
     State(s): State<AppState>,
     caller: Caller,
     q: RawQuery,
@@ -612,10 +826,32 @@ async fn replay_bulk(
         .client
         .replay_bulk(&queue, b.tenant.as_deref(), b.task_type.as_deref(), limit)
         .await?;
-    Ok(Json(json!({"queue": queue, "replayed": r.replayed, "more": r.more})).into_response())
+    Ok(Json(ReplayedJson {
+        queue,
+        replayed: r.replayed,
+        more: r.more,
+    })
+    .into_response())
 }
 
-async fn purge_one(
+/// Delete a dead task for good (admin keys only).
+#[utoipa::path(
+    delete,
+    path = "/api/v1/dlq/{id}",
+    tag = "dlq",
+    security(("bearer" = [])),
+    params(TaskId, ById),
+    responses(
+        (status = 200, description = "Purged.", body = PurgedJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn purge_one(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -625,69 +861,45 @@ async fn purge_one(
     let queue = by_id(q)?;
     let id = task_id(path)?;
     s.client.purge(queue.as_deref(), &id).await?;
-    Ok(Json(json!({"id": id, "purged": true})).into_response())
+    Ok(Json(PurgedJson { id, purged: true }).into_response())
 }
 
-fn counts_json(c: &std::collections::BTreeMap<Status, i64>) -> serde_json::Value {
-    Status::ALL
-        .iter()
-        .map(|s| {
-            (
-                s.as_str().to_string(),
-                json!(c.get(s).copied().unwrap_or(0)),
-            )
-        })
-        .collect::<serde_json::Map<_, _>>()
-        .into()
-}
-
-fn tenant_json(t: &orq::TenantStats) -> serde_json::Value {
-    json!({
-        "tenant": t.tenant,
-        "weight": t.weight,
-        "max_inflight": t.max_inflight,
-        "max_queued": t.max_queued,
-        "rate_per_s": t.rate_per_s,
-        "burst": t.burst,
-        "counts": counts_json(&t.counts),
-        "served": t.served,
-        "share": t.share,
-        "completed_per_s": t.completed_per_s,
-        "held": t.held,
-    })
-}
-
-fn stats_json(st: &orq::QueueStats) -> serde_json::Value {
-    json!({
-        "queue": st.queue,
-        "paused": st.paused,
-        "aging_step_ms": st.aging_step_ms,
-        "defaults": st.defaults.as_deref().and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()),
-        "counts": counts_json(&st.counts),
-        "totals": st.totals,
-        "tenants": st.tenants.iter().map(tenant_json).collect::<Vec<_>>(),
-    })
+fn stats_json(st: &orq::QueueStats) -> QueueStatsJson {
+    QueueStatsJson {
+        queue: st.queue.clone(),
+        paused: st.paused,
+        aging_step_ms: st.aging_step_ms,
+        defaults: st
+            .defaults
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()),
+        counts: CountsJson::of(&st.counts),
+        totals: st.totals.clone(),
+        tenants: st.tenants.iter().map(TenantJson::from).collect(),
+    }
 }
 
 /// A queue's stats as `caller` may see them: everything for an admin; for a tenant key only its
 /// own tenant's counts and entry (its `share` null, as it would reveal the other tenants'
 /// service), and no queue-wide `totals` (empty).
-fn stats_view(st: &orq::QueueStats, caller: &Caller) -> serde_json::Value {
+fn stats_view(st: &orq::QueueStats, caller: &Caller) -> QueueStatsJson {
     let Some(tenant) = caller.tenant() else {
         return stats_json(st);
     };
     let own = st.tenants.iter().find(|t| t.tenant == tenant);
     let mut v = stats_json(st);
-    v["counts"] = counts_json(&own.map(|t| t.counts.clone()).unwrap_or_default());
-    v["totals"] = json!({});
-    v["tenants"] = json!(own.map(own_tenant_json).into_iter().collect::<Vec<_>>());
+    v.counts = own
+        .map(|t| CountsJson::of(&t.counts))
+        .unwrap_or_else(|| CountsJson::of(&Default::default()));
+    v.totals = Default::default();
+    v.tenants = own.map(own_tenant_json).into_iter().collect();
     v
 }
 
 /// A tenant's own entry, as a tenant key sees it (`share` null).
-fn own_tenant_json(t: &orq::TenantStats) -> serde_json::Value {
-    let mut v = tenant_json(t);
-    v["share"] = serde_json::Value::Null;
+fn own_tenant_json(t: &orq::TenantStats) -> TenantJson {
+    let mut v = TenantJson::from(t);
+    v.share = None;
     v
 }
 
@@ -700,7 +912,22 @@ pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<St
     Ok(queue)
 }
 
-async fn list_tenants(
+/// A queue's tenants: weight, limits, counts, leases served, share of service, completions/s.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}/tenants",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The tenants.", body = TenantsJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn list_tenants(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -711,7 +938,7 @@ async fn list_tenants(
     caller.check_queue(&queue)?;
     let st = s.client.stats(&queue).await?;
     let tenants: Vec<_> = match caller.tenant() {
-        None => st.tenants.iter().map(tenant_json).collect(),
+        None => st.tenants.iter().map(TenantJson::from).collect(),
         Some(own) => st
             .tenants
             .iter()
@@ -719,10 +946,28 @@ async fn list_tenants(
             .map(own_tenant_json)
             .collect(),
     };
-    Ok(Json(json!({"queue": queue, "tenants": tenants})).into_response())
+    Ok(Json(TenantsJson { queue, tenants }).into_response())
 }
 
-async fn put_tenant(
+/// Set a tenant's weight and limits (admin keys only): each field optional, `null` removes it.
+#[utoipa::path(
+    put,
+    path = "/api/v1/queues/{queue}/tenants/{tenant}",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName, TenantName),
+    request_body = TenantBody,
+    responses(
+        (status = 200, description = "The tenant's entry.", body = TenantEntryJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 408, response = RequestTimeout),
+        (status = 413, response = PayloadTooLarge),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn put_tenant(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<(String, String)>, PathRejection>,
@@ -740,12 +985,10 @@ async fn put_tenant(
     let limits = parse_body::<TenantBody>(&bytes)?.into_limits()?;
     s.client.configure_tenant(&queue, &tenant, &limits).await?;
     let st = s.client.stats(&queue).await?;
-    let entry = st
-        .tenants
-        .iter()
-        .find(|t| t.tenant == tenant)
-        .map(tenant_json)
-        .unwrap_or_else(|| json!({"tenant": tenant}));
+    let entry = match st.tenants.iter().find(|t| t.tenant == tenant) {
+        Some(t) => TenantEntryJson::Listed(TenantJson::from(t)),
+        None => TenantEntryJson::Unlisted(TenantNameJson { tenant }),
+    };
     Ok(Json(entry).into_response())
 }
 
@@ -764,10 +1007,25 @@ async fn set_paused(
     no_query(&q)?;
     let queue = queue_path(path)?;
     s.client.configure_queue(&queue, Some(paused), None).await?;
-    Ok(Json(json!({"queue": queue, "paused": paused})).into_response())
+    Ok(Json(PausedJson { queue, paused }).into_response())
 }
 
-async fn pause_queue(
+/// Stop leasing from a queue (admin keys only); submits, promotion and reaping go on.
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/pause",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "Paused.", body = PausedJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn pause_queue(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -776,7 +1034,22 @@ async fn pause_queue(
     set_paused(&s, &caller, path, q, true).await
 }
 
-async fn resume_queue(
+/// Restart leasing from a queue (admin keys only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/resume",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "Resumed.", body = PausedJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn resume_queue(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -789,13 +1062,36 @@ async fn resume_queue(
 pub const DRAIN_TIMEOUT_MS_MAX: u64 = 60_000;
 
 /// Query of `POST /queues/{queue}/drain`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
-struct DrainParams {
+#[into_params(parameter_in = Query)]
+pub(crate) struct DrainParams {
+    /// Longest wait (ms; default 10000).
+    #[param(minimum = 0, maximum = 60_000)]
     timeout_ms: Option<u64>,
 }
 
-async fn drain_queue(
+/// Wait (at most `timeout_ms`) until nothing of the queue is queued, scheduled, retrying or
+/// leased (admin keys only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/drain",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName, DrainParams),
+    responses(
+        (
+            status = 200,
+            description = "Drained, or what remains when the wait ended.",
+            body = DrainedJson,
+        ),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn drain_queue(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -811,10 +1107,34 @@ async fn drain_queue(
         )));
     }
     let left = s.client.drain(&queue, timeout, 50).await?;
-    Ok(Json(json!({"queue": queue, "drained": left == 0, "remaining": left})).into_response())
+    Ok(Json(DrainedJson {
+        queue,
+        drained: left == 0,
+        remaining: left,
+    })
+    .into_response())
 }
 
-async fn put_settings(
+/// Change a queue's aging step and default task options (admin keys only).
+#[utoipa::path(
+    put,
+    path = "/api/v1/queues/{queue}/settings",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    request_body = QueueSettingsBody,
+    responses(
+        (status = 200, description = "The queue's stats after the change.", body = QueueStatsJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 408, response = RequestTimeout),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn put_settings(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,
@@ -855,7 +1175,23 @@ async fn put_settings(
 
 /// `GET /queues`: every known queue for an admin; for a tenant key the queues it may use where
 /// its tenant has tasks (or that its key lists), each with its own counts only.
-async fn list_queues(State(s): State<AppState>, caller: Caller, q: RawQuery) -> ApiResult {
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues",
+    tag = "queues",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The queues.", body = QueuesJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn list_queues(
+    State(s): State<AppState>,
+    caller: Caller,
+    q: RawQuery,
+) -> ApiResult {
     no_query(&q)?;
     let mut names = s.client.queues().await?;
     names.retain(|n| caller.may_use_queue(n));
@@ -871,7 +1207,7 @@ async fn list_queues(State(s): State<AppState>, caller: Caller, q: RawQuery) -> 
         .filter(listed)
         .map(|st| stats_view(st, &caller))
         .collect();
-    Ok(Json(json!({"queues": queues})).into_response())
+    Ok(Json(QueuesJson { queues }).into_response())
 }
 
 async fn futures_join(
@@ -894,7 +1230,23 @@ async fn futures_join(
     Ok(out)
 }
 
-async fn queue_stats(
+/// A queue's counts per status and tenant, cumulative totals, paused, aging step, defaults.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The queue.", body = QueueStatsJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
+pub(crate) async fn queue_stats(
     State(s): State<AppState>,
     caller: Caller,
     path: Result<Path<String>, PathRejection>,

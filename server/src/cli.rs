@@ -144,8 +144,8 @@ pub struct ListenArgs {
     pub listen: String,
     /// TOML file of API keys ([[key]] entries with name, sha256, and role = "admin" or tenant =
     /// "T" plus optional queues = [..]; make one with `orq key new`). Every route but
-    /// /api/v1/healthz, /api/v1/readyz and the dashboard's files then needs
-    /// `Authorization: Bearer <key>`. Without it, authentication is off and orq listens on
+    /// /api/v1/healthz, /api/v1/readyz, /api/v1/openapi.json and the dashboard's files then
+    /// needs `Authorization: Bearer <key>`. Without it, authentication is off and orq listens on
     /// loopback addresses only.
     #[arg(long = "api-keys", env = "ORQ_API_KEYS", value_name = "FILE")]
     pub api_keys: Option<PathBuf>,

@@ -5,6 +5,42 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use orq::Error;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// Every `code` an [`ApiError`] can carry, in the order of the statuses they go with.
+pub const ERROR_CODES: [&str; 12] = [
+    "bad_request",
+    "unauthorized",
+    "forbidden",
+    "not_found",
+    "method_not_allowed",
+    "request_timeout",
+    "conflict",
+    "payload_too_large",
+    "unprocessable",
+    "limited",
+    "unavailable",
+    "internal",
+];
+
+/// The body of every error answer: `{"error": {"code": "...", "message": "..."}}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ApiError)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, machine-readable code (one per status; see [`ERROR_CODES`]).
+    #[schema(value_type = crate::openapi::ErrorCodeName)]
+    pub code: &'static str,
+    /// What went wrong, for people, naming the field when there is one.
+    pub message: String,
+}
 
 /// An API error: HTTP status, a stable machine-readable code and a human message.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,8 +105,9 @@ impl ApiError {
     pub fn unprocessable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
     }
-    /// Any status and code.
+    /// Any status and code (one of [`ERROR_CODES`]).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(ERROR_CODES.contains(&code), "unknown error code {code}");
         ApiError {
             status,
             code,
@@ -126,7 +163,12 @@ impl From<Error> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = serde_json::json!({"error": {"code": self.code, "message": self.message}});
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: self.message,
+            },
+        };
         let mut resp = (self.status, Json(body)).into_response();
         if let Some(s) = self.retry_after_s {
             resp.headers_mut()

@@ -12,6 +12,7 @@ pub mod error;
 pub mod handlers;
 pub mod live;
 pub mod model;
+pub mod openapi;
 pub mod ratelimit;
 pub mod serve;
 pub mod timelines;

@@ -10,6 +10,7 @@
 use crate::api::{check_name, no_query, query, queue_path, AppState};
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::openapi::{BadRequest, Forbidden, NotFound, QueueName, Unauthorized, Unavailable};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -19,7 +20,7 @@ use axum::Json;
 use futures_util::Stream;
 use orq::client::{QueueEvent, EVENTS_PAGE_MAX};
 use orq::{Client, Clock};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::convert::Infallible;
@@ -28,6 +29,7 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
+use utoipa::ToSchema;
 
 /// How often the poller reads each queue's event stream (ms).
 pub const POLL_MS: u64 = 250;
@@ -251,7 +253,7 @@ async fn poll_once(
 }
 
 /// Latency quantiles of one bucket (ms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 pub struct Quantiles {
     /// Median (nearest rank).
     pub p50: u64,
@@ -337,7 +339,8 @@ struct Bucket {
 }
 
 /// One bucket as `GET /queues/{queue}/metrics` answers it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+#[schema(as = MetricsBucket)]
 pub struct BucketSummary {
     /// Start of the bucket (store clock, ms since the Unix epoch; a multiple of [`BUCKET_MS`]).
     pub t_ms: i64,
@@ -352,9 +355,11 @@ pub struct BucketSummary {
     pub submitted: u64,
     /// Time tasks leased in this bucket waited in their ready set (`wait_ms` of `leased`), ms;
     /// null when none.
+    #[schema(required = true)]
     pub wait_ms: Option<Quantiles>,
     /// Time from lease to completion of tasks completed in this bucket (`run_ms` of
     /// `completed`), ms; null when none.
+    #[schema(required = true)]
     pub run_ms: Option<Quantiles>,
 }
 
@@ -638,9 +643,12 @@ pub fn messages(
 }
 
 /// Query of `GET /events`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct EventsParams {
+    /// Only this queue's events (default: every queue).
+    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     queue: Option<String>,
 }
 
@@ -673,6 +681,36 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
 /// Errors: 400 (bad `queue`, unknown parameter, malformed `Last-Event-ID`, or one naming another
 /// queue than `queue`), 403 (a tenant key naming a queue it may not use, in `queue` or
 /// `Last-Event-ID`), 503 `unavailable` beyond [`SSE_CLIENTS_MAX`] clients.
+#[utoipa::path(
+    get,
+    path = "/api/v1/events",
+    tag = "live",
+    security(("bearer" = [])),
+    params(
+        EventsParams,
+        (
+            "Last-Event-ID" = Option<String>,
+            Header,
+            description = "`<queue>/<stream-id>`: first resend that queue's entries after it \
+                (empty: none).",
+            pattern = "^([A-Za-z0-9._-]{1,64}/[0-9]{1,20}-[0-9]{1,20})?$",
+        ),
+    ),
+    responses(
+        (
+            status = 200,
+            description = "Server-Sent Events: `event: task`, `queue` or `lagged`; \
+            `data:` JSON with `queue`, `stream_id`, `kind`, `ts`, `task_id`, `tenant`, \
+            `attempt`, `fields`.",
+            content_type = "text/event-stream",
+            body = String,
+        ),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn events(
     State(s): State<AppState>,
     caller: Caller,
@@ -743,6 +781,21 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
 /// held then (its last 10,000 entries), so they restart with the process, and each API process
 /// computes its own. Queue-wide, so admin keys only. Errors: 400 bad queue name or any query
 /// parameter; 403 a tenant key; 404 unknown queue.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}/metrics",
+    tag = "live",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The last hour, oldest bucket first.", body = MetricsJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn metrics(
     State(s): State<AppState>,
     caller: Caller,
@@ -755,7 +808,12 @@ pub async fn metrics(
     known_queue(&s, &queue).await?;
     let now = s.clock.now_ms() as i64;
     let buckets = s.live.metrics(&queue, now);
-    Ok(Json(json!({"queue": queue, "bucket_ms": BUCKET_MS, "buckets": buckets})).into_response())
+    Ok(Json(MetricsJson {
+        queue,
+        bucket_ms: BUCKET_MS,
+        buckets,
+    })
+    .into_response())
 }
 
 /// `GET /api/v1/queues/{queue}/workers` →
@@ -767,6 +825,21 @@ pub async fn metrics(
 /// `heartbeat_age_ms` = ms since the lease's last heartbeat (or its start). At most 1000 workers
 /// and leases (`leases_total` counts every live lease). Every tenant's leases, so admin keys
 /// only. Errors: 400 bad queue name or any query parameter; 403 a tenant key; 404 unknown queue.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}/workers",
+    tag = "live",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The workers, most recently seen first.", body = WorkersJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn workers(
     State(s): State<AppState>,
     caller: Caller,
@@ -782,36 +855,90 @@ pub async fn workers(
     let workers: Vec<_> = w
         .workers
         .iter()
-        .map(|wi| {
-            let leases: Vec<_> = wi
+        .map(|wi| WorkerJson {
+            id: wi.id.clone(),
+            last_seen_ms: wi.last_seen_ms,
+            idle_ms: (now - wi.last_seen_ms).max(0),
+            leases: wi
                 .leases
                 .iter()
-                .map(|l| {
-                    json!({
-                        "task_id": l.task_id,
-                        "type": l.task_type,
-                        "tenant": l.tenant,
-                        "leased_at_ms": l.leased_at_ms,
-                        "lease_exp_ms": l.lease_exp_ms,
-                        "heartbeat_age_ms": (now - l.heartbeat_at_ms).max(0),
-                    })
+                .map(|l| WorkerLeaseJson {
+                    task_id: l.task_id.clone(),
+                    task_type: l.task_type.clone(),
+                    tenant: l.tenant.clone(),
+                    leased_at_ms: l.leased_at_ms,
+                    lease_exp_ms: l.lease_exp_ms,
+                    heartbeat_age_ms: (now - l.heartbeat_at_ms).max(0),
                 })
-                .collect();
-            json!({
-                "id": wi.id,
-                "last_seen_ms": wi.last_seen_ms,
-                "idle_ms": (now - wi.last_seen_ms).max(0),
-                "leases": leases,
-            })
+                .collect(),
         })
         .collect();
-    Ok(Json(json!({
-        "queue": queue,
-        "now_ms": now,
-        "leases_total": w.leases_total,
-        "workers": workers,
-    }))
+    Ok(Json(WorkersJson {
+        queue,
+        now_ms: now,
+        leases_total: w.leases_total,
+        workers,
+    })
     .into_response())
+}
+
+/// `GET /queues/{queue}/metrics`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Metrics)]
+pub struct MetricsJson {
+    /// Queue name.
+    pub queue: String,
+    /// Width of a bucket (ms).
+    pub bucket_ms: i64,
+    /// The last hour, oldest first; the last one holds now.
+    pub buckets: Vec<BucketSummary>,
+}
+
+/// `GET /queues/{queue}/workers`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = WorkerList)]
+pub struct WorkersJson {
+    /// Queue name.
+    pub queue: String,
+    /// The store's clock (ms since the Unix epoch).
+    pub now_ms: i64,
+    /// Every live lease of the queue (the lists below hold at most 1000).
+    pub leases_total: u64,
+    /// The workers seen in the last hour, most recently seen first.
+    pub workers: Vec<WorkerJson>,
+}
+
+/// One worker of [`WorkersJson`].
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Worker)]
+pub struct WorkerJson {
+    /// Worker id.
+    pub id: String,
+    /// Its last lease or heartbeat call (store clock, ms).
+    pub last_seen_ms: i64,
+    /// `now_ms - last_seen_ms`.
+    pub idle_ms: i64,
+    /// The leases it holds now.
+    pub leases: Vec<WorkerLeaseJson>,
+}
+
+/// One lease of a [`WorkerJson`].
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = WorkerLease)]
+pub struct WorkerLeaseJson {
+    /// The leased task.
+    pub task_id: String,
+    /// Its handler type.
+    #[serde(rename = "type")]
+    pub task_type: String,
+    /// Its tenant.
+    pub tenant: String,
+    /// When the lease began (store clock, ms).
+    pub leased_at_ms: i64,
+    /// When it expires (store clock, ms).
+    pub lease_exp_ms: i64,
+    /// Ms since its last heartbeat (or its start).
+    pub heartbeat_age_ms: i64,
 }
 
 #[cfg(test)]

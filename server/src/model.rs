@@ -1,13 +1,20 @@
 //! The API's JSON shapes: request bodies (strict: unknown fields are rejected, errors name the
-//! field) and the task representation (times as RFC 3339 UTC with milliseconds).
+//! field), the task representation (times as RFC 3339 UTC with milliseconds) and the other
+//! answers. Each derives its OpenAPI schema ([`crate::openapi`]); the constraints written in
+//! `#[schema(...)]` are the ones the conversions below enforce (the `openapi` tests compare the
+//! two for the shared limits).
 
 use crate::error::ApiError;
 use orq::task::{Backoff, Task, TaskSpec, DELAY_MS_MAX, PAYLOAD_MAX_BYTES};
+use orq::Status;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use serde_json::Value;
+use std::collections::BTreeMap;
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+use utoipa::ToSchema;
 
 /// Parse a JSON body strictly. A syntax error, a wrong type, a missing or unknown field is a 400
 /// whose message names the field path (`backoff.jitter: invalid type ...`).
@@ -43,25 +50,85 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// A JSON integer as JSON Schema's `integer` defines it: any number without a fractional part,
+/// so `5`, `5.0` and `5e0` are all 5 (clients whose language has no integer type write the
+/// latter). Read through `i128`, then narrowed to the field's type by [`opt_int`].
+struct JsonInt(i128);
+
+impl<'de> Deserialize<'de> for JsonInt {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = JsonInt;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<JsonInt, E> {
+                Ok(JsonInt(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<JsonInt, E> {
+                Ok(JsonInt(v.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<JsonInt, E> {
+                // 1e38 < i128::MAX: the cast below is exact for every integral float under it.
+                if v.is_finite() && v.fract() == 0.0 && v.abs() < 1e38 {
+                    Ok(JsonInt(v as i128))
+                } else {
+                    Err(E::invalid_type(serde::de::Unexpected::Float(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// An optional integer field (`null` is `None`), in the range of `T`; see [`JsonInt`].
+fn opt_int<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    match Option::<JsonInt>::deserialize(d)? {
+        None => Ok(None),
+        Some(JsonInt(v)) => T::try_from(v)
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format_args!("integer {v} is out of range"))),
+    }
+}
+
+/// [`double_option`] of an integer field: see [`opt_int`].
+fn double_option_int<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<i128>,
+{
+    opt_int(d).map(Some)
+}
+
 /// The body of `PUT /api/v1/queues/{queue}/tenants/{tenant}`: each field optional; `null`
 /// removes the setting (weight back to 1, no cap, no rate limit).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantBody {
     /// Fair-share weight in (0, 1000].
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<f64>, exclusive_minimum = 0, maximum = 1000)]
     pub weight: Option<Option<f64>>,
     /// Most live leases, 1..=1000000.
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, deserialize_with = "double_option_int")]
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 1_000_000)]
     pub max_inflight: Option<Option<u64>>,
     /// Most waiting tasks, 0..=1000000000.
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, deserialize_with = "double_option_int")]
+    #[schema(value_type = Option<u64>, minimum = 0, maximum = 1_000_000_000)]
     pub max_queued: Option<Option<u64>>,
     /// Leases per second, in (0, 1000000].
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<f64>, exclusive_minimum = 0, maximum = 1_000_000)]
     pub rate_per_s: Option<Option<f64>>,
     /// Token bucket size, 1..=1000000.
-    #[serde(default, deserialize_with = "double_option")]
+    #[serde(default, deserialize_with = "double_option_int")]
+    #[schema(value_type = Option<u64>, minimum = 1, maximum = 1_000_000)]
     pub burst: Option<Option<u64>>,
 }
 
@@ -100,41 +167,73 @@ impl TenantBody {
 
 /// A queue's default task options: applied to the fields a submit leaves out, before the
 /// built-in defaults. Stored as JSON in the queue's config hash.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueDefaults {
     /// 0..9.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 0, maximum = 9)]
     pub priority: Option<i64>,
     /// 0..100.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 0, maximum = 100)]
     pub max_retries: Option<i64>,
     /// Retry backoff (each field optional).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff: Option<BackoffDefaults>,
     /// 1000..3600000.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1000, maximum = 3_600_000)]
     pub lease_ms: Option<i64>,
     /// 1..86400000.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 1, maximum = 86_400_000)]
     pub timeout_ms: Option<i64>,
 }
 
 /// The backoff part of [`QueueDefaults`].
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffDefaults {
-    /// First wait (ms).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// First wait (ms), at most a day.
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 0, maximum = 86_400_000)]
     pub initial_ms: Option<u64>,
-    /// Growth factor.
+    /// Growth factor, 1..=100.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 1, maximum = 100)]
     pub multiplier: Option<f64>,
-    /// Cap (ms).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Cap (ms), at most a week.
+    #[serde(
+        default,
+        deserialize_with = "opt_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schema(minimum = 0, maximum = 604_800_000)]
     pub max_ms: Option<u64>,
-    /// Jitter fraction 0..1.
+    /// Jitter fraction 0..=1.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 1)]
     pub jitter: Option<f64>,
 }
 
@@ -164,83 +263,114 @@ impl QueueDefaults {
 }
 
 /// The body of `PUT /api/v1/queues/{queue}/settings`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QueueSettingsBody {
     /// The starvation bound: order each tenant's ready tasks by enqueue time minus
     /// priority × this step (ms), so a priority-0 task waits at most 9 steps behind later urgent
     /// work. 0 restores strict priority. Applies to tasks queued after the change.
+    #[schema(minimum = 0, maximum = 3_600_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub aging_step_ms: Option<u64>,
     /// Default task options; `null` removes them.
     #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<QueueDefaults>)]
     pub defaults: Option<Option<QueueDefaults>>,
 }
 
 /// `backoff` of a submit body; every field optional (defaults: 1000 ms, ×2, 300000 ms, 0.2).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackoffBody {
-    /// First wait (ms).
+    /// First wait (ms), at most a day.
+    #[schema(minimum = 0, maximum = 86_400_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub initial_ms: Option<u64>,
-    /// Growth factor.
+    /// Growth factor, 1..=100.
+    #[schema(minimum = 1, maximum = 100)]
     pub multiplier: Option<f64>,
-    /// Cap (ms).
+    /// Cap (ms), at most a week.
+    #[schema(minimum = 0, maximum = 604_800_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub max_ms: Option<u64>,
-    /// Jitter fraction 0..1.
+    /// Jitter fraction 0..=1.
+    #[schema(minimum = 0, maximum = 1)]
     pub jitter: Option<f64>,
 }
 
 /// The body of `POST /api/v1/tasks` (and each item of a batch). Only `payload` is required.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubmitBody {
     /// Queue (default `default`).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: Option<String>,
     /// Tenant (default `default`).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub tenant: Option<String>,
     /// Handler type (default `echo`).
     #[serde(rename = "type")]
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub task_type: Option<String>,
-    /// Any JSON, stored byte for byte.
+    /// Any JSON, stored byte for byte (at most 1 MiB).
+    #[schema(value_type = Value)]
     pub payload: Box<RawValue>,
     /// 0..9 (default 0).
+    #[schema(minimum = 0, maximum = 9)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub priority: Option<i64>,
     /// Delay before the first run, ms (default 0; at most one year).
+    #[schema(minimum = 0, maximum = 31_622_400_000_i64)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub delay_ms: Option<i64>,
-    /// First run time, RFC 3339 (exclusive with `delay_ms`).
+    /// First run time, RFC 3339, at most a year ahead (exclusive with `delay_ms`).
+    #[schema(format = DateTime)]
     pub run_at: Option<String>,
     /// Retries after the first attempt, 0..100 (default 3).
+    #[schema(minimum = 0, maximum = 100)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub max_retries: Option<i64>,
     /// Retry backoff.
     pub backoff: Option<BackoffBody>,
     /// Lease length ms, 1000..3600000 (default 30000).
+    #[schema(minimum = 1000, maximum = 3_600_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub lease_ms: Option<i64>,
-    /// Handler timeout ms (default none).
+    /// Handler timeout ms, 1..86400000 (default none).
+    #[schema(minimum = 1, maximum = 86_400_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub timeout_ms: Option<i64>,
     /// Idempotency key, `[A-Za-z0-9._:-]{1,128}`.
+    #[schema(pattern = "^[A-Za-z0-9._:-]{1,128}$")]
     pub idempotency_key: Option<String>,
 }
 
 /// The body of `POST /api/v1/tasks/batch`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
     /// 1..=1000 submit bodies.
+    #[schema(min_items = 1, max_items = 1000)]
     pub tasks: Vec<SubmitBody>,
 }
 
 /// The body of `POST /api/v1/dlq/replay`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkReplayBody {
     /// Queue (default `default`).
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub queue: Option<String>,
     /// Only this tenant's tasks.
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub tenant: Option<String>,
     /// Only tasks of this type.
     #[serde(rename = "type")]
+    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
     pub task_type: Option<String>,
     /// Most tasks to replay (default 1000, at most 10000).
+    #[schema(minimum = 1, maximum = 10_000)]
+    #[serde(default, deserialize_with = "opt_int")]
     pub limit: Option<u64>,
 }
 
@@ -362,30 +492,68 @@ impl SubmitBody {
 }
 
 /// A lease in task JSON.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Lease)]
 pub struct LeaseJson {
     /// Worker id.
     pub worker: String,
     /// Deadline, RFC 3339.
+    #[schema(format = DateTime)]
     pub expires_at: String,
     /// Fencing epoch.
     pub epoch: u64,
 }
 
 /// A page of tasks (`GET /tasks`, `GET /dlq`) or the tasks of a batch submit (without cursor).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TaskPage)]
 pub struct TasksJson {
     /// The tasks.
     pub tasks: Vec<TaskJson>,
-    /// Pass as `cursor` to get the next page; null when the listing is complete.
+    /// Pass as `cursor` to get the next page; null when the listing is complete. Absent from
+    /// the answer of a batch submit.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
     pub next_cursor: Option<Option<String>>,
 }
 
+/// A task's retry backoff as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Backoff)]
+pub struct BackoffJson {
+    /// Wait after the first failure (ms).
+    pub initial_ms: u64,
+    /// Growth factor per attempt.
+    pub multiplier: f64,
+    /// Cap on the wait (ms).
+    pub max_ms: u64,
+    /// Jitter fraction in [0, 1].
+    pub jitter: f64,
+}
+
+impl From<Backoff> for BackoffJson {
+    fn from(b: Backoff) -> Self {
+        let Backoff {
+            initial_ms,
+            multiplier,
+            max_ms,
+            jitter,
+        } = b;
+        BackoffJson {
+            initial_ms,
+            multiplier,
+            max_ms,
+            jitter,
+        }
+    }
+}
+
 /// A task as the API shows it. The lease token is not shown: only its holder knows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Task)]
 pub struct TaskJson {
-    /// ULID.
+    /// ULID (upper case).
+    #[schema(pattern = "^[0-9A-HJKMNP-TV-Z]{26}$")]
     pub id: String,
     /// Queue.
     pub queue: String,
@@ -395,36 +563,47 @@ pub struct TaskJson {
     #[serde(rename = "type")]
     pub task_type: String,
     /// The payload, byte for byte as submitted.
+    #[schema(value_type = Value)]
     pub payload: Box<RawValue>,
     /// 0..9.
     pub priority: u8,
     /// Status name.
-    pub status: orq::Status,
+    #[schema(value_type = crate::openapi::StatusName)]
+    pub status: Status,
     /// Attempts started.
     pub attempt: u32,
     /// Retries allowed after the first attempt.
     pub max_retries: u32,
     /// When it became or becomes due.
+    #[schema(format = DateTime)]
     pub run_at: String,
     /// Submit time.
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// Last transition.
+    #[schema(format = DateTime)]
     pub updated_at: String,
     /// When it completed, died or was cancelled.
+    #[schema(format = DateTime, required = true)]
     pub finished_at: Option<String>,
     /// The live lease, or null.
+    #[schema(required = true)]
     pub lease: Option<LeaseJson>,
     /// The last attempt's error.
+    #[schema(required = true)]
     pub last_error: Option<String>,
     /// The handler's result (JSON), or null.
+    #[schema(value_type = Value, required = true)]
     pub result: Option<Box<RawValue>>,
     /// Retry backoff.
-    pub backoff: Backoff,
+    pub backoff: BackoffJson,
     /// Lease length ms.
     pub lease_ms: u64,
     /// Handler timeout ms.
+    #[schema(required = true)]
     pub timeout_ms: Option<u64>,
     /// Idempotency key.
+    #[schema(required = true)]
     pub idempotency_key: Option<String>,
     /// Times replayed from the DLQ.
     pub replays: u32,
@@ -463,7 +642,7 @@ impl From<Task> for TaskJson {
             attempt: t.attempt,
             max_retries: t.max_retries,
             last_error: t.last_error,
-            backoff: t.backoff,
+            backoff: t.backoff.into(),
             lease_ms: t.lease_ms,
             timeout_ms: t.timeout_ms,
             idempotency_key: t.idempotency_key,
@@ -471,6 +650,234 @@ impl From<Task> for TaskJson {
             history: t.history,
         }
     }
+}
+
+/// `{"status": "ok"}` of `GET /healthz`, `{"status": "ready"}` of `GET /readyz`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Health)]
+pub struct HealthJson {
+    /// `ok` (the process is up) or `ready` (the store answers).
+    #[schema(value_type = String, example = "ok")]
+    pub status: &'static str,
+}
+
+/// Tasks per status, every status present (0 when none).
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(transparent)]
+pub struct CountsJson(pub BTreeMap<&'static str, i64>);
+
+impl CountsJson {
+    /// Every status of [`Status::ALL`] with its count in `c` (0 when absent).
+    pub fn of(c: &BTreeMap<Status, i64>) -> Self {
+        CountsJson(
+            Status::ALL
+                .iter()
+                .map(|s| (s.as_str(), c.get(s).copied().unwrap_or(0)))
+                .collect(),
+        )
+    }
+}
+
+impl utoipa::PartialSchema for CountsJson {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+        let mut o =
+            ObjectBuilder::new().additional_properties(Some(AdditionalProperties::FreeForm(false)));
+        for s in Status::ALL {
+            let count = ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(0));
+            o = o.property(s.as_str(), count).required(s.as_str());
+        }
+        o.description(Some("Tasks per status.")).into()
+    }
+}
+
+impl ToSchema for CountsJson {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Counts".into()
+    }
+}
+
+/// Why a tenant's ready work is held back right now.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(tag = "by", rename_all = "snake_case")]
+#[schema(as = Held)]
+pub enum HeldJson {
+    /// At its `max_inflight`: until one of its leases ends.
+    MaxInflight,
+    /// Out of rate-limit tokens: until the next token is due.
+    RateLimit {
+        /// When the next token is due (store clock, ms since the Unix epoch).
+        until_ms: u64,
+    },
+}
+
+impl From<orq::client::Held> for HeldJson {
+    fn from(h: orq::client::Held) -> Self {
+        match h {
+            orq::client::Held::MaxInflight => HeldJson::MaxInflight,
+            orq::client::Held::RateLimit { until_ms } => HeldJson::RateLimit { until_ms },
+        }
+    }
+}
+
+/// One tenant of a queue: its settings, counts and service.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = TenantStats)]
+pub struct TenantJson {
+    /// Tenant name.
+    pub tenant: String,
+    /// Fair-share weight (1 unless set).
+    pub weight: f64,
+    /// Most live leases, when capped.
+    #[schema(required = true)]
+    pub max_inflight: Option<u64>,
+    /// Most waiting (queued, scheduled, retrying) tasks, when capped.
+    #[schema(required = true)]
+    pub max_queued: Option<u64>,
+    /// Rate limit, leases per second, when limited.
+    #[schema(required = true)]
+    pub rate_per_s: Option<f64>,
+    /// Token bucket size of the rate limit.
+    #[schema(required = true)]
+    pub burst: Option<u64>,
+    /// Current tasks per status.
+    pub counts: CountsJson,
+    /// Leases served since the tenant first submitted.
+    pub served: u64,
+    /// Its share of the queue's leases served, 0..=1; null for a tenant key (it would reveal
+    /// the other tenants' service).
+    #[schema(required = true)]
+    pub share: Option<f64>,
+    /// Completions per second over about the last minute.
+    pub completed_per_s: f64,
+    /// Why its ready work is held back right now, or null.
+    #[schema(required = true)]
+    pub held: Option<HeldJson>,
+}
+
+impl From<&orq::TenantStats> for TenantJson {
+    fn from(t: &orq::TenantStats) -> Self {
+        TenantJson {
+            tenant: t.tenant.clone(),
+            weight: t.weight,
+            max_inflight: t.max_inflight,
+            max_queued: t.max_queued,
+            rate_per_s: t.rate_per_s,
+            burst: t.burst,
+            counts: CountsJson::of(&t.counts),
+            served: t.served,
+            share: Some(t.share),
+            completed_per_s: t.completed_per_s,
+            held: t.held.map(HeldJson::from),
+        }
+    }
+}
+
+/// The answer of `PUT /queues/{queue}/tenants/{tenant}`: the tenant's entry, or only its name
+/// when the queue lists no entry for it (its settings all removed and no tasks).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+#[schema(as = TenantEntry)]
+pub enum TenantEntryJson {
+    /// The tenant's entry.
+    Listed(TenantJson),
+    /// The tenant is not listed.
+    Unlisted(TenantNameJson),
+}
+
+/// A tenant the queue does not list: only its name.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = UnlistedTenant)]
+pub struct TenantNameJson {
+    /// Tenant name.
+    pub tenant: String,
+}
+
+/// A queue's counts and settings (`GET /queues/{queue}`, one entry of `GET /queues`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = QueueStats)]
+pub struct QueueStatsJson {
+    /// Queue name.
+    pub queue: String,
+    /// True while leasing is paused.
+    pub paused: bool,
+    /// The starvation bound (ms; 0 = strict priority).
+    pub aging_step_ms: u64,
+    /// The queue's default task options, or null.
+    #[schema(value_type = Option<QueueDefaults>, required = true)]
+    pub defaults: Option<Value>,
+    /// Current tasks per status (a tenant key: its own only).
+    pub counts: CountsJson,
+    /// Cumulative counters: enqueued, completed, failed (attempts), dead, reaped, replayed,
+    /// purged (a tenant key: empty).
+    pub totals: BTreeMap<String, i64>,
+    /// Each tenant's entry (a tenant key: its own only).
+    pub tenants: Vec<TenantJson>,
+}
+
+/// `GET /queues`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = QueueList)]
+pub struct QueuesJson {
+    /// The queues, by name.
+    pub queues: Vec<QueueStatsJson>,
+}
+
+/// `GET /queues/{queue}/tenants`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TenantList)]
+pub struct TenantsJson {
+    /// Queue name.
+    pub queue: String,
+    /// Its tenants (a tenant key: its own entry only).
+    pub tenants: Vec<TenantJson>,
+}
+
+/// `POST /dlq/replay`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = BulkReplay)]
+pub struct ReplayedJson {
+    /// Queue name.
+    pub queue: String,
+    /// Tasks put back.
+    pub replayed: u64,
+    /// True when more dead tasks match (call again).
+    pub more: bool,
+}
+
+/// `DELETE /dlq/{id}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Purged)]
+pub struct PurgedJson {
+    /// The task id.
+    pub id: String,
+    /// Always true.
+    pub purged: bool,
+}
+
+/// `POST /queues/{queue}/pause` and `/resume`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Paused)]
+pub struct PausedJson {
+    /// Queue name.
+    pub queue: String,
+    /// True after a pause, false after a resume.
+    pub paused: bool,
+}
+
+/// `POST /queues/{queue}/drain`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Drained)]
+pub struct DrainedJson {
+    /// Queue name.
+    pub queue: String,
+    /// True when nothing is left to run.
+    pub drained: bool,
+    /// Tasks queued, scheduled, retrying or leased when the wait ended.
+    pub remaining: i64,
 }
 
 #[cfg(test)]

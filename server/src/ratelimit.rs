@@ -4,9 +4,12 @@
 //!
 //! This is a process-local guard against floods, not a quota: with several API processes each
 //! applies it on its own. The store's own admission limit (a tenant's `max_queued`) is the
-//! shared one. Hand-written rather than `governor`: it reads time from the state's [`Clock`] (so
-//! tests drive it without sleeping), and its table of buckets is bounded ([`BUCKETS_MAX`]),
-//! which a keyed `governor` limiter is not unless swept.
+//! shared one. Hand-written rather than `governor` (0.10, evaluated): a batch that spans tenants
+//! takes from several buckets all or none ([`SubmitLimiter::take_all`]), and `governor` can
+//! neither check several keys at once nor give back what a check took, so a batch refused for
+//! one tenant would still spend another's tokens. Its keyed table also grows until swept with
+//! `retain_recent`, where this one is bounded at insertion ([`BUCKETS_MAX`]); and it reads time
+//! from the state's [`Clock`], so tests drive it without sleeping.
 
 use orq::Clock;
 use std::collections::HashMap;

@@ -5,17 +5,19 @@
 use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::openapi::{BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unavailable};
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
 use std::path::Path as FsPath;
 use std::time::UNIX_EPOCH;
 use tokio::io::AsyncReadExt;
 use tokio_util::io::ReaderStream;
+use utoipa::ToSchema;
 
 /// Most files `GET /timelines` lists (the first ones by name).
 pub const LIST_MAX: usize = 1000;
@@ -51,6 +53,21 @@ fn disabled() -> ApiError {
 /// ([`is_valid_name`]), sorted by name, at most [`LIST_MAX`]; `modified_ms` is the file's
 /// modification time in ms since the Unix epoch. 404 `not_found` without `--timelines`; 403 for
 /// a tenant key (timelines are operators' files).
+#[utoipa::path(
+    get,
+    path = "/api/v1/timelines",
+    tag = "timelines",
+    operation_id = "list_timelines",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The timeline files, by name.", body = TimelinesJson),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 503, response = Unavailable),
+    ),
+)]
 pub async fn list(
     State(s): State<AppState>,
     caller: Caller,
@@ -97,17 +114,71 @@ pub async fn list(
     files.truncate(LIST_MAX);
     let timelines: Vec<_> = files
         .into_iter()
-        .map(|(name, bytes, modified_ms)| {
-            json!({"name": name, "bytes": bytes, "modified_ms": modified_ms})
+        .map(|(name, bytes, modified_ms)| TimelineFileJson {
+            name,
+            bytes,
+            modified_ms,
         })
         .collect();
-    Ok(Json(json!({ "timelines": timelines })).into_response())
+    Ok(Json(TimelinesJson { timelines }).into_response())
+}
+
+/// `GET /timelines`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TimelineList)]
+pub struct TimelinesJson {
+    /// The files, by name.
+    pub timelines: Vec<TimelineFileJson>,
+}
+
+/// One file of [`TimelinesJson`].
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TimelineFile)]
+pub struct TimelineFileJson {
+    /// File name.
+    pub name: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// Modification time (ms since the Unix epoch).
+    pub modified_ms: u64,
+}
+
+/// The `{name}` of `GET /timelines/{name}`.
+#[derive(Debug, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub struct TimelineName {
+    /// `[A-Za-z0-9._-]{1,128}`, ending in `.jsonl` or `.json`, without `..`.
+    #[param(pattern = "^[A-Za-z0-9._-]{0,123}\\.jsonl?$")]
+    pub name: String,
 }
 
 /// `GET /api/v1/timelines/{name}` → the file's bytes, `Content-Type: application/x-ndjson`
 /// (`application/json` for a `.json` file). 404 `not_found` for an invalid name
 /// ([`is_valid_name`]), a missing file, a symlink or without `--timelines`; 413
 /// `payload_too_large` above [`FILE_MAX_BYTES`]; 403 for a tenant key.
+#[utoipa::path(
+    get,
+    path = "/api/v1/timelines/{name}",
+    tag = "timelines",
+    operation_id = "get_timeline",
+    security(("bearer" = [])),
+    params(TimelineName),
+    responses(
+        (
+            status = 200,
+            description = "The file's bytes (format: docs/timeline.md).",
+            content(
+                (String = "application/x-ndjson"),
+                (serde_json::Value = "application/json"),
+            ),
+        ),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 413, response = PayloadTooLarge),
+    ),
+)]
 pub async fn get(
     State(s): State<AppState>,
     caller: Caller,

@@ -7,7 +7,7 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use common::{code, message, TestApp, WAIT};
+use common::{code, declared_routes, message, TestApp, WAIT};
 use http_body_util::BodyExt;
 use orq_server::auth::{toml_entry, ApiKeys, Auth, Scope};
 use serde_json::{json, Value};
@@ -82,34 +82,6 @@ async fn wait_status(app: &TestApp, id: &str, want: &str) -> Value {
     }
 }
 
-/// The (method, path) of every route the router declares, read from `app`'s source, so a route
-/// added later without a row in the matrix fails the test.
-fn declared_routes() -> BTreeSet<(String, String)> {
-    let src = include_str!("../src/api.rs");
-    let start = src.find("pub fn app(").expect("fn app");
-    let end = start + src[start..].find("type ApiResult").expect("end of fn app");
-    let body = &src[start..end];
-    let mut out = BTreeSet::new();
-    let parts: Vec<&str> = body.split(".route(").skip(1).collect();
-    for part in parts {
-        let part = part.split(".route_layer(").next().unwrap();
-        let q1 = part.find('"').unwrap();
-        let q2 = q1 + 1 + part[q1 + 1..].find('"').unwrap();
-        let path = &part[q1 + 1..q2];
-        let rest = &part[q2..];
-        for m in ["get", "post", "put", "delete"] {
-            let called = rest.contains(&format!("({m}("))
-                || rest.contains(&format!(" {m}("))
-                || rest.contains(&format!(".{m}("))
-                || rest.contains(&format!("routing::{m}("));
-            if called {
-                out.insert((m.to_uppercase(), path.to_string()));
-            }
-        }
-    }
-    out
-}
-
 /// One row of the matrix: a route, the request for tenant keys and for the admin, and the
 /// statuses for [no key, bad key, admin, A, B].
 struct Row {
@@ -173,6 +145,12 @@ async fn every_route_answers_each_key_as_its_rights_say() {
             get.clone(),
             "/api/v1/readyz",
             same("/api/v1/readyz".into(), None),
+            [200; 5],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/openapi.json",
+            same("/api/v1/openapi.json".into(), None),
             [200; 5],
         ),
         row(

@@ -13,6 +13,7 @@ use orq::{
 use orq_server::handlers::{builtin, HttpAllow};
 use orq_server::{app, AppState};
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -288,4 +289,32 @@ pub fn code(v: &Value) -> &str {
 /// The error message of an error body.
 pub fn message(v: &Value) -> &str {
     v["error"]["message"].as_str().unwrap_or("")
+}
+
+/// The (method, path) of every route the router declares, read from `app`'s source, so a route
+/// added later without a row in a test's table (or in the OpenAPI document) fails that test.
+pub fn declared_routes() -> BTreeSet<(String, String)> {
+    let src = include_str!("../../src/api.rs");
+    let start = src.find("pub fn app(").expect("fn app");
+    let end = start + src[start..].find("type ApiResult").expect("end of fn app");
+    let body = &src[start..end];
+    let mut out = BTreeSet::new();
+    let parts: Vec<&str> = body.split(".route(").skip(1).collect();
+    for part in parts {
+        let part = part.split(".route_layer(").next().unwrap();
+        let q1 = part.find('"').unwrap();
+        let q2 = q1 + 1 + part[q1 + 1..].find('"').unwrap();
+        let path = &part[q1 + 1..q2];
+        let rest = &part[q2..];
+        for m in ["get", "post", "put", "delete"] {
+            let called = rest.contains(&format!("({m}("))
+                || rest.contains(&format!(" {m}("))
+                || rest.contains(&format!(".{m}("))
+                || rest.contains(&format!("routing::{m}("));
+            if called {
+                out.insert((m.to_uppercase(), path.to_string()));
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,67 @@
+"""schemathesis hooks for the API run of run.sh (loaded through SCHEMATHESIS_HOOKS).
+
+They adjust positive cases only (the ones schemathesis expects to be accepted), for the request
+rules that depend on state or time the OpenAPI document cannot describe, and for one that would
+make the run slow. Negative cases are left alone.
+
+- `cursor` is opaque: only a `next_cursor` the server handed out is valid, anything else is a
+  400. Positive cases list from the first page (the cursor is dropped).
+- `run_at` must lie between 1970 and a year from now (a schema has no clock). A positive case's
+  `run_at` outside that range, in a submit or in each task of a batch, becomes a fixed past time
+  (a past time means "due now").
+- `POST /queues/{queue}/drain` waits up to `timeout_ms` (default 10 s, at most 60 s) while the
+  queue holds work, and the run leaves delayed tasks behind: positive cases wait at most
+  DRAIN_WAIT_MS.
+"""
+
+import datetime
+
+import schemathesis
+from schemathesis import GenerationMode
+
+RUN_AT_IN_RANGE = "2020-02-29T23:59:59.999+02:00"
+YEAR = datetime.timedelta(days=365)
+DRAIN_WAIT_MS = 100
+
+
+def _run_at_ok(value) -> bool:
+    if not isinstance(value, str):
+        return True  # null, or a type error the server rejects whatever the mode
+    try:
+        at = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return True  # not a date-time: not a positive value, leave it to the server
+    if at.tzinfo is None:
+        return True
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) <= at <= now + YEAR
+
+
+def _fix_submit(body) -> None:
+    if isinstance(body, dict) and not _run_at_ok(body.get("run_at")):
+        body["run_at"] = RUN_AT_IN_RANGE
+
+
+@schemathesis.hook
+def map_case(context, case):
+    meta = case.meta
+    if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    if isinstance(case.query, dict):
+        case.query.pop("cursor", None)
+    if case.path.endswith("/drain"):
+        query = case.query if isinstance(case.query, dict) else {}
+        timeout_ms = query.get("timeout_ms", DRAIN_WAIT_MS)  # absent: the server waits 10 s
+        try:
+            query["timeout_ms"] = min(int(timeout_ms), DRAIN_WAIT_MS)
+        except (TypeError, ValueError):
+            pass  # not an integer: a 400 without waiting
+        case.query = query
+    body = case.body
+    if isinstance(body, dict):
+        _fix_submit(body)
+        tasks = body.get("tasks")
+        if isinstance(tasks, list):
+            for task in tasks:
+                _fix_submit(task)
+    return case
