@@ -227,72 +227,33 @@ pub async fn run(
     };
 
     // 2. end to end: the pool runs while tasks are submitted.
-    let q_e2e = format!("{queue_prefix}-e2e");
-    let (wait, e2e_s, calls) = {
-        let samples = Arc::new(Mutex::new(Vec::with_capacity(plan.tasks as usize)));
-        let started = Arc::new(AtomicU64::new(0));
-        let pool = pool(
-            &counting,
-            &clock,
-            &entropy,
-            plan,
-            &q_e2e,
-            Probe {
-                clock: clock.clone(),
-                samples: samples.clone(),
-                started: started.clone(),
-                delayed: false,
-            },
-        );
-        let stop = CancellationToken::new();
-        let running = tokio::spawn({
-            let stop = stop.clone();
-            async move { pool.run(stop).await }
-        });
-        let calls0 = counting.calls();
-        progress.phase("end to end", plan.tasks);
-        let t0 = Instant::now();
-        submit_all(&client, plan, &q_e2e, plan.tasks, None, &Quiet).await?;
-        wait_completed(&client, &q_e2e, plan.tasks, &started, progress).await?;
-        let e2e_s = t0.elapsed().as_secs_f64();
-        let calls = counting.calls() - calls0;
-        stop.cancel();
-        let _ = running.await;
-        let wait = Latency::of(&samples.lock().unwrap());
-        (wait, e2e_s, calls)
+    let ctx = Phase {
+        store: &counting,
+        clock: &clock,
+        entropy: &entropy,
+        client: &client,
+        plan,
+        progress,
     };
+    let e2e = ctx
+        .run(
+            "end to end",
+            &format!("{queue_prefix}-e2e"),
+            plan.tasks,
+            false,
+        )
+        .await?;
 
     // 3. delayed tasks, workers running.
     let lateness = if plan.delayed > 0 {
-        let q_delayed = format!("{queue_prefix}-delayed");
-        let samples = Arc::new(Mutex::new(Vec::with_capacity(plan.delayed as usize)));
-        let started = Arc::new(AtomicU64::new(0));
-        let pool = pool(
-            &counting,
-            &clock,
-            &entropy,
-            plan,
-            &q_delayed,
-            Probe {
-                clock: clock.clone(),
-                samples: samples.clone(),
-                started: started.clone(),
-                delayed: true,
-            },
-        );
-        let stop = CancellationToken::new();
-        let running = tokio::spawn({
-            let stop = stop.clone();
-            async move { pool.run(stop).await }
-        });
-        progress.phase("delayed", plan.delayed);
-        let base = clock.now_ms();
-        submit_all(&client, plan, &q_delayed, plan.delayed, Some(base), &Quiet).await?;
-        wait_completed(&client, &q_delayed, plan.delayed, &started, progress).await?;
-        stop.cancel();
-        let _ = running.await;
-        let lateness = Latency::of(&samples.lock().unwrap());
-        lateness
+        ctx.run(
+            "delayed",
+            &format!("{queue_prefix}-delayed"),
+            plan.delayed,
+            true,
+        )
+        .await?
+        .latency
     } else {
         None
     };
@@ -307,12 +268,86 @@ pub async fn run(
         tenants: plan.tenants,
         delayed: plan.delayed,
         submit_per_s: plan.tasks as f64 / submit_s,
-        complete_per_s: plan.tasks as f64 / e2e_s,
-        wait_ms: wait,
+        complete_per_s: plan.tasks as f64 / e2e.seconds,
+        wait_ms: e2e.latency,
         lateness_ms: lateness,
         mem_bytes_per_task,
-        script_calls_per_task: calls as f64 / plan.tasks as f64,
+        script_calls_per_task: e2e.calls as f64 / plan.tasks as f64,
     })
+}
+
+/// What a phase with workers measured.
+struct PhaseResult {
+    /// Handler start minus the reference time (submit, or run_at for delayed tasks), ms.
+    latency: Option<Latency>,
+    /// First submit to last completion (s).
+    seconds: f64,
+    /// Script calls during the phase.
+    calls: u64,
+}
+
+/// What the phases with workers share.
+struct Phase<'a> {
+    store: &'a Arc<CountingStore>,
+    clock: &'a Arc<dyn Clock>,
+    entropy: &'a Arc<Entropy>,
+    client: &'a orq::Client,
+    plan: &'a BenchPlan,
+    progress: &'a dyn Progress,
+}
+
+impl Phase<'_> {
+    /// Run a worker pool on `queue` while `n` tasks are submitted to it (due `delay_ms` ..
+    /// `delay_ms + spread` from now when `delayed`), until all completed.
+    async fn run(
+        &self,
+        name: &str,
+        queue: &str,
+        n: u64,
+        delayed: bool,
+    ) -> Result<PhaseResult, String> {
+        let samples = Arc::new(Mutex::new(Vec::with_capacity(n as usize)));
+        let started = Arc::new(AtomicU64::new(0));
+        let probe = Probe {
+            clock: self.clock.clone(),
+            samples: samples.clone(),
+            started: started.clone(),
+            delayed,
+        };
+        let pool = pool(
+            self.store,
+            self.clock,
+            self.entropy,
+            self.plan,
+            queue,
+            probe,
+        );
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let stop = stop.clone();
+            async move { pool.run(stop).await }
+        });
+        let calls0 = self.store.calls();
+        self.progress.phase(name, n);
+        let t0 = Instant::now();
+        let base = delayed.then(|| self.clock.now_ms());
+        let done = async {
+            submit_all(self.client, self.plan, queue, n, base, &Quiet).await?;
+            wait_completed(self.client, queue, n, &started, self.progress).await
+        }
+        .await;
+        let seconds = t0.elapsed().as_secs_f64();
+        let calls = self.store.calls() - calls0;
+        stop.cancel();
+        let _ = running.await;
+        done?;
+        let latency = Latency::of(&samples.lock().unwrap());
+        Ok(PhaseResult {
+            latency,
+            seconds,
+            calls,
+        })
+    }
 }
 
 /// The worker pool of a phase: concurrency C, serving only `queue`, the probe for type `noop`.
