@@ -528,7 +528,11 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         }
     };
     progress.finish();
-    print!("{}", table(&report));
+    {
+        use std::io::Write as _;
+        // stdout may be a closed pipe (`orq bench | head`): the JSON file still gets written.
+        let _ = write!(std::io::stdout(), "{}", table(&report));
+    }
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report).expect("the report serialises");
         std::fs::write(path, text + "\n")

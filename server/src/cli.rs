@@ -18,6 +18,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Print a line on stdout for the person at the terminal, ignoring write errors: stdout may be
+/// a pipe whose reader has gone (`orq serve | head`), and a status line is not worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// orq: a background task engine on Redis whose every state transition is a Lua script.
 #[derive(Debug, Parser)]
 #[command(
@@ -262,7 +271,7 @@ pub async fn bind_api(
     }
     if addr.ip().is_loopback() {
         tracing::info!(%addr, "no API keys (--api-keys): authentication is off, listening on loopback only");
-        println!("orq: no API keys (--api-keys), so authentication is off; listening on loopback only ({addr})");
+        say!("orq: no API keys (--api-keys), so authentication is off; listening on loopback only ({addr})");
         return Ok(listener);
     }
     if insecure_no_auth {
@@ -432,7 +441,7 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
                 "embedded store: state is kept in memory only and is lost when orq stops; \
                  pass --redis URL for durable, shared state"
             );
-            println!(
+            say!(
                 "orq: embedded in-memory store (state is lost when orq stops; use --redis for Redis)"
             );
             Arc::new(MemoryStore::new(Arc::new(WallClock)))
@@ -532,10 +541,10 @@ async fn serve_http(
         tracing::info!(keys = keys.len(), "API keys required (--api-keys)");
     }
     tracing::info!(%addr, "API listening on http://{addr}/api/v1");
-    println!("orq API listening on http://{addr}/api/v1");
+    say!("orq API listening on http://{addr}/api/v1");
     if crate::dashboard::is_built(&web.dashboard) {
         tracing::info!(dir = %web.dashboard.display(), "dashboard at http://{addr}/");
-        println!("orq dashboard at http://{addr}/");
+        say!("orq dashboard at http://{addr}/");
     } else {
         tracing::warn!(
             dir = %web.dashboard.display(),
@@ -609,7 +618,7 @@ pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
 pub async fn run(cli: Cli) -> Result<(), String> {
     if let Command::Key(KeyCommand::New(a)) = &cli.command {
-        print!("{}", key_new(a)?);
+        say!("{}", key_new(a)?.trim_end_matches('\n'));
         return Ok(());
     }
     if let Command::Bench(a) = &cli.command {
@@ -674,7 +683,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
-            println!("orq worker {} started", worker.id());
+            say!("orq worker {} started", worker.id());
             worker.run(shutdown).await;
             Ok(())
         }

@@ -11,10 +11,14 @@ async fn main() {
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        // A log line that cannot be written (stderr is a pipe whose reader has gone) is dropped:
+        // tracing's own report of that error would go to the same closed stderr and panic.
+        .log_internal_errors(false)
         .init();
     let cli = orq_server::cli::Cli::parse();
     if let Err(e) = orq_server::cli::run(cli).await {
-        eprintln!("error: {e}");
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), "error: {e}");
         std::process::exit(2);
     }
 }
