@@ -228,3 +228,56 @@ async fn serve_without_redis_runs_on_the_embedded_store() {
         "{text}"
     );
 }
+
+// Goal: a server whose stdout and stderr pipes were closed by their reader (`orq serve 2>&1 |
+// head -n 1`) keeps serving, and SIGTERM still stops it cleanly (it used to panic on the first
+// status or log line it could not write). Method: spawn with both streams piped, close the read
+// ends at once, check the API answers, send SIGTERM with `kill`, and wait for exit status 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_output_pipes_neither_crash_nor_block_shutdown() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["serve", "--listen", &listen, "--no-dashboard-build"])
+        .env("ORQ_LOG", "info")
+        .env_remove("ORQ_REDIS_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn orq serve");
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let mut serve = Proc(Some(child));
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_for("the API", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+    let r = http
+        .post(format!("{base}/tasks"))
+        .json(&json!({"payload": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201, "serves with its output gone");
+    let mut child = serve.0.take().unwrap();
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(term.success());
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("orq did not stop on SIGTERM with its output pipes closed");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "clean exit: {status:?}");
+}
