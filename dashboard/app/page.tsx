@@ -6,12 +6,13 @@ import Link from "next/link";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { LatencyChart, ThroughputChart } from "@/components/Charts";
 import { ConfirmDialog } from "@/components/Dialog";
-import { useLive, useQueue, useToast } from "@/components/providers";
-import { Card, Empty, ErrorBox, Loading, PageTitle, StatusBadge, TaskLink, Time } from "@/components/ui";
-import { api, errorMessage, isMissingRoute } from "@/lib/api";
+import { useAdminDenied, useLive, useQueue, useToast } from "@/components/providers";
+import { AdminNeeded, Card, Empty, ErrorBox, Loading, PageTitle, StatusBadge, TaskLink, Time } from "@/components/ui";
+import { api, errorMessage, isMissingRoute, NEEDS_ADMIN, needsAdmin } from "@/lib/api";
 import { formatNumber } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
 import {
+  chartAxis,
   latencyPoints,
   ratePoints,
   ratesFromSamples,
@@ -38,6 +39,7 @@ function StackBar({ q }: { q: QueueStats }) {
 
 function PauseButton({ q, onDone }: { q: QueueStats; onDone: () => void }) {
   const toast = useToast();
+  const denied = useAdminDenied();
   const [confirm, setConfirm] = useState(false);
   const [busy, setBusy] = useState(false);
   const act = async (pause: boolean) => {
@@ -47,12 +49,19 @@ function PauseButton({ q, onDone }: { q: QueueStats; onDone: () => void }) {
       toast("ok", `Queue ${q.queue} ${pause ? "paused" : "resumed"}`);
       onDone();
     } catch (e) {
-      toast("error", `${pause ? "Pause" : "Resume"} failed: ${errorMessage(e)}`);
+      toast("error", needsAdmin(e) ? `${pause ? "Pausing" : "Resuming"} a queue ${NEEDS_ADMIN}` : `${pause ? "Pause" : "Resume"} failed: ${errorMessage(e)}`);
     } finally {
       setBusy(false);
       setConfirm(false);
     }
   };
+  if (denied) {
+    return (
+      <span className="muted" style={{ whiteSpace: "nowrap" }} title="Pause and resume need an admin key" data-testid={`pause-needs-admin-${q.queue}`}>
+        {NEEDS_ADMIN}
+      </span>
+    );
+  }
   if (q.paused) {
     return (
       <button type="button" className="small" disabled={busy} onClick={() => act(false)} data-testid={`resume-${q.queue}`}>
@@ -81,6 +90,21 @@ function PauseButton({ q, onDone }: { q: QueueStats; onDone: () => void }) {
       )}
     </>
   );
+}
+
+/**
+ * One of a queue's lifetime totals. The API leaves the totals out (`{}`) for a key that may not
+ * see them (a tenant key): "—", not a misleading 0.
+ */
+function Total({ totals, k }: { totals: QueueStats["totals"]; k: string }) {
+  if (Object.keys(totals ?? {}).length === 0) {
+    return (
+      <span className="muted" title="Not shown to this API key (the totals cover every tenant)">
+        —
+      </span>
+    );
+  }
+  return <>{formatNumber(totals[k] ?? 0)}</>;
 }
 
 function QueuesTable({ queues, reload }: { queues: QueueStats[]; reload: () => void }) {
@@ -140,9 +164,11 @@ function QueuesTable({ queues, reload }: { queues: QueueStats[]; reload: () => v
                 <StackBar q={q} />
               </td>
               <td className="num" data-testid={`total-${q.queue}-enqueued`}>
-                {formatNumber(q.totals.enqueued ?? 0)}
+                <Total totals={q.totals} k="enqueued" />
               </td>
-              <td className="num">{formatNumber(q.totals.failed ?? 0)}</td>
+              <td className="num" data-testid={`total-${q.queue}-failed`}>
+                <Total totals={q.totals} k="failed" />
+              </td>
               <td>
                 <PauseButton q={q} onDone={reload} />
               </td>
@@ -182,17 +208,22 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
     return () => clearTimeout(t);
   }, [stats, queue]);
   const missing = metrics.error !== null && isMissingRoute(metrics.error);
+  const forbidden = metrics.error !== null && needsAdmin(metrics.error);
   const rates = useMemo(
     () => (metrics.data ? ratePoints(metrics.data, now) : missing ? ratesFromSamples(fallback) : []),
     [metrics.data, now, missing, fallback],
   );
   const latency = useMemo(() => (metrics.data ? latencyPoints(metrics.data, now) : []), [metrics.data, now]);
   const hasLatency = latency.some((p) => p.wait_p50 !== undefined || p.run_p50 !== undefined);
+  // One time axis for both charts (same domain, same ticks), so that their times line up.
+  const axis = useMemo(() => chartAxis([...rates, ...latency].map((p) => p.t_ms)), [rates, latency]);
   return (
     <div className="grid2">
       <Card title={`Throughput — ${queue}`} testid="card-throughput">
         {metrics.loading ? (
           <Loading what="Loading metrics" />
+        ) : forbidden ? (
+          <AdminNeeded what="Throughput" />
         ) : metrics.error && !missing ? (
           <ErrorBox error={metrics.error} retry={metrics.reload} />
         ) : rates.length === 0 ? (
@@ -204,7 +235,7 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
                 : "No activity in the last hour."}
           </Empty>
         ) : (
-          <ThroughputChart points={rates} />
+          <ThroughputChart points={rates} axis={axis} />
         )}
         {missing && (
           <p className="muted">
@@ -216,6 +247,8 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
       <Card title={`Latency — ${queue}`} testid="card-latency">
         {metrics.loading ? (
           <Loading what="Loading metrics" />
+        ) : forbidden ? (
+          <AdminNeeded what="Latency" />
         ) : missing ? (
           <Empty>Latency needs the metrics route, which this orq does not serve.</Empty>
         ) : metrics.error ? (
@@ -223,7 +256,7 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
         ) : !hasLatency ? (
           <Empty>{known ? "No task started or finished in the last hour." : `Queue ${queue} has no tasks yet.`}</Empty>
         ) : (
-          <LatencyChart points={latency} />
+          <LatencyChart points={latency} axis={axis} />
         )}
         <p className="muted">Wait: submit or due time → lease. Run: lease → outcome. p50 and p99 per 10 s.</p>
       </Card>

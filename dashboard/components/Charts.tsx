@@ -16,7 +16,7 @@ import {
 } from "recharts";
 import { formatDuration } from "@/lib/format";
 
-import type { LatencyPoint, RatePoint } from "@/lib/metrics";
+import type { ChartAxis, LatencyPoint, RatePoint } from "@/lib/metrics";
 
 function clock(ms: number): string {
   const d = new Date(ms);
@@ -28,9 +28,20 @@ function clockSeconds(ms: number): string {
   return `${clock(ms)}:${String(d.getSeconds()).padStart(2, "0")}`;
 }
 
-export function ThroughputChart({ points }: { points: RatePoint[] }) {
+/** Width of the y axis of every chart, so that the plot areas (and their time axes) line up. */
+const Y_AXIS_WIDTH = 56;
+
+/** Tick labels: hh:mm, or hh:mm:ss when the ticks are less than a minute apart. */
+function axisLabel(axis: ChartAxis | null | undefined): (ms: number) => string {
+  const ticks = axis?.ticks ?? [];
+  const fine = ticks.some((t) => t % 60_000 !== 0);
+  return fine ? clockSeconds : clock;
+}
+
+export function ThroughputChart({ points, axis }: { points: RatePoint[]; axis?: ChartAxis | null }) {
+  const tickLabel = axisLabel(axis);
   return (
-    <div style={{ width: "100%", height: 240 }} data-testid="chart-throughput">
+    <div style={{ width: "100%", height: 240 }} data-testid="chart-throughput" data-ticks={axis?.ticks.join(",")}>
       <ResponsiveContainer>
         <AreaChart data={points} margin={{ top: 8, right: 16, left: 0, bottom: 0 }}>
           <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
@@ -38,11 +49,14 @@ export function ThroughputChart({ points }: { points: RatePoint[] }) {
             dataKey="t_ms"
             type="number"
             scale="time"
-            domain={["dataMin", "dataMax"]}
-            tickFormatter={clock}
+            domain={axis ? axis.domain : ["dataMin", "dataMax"]}
+            ticks={axis?.ticks}
+            interval={0}
+            allowDataOverflow
+            tickFormatter={tickLabel}
             fontSize={12}
           />
-          <YAxis fontSize={12} width={48} allowDecimals />
+          <YAxis fontSize={12} width={Y_AXIS_WIDTH} allowDecimals />
           <Tooltip
             labelFormatter={(v) => clockSeconds(Number(v))}
             formatter={(v) => `${Number(v).toFixed(2)} /s`}
@@ -78,9 +92,10 @@ export function ThroughputChart({ points }: { points: RatePoint[] }) {
   );
 }
 
-export function LatencyChart({ points }: { points: LatencyPoint[] }) {
+export function LatencyChart({ points, axis }: { points: LatencyPoint[]; axis?: ChartAxis | null }) {
+  const tickLabel = axisLabel(axis);
   return (
-    <div style={{ width: "100%", height: 240 }} data-testid="chart-latency">
+    <div style={{ width: "100%", height: 240 }} data-testid="chart-latency" data-ticks={axis?.ticks.join(",")}>
       <ResponsiveContainer>
         <LineChart data={points} margin={{ top: 8, right: 16, left: 0, bottom: 0 }}>
           <CartesianGrid strokeDasharray="3 3" stroke="#e2e8f0" />
@@ -88,11 +103,14 @@ export function LatencyChart({ points }: { points: LatencyPoint[] }) {
             dataKey="t_ms"
             type="number"
             scale="time"
-            domain={["dataMin", "dataMax"]}
-            tickFormatter={clock}
+            domain={axis ? axis.domain : ["dataMin", "dataMax"]}
+            ticks={axis?.ticks}
+            interval={0}
+            allowDataOverflow
+            tickFormatter={tickLabel}
             fontSize={12}
           />
-          <YAxis fontSize={12} width={56} tickFormatter={(v: number) => formatDuration(v)} />
+          <YAxis fontSize={12} width={Y_AXIS_WIDTH} tickFormatter={(v: number) => formatDuration(v)} />
           <Tooltip
             labelFormatter={(v) => clockSeconds(Number(v))}
             formatter={(v) => formatDuration(Number(v))}

@@ -6,7 +6,7 @@ import Link from "next/link";
 import { useState } from "react";
 import { api, errorMessage } from "@/lib/api";
 import type { SubmitBody, Task } from "@/lib/types";
-import { useToast } from "./providers";
+import { useQueue, useToast } from "./providers";
 
 const NAME = /^[A-Za-z0-9._-]{1,64}$/;
 const TYPES = ["echo", "sleep", "fail", "http"];
@@ -17,8 +17,12 @@ const EXAMPLES: Record<string, string> = {
   http: '{"url": "http://127.0.0.1:9000/hook", "method": "POST", "body": {}}',
 };
 
+/** Ids listed after a batch submit; the rest are counted. */
+const SHOWN_IDS = 5;
+
 export function SubmitForm({ queue, onSubmitted }: { queue: string; onSubmitted: (t: Task) => void }) {
   const toast = useToast();
+  const { queues, refreshQueues } = useQueue();
   const [f, setF] = useState({
     queue,
     tenant: "default",
@@ -32,9 +36,14 @@ export function SubmitForm({ queue, onSubmitted }: { queue: string; onSubmitted:
   });
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
-  const [last, setLast] = useState<Task | null>(null);
-  const set = (k: keyof typeof f) => (e: { target: { value: string } }) =>
+  /** The tasks of the last submit (one, or every task of a batch). */
+  const [last, setLast] = useState<Task[]>([]);
+  // Any edit makes an earlier error stale (it may be about what was just fixed): clear it. The
+  // browser's own checks (min, max, required) may block the next submit before build() runs.
+  const set = (k: keyof typeof f) => (e: { target: { value: string } }) => {
+    setError(null);
     setF((x) => ({ ...x, [k]: e.target.value }));
+  };
 
   const build = (): { body: SubmitBody; count: number } | string => {
     if (!NAME.test(f.queue)) return "queue: letters, digits, . _ - (1 to 64)";
@@ -74,15 +83,18 @@ export function SubmitForm({ queue, onSubmitted }: { queue: string; onSubmitted:
     setError(null);
     setBusy(true);
     try {
-      let task: Task;
+      let tasks: Task[];
       if (b.count === 1) {
-        task = await api.submit(b.body);
+        tasks = [await api.submit(b.body)];
       } else {
         const page = await api.submitBatch(Array.from({ length: b.count }, () => b.body));
-        task = page.tasks[0]!;
+        tasks = page.tasks;
       }
-      setLast(task);
-      toast("ok", b.count === 1 ? `Submitted ${task.id} (${task.status})` : `Submitted ${b.count} tasks`);
+      const task = tasks[0]!;
+      setLast(tasks);
+      toast("ok", b.count === 1 ? `Submitted ${task.id} (${task.status})` : `Submitted ${tasks.length} tasks`);
+      // A queue's first task creates it: the queue picker lists it after this.
+      if (!queues.includes(task.queue)) refreshQueues();
       onSubmitted(task);
     } catch (e) {
       setError(errorMessage(e));
@@ -116,6 +128,7 @@ export function SubmitForm({ queue, onSubmitted }: { queue: string; onSubmitted:
             value={f.type}
             onChange={(e) => {
               const type = e.target.value;
+              setError(null);
               setF((x) => ({
                 ...x,
                 type,
@@ -165,9 +178,18 @@ export function SubmitForm({ queue, onSubmitted }: { queue: string; onSubmitted:
             {error}
           </span>
         )}
-        {last && !error && (
-          <span data-testid="submitted">
-            Last submitted: <Link href={`/task/?id=${last.id}&queue=${encodeURIComponent(last.queue)}`} className="mono">{last.id}</Link>
+        {last.length > 0 && !error && (
+          <span data-testid="submitted" data-count={last.length}>
+            Last submitted{last.length > 1 ? ` (${last.length} tasks)` : ""}:{" "}
+            {last.slice(0, SHOWN_IDS).map((t, i) => (
+              <span key={t.id}>
+                {i > 0 ? ", " : ""}
+                <Link href={`/task/?id=${t.id}&queue=${encodeURIComponent(t.queue)}`} className="mono" data-testid="submitted-id">
+                  {t.id}
+                </Link>
+              </span>
+            ))}
+            {last.length > SHOWN_IDS ? ` and ${last.length - SHOWN_IDS} more` : ""}
           </span>
         )}
       </div>

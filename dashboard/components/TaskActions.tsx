@@ -3,10 +3,10 @@
 // and purge (while dead).
 
 import { useState } from "react";
-import { api, errorMessage } from "@/lib/api";
+import { api, errorMessage, NEEDS_ADMIN } from "@/lib/api";
 import type { Task } from "@/lib/types";
 import { ConfirmDialog } from "./Dialog";
-import { useToast } from "./providers";
+import { useAdminDenied, useToast } from "./providers";
 
 type Action = "cancel" | "replay" | "purge";
 
@@ -22,6 +22,7 @@ export function TaskActions({
   compact?: boolean;
 }) {
   const toast = useToast();
+  const denied = useAdminDenied();
   const [asking, setAsking] = useState<Action | null>(null);
   const [busy, setBusy] = useState(false);
   const run = async (a: Action) => {
@@ -60,7 +61,14 @@ export function TaskActions({
           <button type="button" className={`primary ${cls ?? ""}`} onClick={() => setAsking("replay")} data-testid={`replay-${task.id}`}>
             Replay
           </button>
-          <button type="button" className={`danger ${cls ?? ""}`} onClick={() => setAsking("purge")} data-testid={`purge-${task.id}`}>
+          <button
+            type="button"
+            className={`danger ${cls ?? ""}`}
+            onClick={() => setAsking("purge")}
+            data-testid={`purge-${task.id}`}
+            disabled={denied}
+            title={denied ? `Purging ${NEEDS_ADMIN}` : undefined}
+          >
             Purge
           </button>
         </>

@@ -13,7 +13,8 @@ import {
   useState,
   type ReactNode,
 } from "react";
-import { AUTH_REQUIRED_EVENT, api, getApiKey, setApiKey } from "@/lib/api";
+import { ADMIN_REQUIRED_EVENT, AUTH_REQUIRED_EVENT, api, getApiKey, setApiKey } from "@/lib/api";
+import { chooseQueue } from "@/lib/queues";
 import { openEventStream } from "@/lib/sse";
 import type { LiveEvent } from "@/lib/types";
 
@@ -121,77 +122,124 @@ interface QueueContextValue {
   setQueue: (q: string) => void;
   /** Known queue names (from GET /queues), refreshed every QUEUES_REFRESH_MS. */
   queues: string[];
+  /** Read the queue names again now (after a submit to a queue that may be new). */
+  refreshQueues: () => void;
 }
 const QueueContext = createContext<QueueContextValue>({
   queue: "default",
   setQueue: () => {},
   queues: [],
+  refreshQueues: () => {},
 });
 
 export function useQueue() {
   return useContext(QueueContext);
 }
 
+/** The last queue chosen (any tab, any visit): a hint, replaced when it is not listed. */
 const QUEUE_STORAGE = "orq.queue";
+/** The queue the user chose in this tab: kept even when GET /queues does not list it. */
+const EXPLICIT_STORAGE = "orq.queue.explicit";
 const QUEUES_REFRESH_MS = 10_000;
 
-function initialQueue(): string {
+function initialQueue(): { queue: string; explicit: boolean } {
   if (typeof window === "undefined") {
-    return "default";
+    return { queue: "default", explicit: false };
   }
   const fromUrl = new URLSearchParams(window.location.search).get("queue");
   if (fromUrl) {
-    return fromUrl;
+    return { queue: fromUrl, explicit: true };
   }
   try {
-    return window.localStorage.getItem(QUEUE_STORAGE) ?? "default";
+    const chosen = window.sessionStorage.getItem(EXPLICIT_STORAGE);
+    if (chosen) {
+      return { queue: chosen, explicit: true };
+    }
+    return { queue: window.localStorage.getItem(QUEUE_STORAGE) ?? "default", explicit: false };
   } catch {
-    return "default";
+    return { queue: "default", explicit: false };
   }
 }
 
 function QueueProvider({ children }: { children: ReactNode }) {
   // Read after mount (the static HTML was rendered without a window), so the first client render
   // matches the server's and hydration succeeds.
-  const [queue, setQueueState] = useState<string | null>(null);
+  const [selection, setSelection] = useState<{ queue: string; explicit: boolean } | null>(null);
   const [queues, setQueues] = useState<string[]>([]);
+  // True once GET /queues answered (or failed): the views wait for it, so that they do not
+  // first ask for a queue that does not exist or that the key may not use.
+  const [listed, setListed] = useState(false);
   useEffect(() => {
-    const t = setTimeout(() => setQueueState(initialQueue()), 0);
+    const t = setTimeout(() => setSelection(initialQueue()), 0);
     return () => clearTimeout(t);
   }, []);
-  useEffect(() => {
-    let stop = false;
-    const load = () =>
+  const stopped = useRef(false);
+  const load = useCallback(
+    () =>
       api.queues().then(
         (qs) => {
-          if (!stop) {
+          if (!stopped.current) {
             setQueues(qs.map((q) => q.queue).sort());
+            setListed(true);
           }
         },
-        () => {},
-      );
+        () => {
+          if (!stopped.current) setListed(true);
+        },
+      ),
+    [],
+  );
+  useEffect(() => {
+    stopped.current = false;
     void load();
     const t = setInterval(load, QUEUES_REFRESH_MS);
     return () => {
-      stop = true;
+      stopped.current = true;
       clearInterval(t);
     };
-  }, []);
+  }, [load]);
   const setQueue = useCallback((q: string) => {
-    setQueueState(q);
+    setSelection({ queue: q, explicit: true });
     try {
+      window.sessionStorage.setItem(EXPLICIT_STORAGE, q);
       window.localStorage.setItem(QUEUE_STORAGE, q);
     } catch {
       // Storage refused (private mode): the choice lasts for this page only.
     }
   }, []);
+  const refreshQueues = useCallback(() => void load(), [load]);
+  const queue = selection === null ? null : chooseQueue(selection.queue, selection.explicit, queues);
   const value = useMemo(
-    () => ({ queue: queue ?? "default", setQueue, queues }),
-    [queue, setQueue, queues],
+    () => ({ queue: queue ?? "default", setQueue, queues, refreshQueues }),
+    [queue, setQueue, queues, refreshQueues],
   );
   return (
-    <QueueContext.Provider value={value}>{queue === null ? null : children}</QueueContext.Provider>
+    <QueueContext.Provider value={value}>{queue === null || !listed ? null : children}</QueueContext.Provider>
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Admin-only routes
+
+/**
+ * True once an admin-only route (pause, resume, tenant limits, workers, metrics, purge,
+ * timelines) answered 403 in this page: the key in use is not an admin key, and the views hide or
+ * disable their admin-only controls with that explanation.
+ */
+const AdminDeniedContext = createContext(false);
+
+export function useAdminDenied() {
+  return useContext(AdminDeniedContext);
+}
+
+function AdminProvider({ children }: { children: ReactNode }) {
+  const [denied, setDenied] = useState(false);
+  useEffect(() => {
+    const deny = () => setDenied(true);
+    window.addEventListener(ADMIN_REQUIRED_EVENT, deny);
+    return () => window.removeEventListener(ADMIN_REQUIRED_EVENT, deny);
+  }, []);
+  return <AdminDeniedContext.Provider value={denied}>{children}</AdminDeniedContext.Provider>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,9 +344,11 @@ export function Providers({ children }: { children: ReactNode }) {
   return (
     <ToastProvider>
       <AuthGate>
-        <QueueProvider>
-          <LiveProvider>{children}</LiveProvider>
-        </QueueProvider>
+        <AdminProvider>
+          <QueueProvider>
+            <LiveProvider>{children}</LiveProvider>
+          </QueueProvider>
+        </AdminProvider>
       </AuthGate>
     </ToastProvider>
   );

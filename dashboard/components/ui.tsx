@@ -4,7 +4,7 @@
 
 import Link from "next/link";
 import type { ReactNode } from "react";
-import { errorMessage } from "@/lib/api";
+import { errorMessage, NEEDS_ADMIN, needsAdmin } from "@/lib/api";
 import { formatRelative, formatTime, shortId } from "@/lib/format";
 import { STATUS_COLOURS, type Status } from "@/lib/types";
 
@@ -25,7 +25,19 @@ export function Loading({ what = "Loading" }: { what?: string }) {
   );
 }
 
-export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void }) {
+/** In place of a view or control that an admin-only route refused (403) to the key in use. */
+export function AdminNeeded({ what }: { what: string }) {
+  return (
+    <div className="state state-admin" role="note" data-testid="needs-admin">
+      {what} {NEEDS_ADMIN}: the API key in use is limited to a tenant.
+    </div>
+  );
+}
+
+export function ErrorBox({ error, retry, what = "This view" }: { error: unknown; retry?: () => void; what?: string }) {
+  if (needsAdmin(error)) {
+    return <AdminNeeded what={what} />;
+  }
   return (
     <div className="state state-error" role="alert">
       <strong>Could not load:</strong> {errorMessage(error)}

@@ -17,16 +17,29 @@ import type {
 export const API_BASE = "/api/v1";
 const KEY_STORAGE = "orq.apiKey";
 export const AUTH_REQUIRED_EVENT = "orq:auth-required";
+/** Dispatched on window when an admin-only route answers 403: the key in use is not an admin key. */
+export const ADMIN_REQUIRED_EVENT = "orq:admin-required";
 
 export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
-  constructor(status: number, code: string, message: string) {
+  /** True when the route needs an admin key (pause, limits, workers, metrics, purge, timelines). */
+  readonly adminOnly: boolean;
+  constructor(status: number, code: string, message: string, adminOnly = false) {
     super(message);
     this.name = "ApiError";
     this.status = status;
     this.code = code;
+    this.adminOnly = adminOnly;
   }
+}
+
+/** The explanation shown in place of an admin-only view or control refused to a non-admin key. */
+export const NEEDS_ADMIN = "needs an admin key";
+
+/** True when an admin-only route answered 403: the key in use is not an admin key. */
+export function needsAdmin(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 403 && e.adminOnly;
 }
 
 /**
@@ -70,6 +83,8 @@ interface RequestOptions {
   signal?: AbortSignal;
   /** Return the body as text instead of parsing JSON. */
   text?: boolean;
+  /** An admin-only route: a 403 means the key is not an admin key. */
+  admin?: boolean;
 }
 
 async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
@@ -110,7 +125,11 @@ async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
     } catch {
       // Not our JSON error (a proxy, a static server): keep the text.
     }
-    throw new ApiError(res.status, code, message);
+    const adminOnly = res.status === 403 && opts.admin === true;
+    if (adminOnly && typeof window !== "undefined") {
+      window.dispatchEvent(new Event(ADMIN_REQUIRED_EVENT));
+    }
+    throw new ApiError(res.status, code, message, adminOnly);
   }
   if (opts.text) {
     return raw as T;
@@ -162,11 +181,11 @@ export const api = {
   tenants: (q: string, signal?: AbortSignal) =>
     request<{ queue: string; tenants: TenantStats[] }>(`/queues/${enc(q)}/tenants`, { signal }),
   putTenant: (q: string, t: string, limits: TenantLimits) =>
-    request<TenantStats>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits }),
+    request<TenantStats>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits, admin: true }),
   pause: (q: string) =>
-    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/pause`, { method: "POST" }),
+    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/pause`, { method: "POST", admin: true }),
   resume: (q: string) =>
-    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/resume`, { method: "POST" }),
+    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/resume`, { method: "POST", admin: true }),
   tasks: (p: ListParams, signal?: AbortSignal) =>
     request<TaskPage>(`/tasks${qs({ ...p })}`, { signal }),
   task: (id: string, queue?: string | null, signal?: AbortSignal) =>
@@ -188,19 +207,23 @@ export const api = {
   purge: (id: string, queue?: string | null) =>
     request<{ id: string; purged: boolean }>(`/dlq/${enc(id)}${qs({ queue })}`, {
       method: "DELETE",
+      admin: true,
     }),
   workers: (q: string, signal?: AbortSignal) =>
-    request<WorkersReply>(`/queues/${enc(q)}/workers`, { signal }),
+    request<WorkersReply>(`/queues/${enc(q)}/workers`, { signal, admin: true }),
   metrics: (q: string, signal?: AbortSignal) =>
-    request<MetricsReply>(`/queues/${enc(q)}/metrics`, { signal }),
+    request<MetricsReply>(`/queues/${enc(q)}/metrics`, { signal, admin: true }),
   timelines: (signal?: AbortSignal) =>
-    request<{ timelines: TimelineFileInfo[] }>("/timelines", { signal }).then((r) => r.timelines),
+    request<{ timelines: TimelineFileInfo[] }>("/timelines", { signal, admin: true }).then((r) => r.timelines),
   timeline: (name: string, signal?: AbortSignal) =>
-    request<string>(`/timelines/${enc(name)}`, { signal, text: true }),
+    request<string>(`/timelines/${enc(name)}`, { signal, text: true, admin: true }),
 };
 
 /** A message for any error: the API's own message, or the exception's. */
 export function errorMessage(e: unknown): string {
+  if (needsAdmin(e)) {
+    return `This ${NEEDS_ADMIN}: ${(e as ApiError).message}`;
+  }
   if (e instanceof ApiError) {
     return e.status ? `${e.message} (HTTP ${e.status})` : e.message;
   }

@@ -19,15 +19,15 @@ export interface DeadCount {
  * Dead tasks of `queue` matching the filter: the queue's counter when there is no filter,
  * otherwise by paging through the DLQ listing with the same filter the replay will use.
  */
-export async function countDead(queue: string, tenant?: string, type?: string): Promise<DeadCount> {
+export async function countDead(queue: string, tenant?: string, type?: string, signal?: AbortSignal): Promise<DeadCount> {
   if (!tenant && !type) {
-    const st = await api.queueOrNull(queue);
+    const st = await api.queueOrNull(queue, signal);
     return { count: st?.counts.dead ?? 0, exact: true };
   }
   let count = 0;
   let cursor: string | null = null;
   for (let i = 0; i < COUNT_PAGES_MAX; i++) {
-    const page = await api.dlq({ queue, tenant, type, cursor, limit: COUNT_PAGE_SIZE });
+    const page = await api.dlq({ queue, tenant, type, cursor, limit: COUNT_PAGE_SIZE }, signal);
     count += page.tasks.length;
     cursor = page.next_cursor ?? null;
     if (cursor === null) {

@@ -115,6 +115,13 @@ function BulkReplay({ queue, tenant, type, onDone }: { queue: string; tenant: st
   );
 }
 
+/** The count in the heading: the DLQ's size, or with a filter "matching of total". */
+function dlqHeadingCount(dead: number | undefined, matching: DeadCount | null | undefined): string {
+  if (dead === undefined) return "";
+  if (!matching) return ` (${formatNumber(dead)})`;
+  return ` (${matching.exact ? "" : "≥ "}${formatNumber(matching.count)} matching of ${formatNumber(dead)})`;
+}
+
 export default function DlqPage() {
   const { queue } = useQueue();
   const { tick } = useLive();
@@ -149,10 +156,20 @@ export default function DlqPage() {
     [now],
   );
   const dead = stats.data === null ? 0 : stats.data?.counts.dead;
+  const filtered = Boolean(filters.tenant || filters.type);
+  // With a filter the heading counts the matching tasks (not the whole DLQ): "N of total".
+  const matching = useResource(
+    (signal) =>
+      filtered
+        ? countDead(queue, filters.tenant || undefined, filters.type || undefined, signal)
+        : Promise.resolve(null),
+    [queue, filters, tick, filtered],
+  );
   return (
     <>
       <PageTitle sub={`Tasks of ${queue} that exhausted their retries or failed permanently. Newest first.`}>
-        Dead letters{dead !== undefined ? ` (${formatNumber(dead)})` : ""}
+        Dead letters
+        <span data-testid="dlq-count">{dlqHeadingCount(dead, filtered ? matching.data : null)}</span>
       </PageTitle>
       <Card
         title="Dead tasks"

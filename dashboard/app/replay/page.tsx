@@ -98,7 +98,7 @@ function ReplayView() {
           >
             <Board key={opened.id} state={state} selected={selected} onTask={setSelected} />
           </Card>
-          <div className="grid2">
+          <div className="grid2 grid2-wide">
             <Card title="Workers" testid="card-workers">
               <Workers state={state} />
             </Card>

@@ -6,9 +6,9 @@ import { createColumnHelper } from "@tanstack/react-table";
 import { useMemo, useState } from "react";
 import { DataTable } from "@/components/DataTable";
 import { Modal } from "@/components/Dialog";
-import { useLive, useQueue, useToast } from "@/components/providers";
+import { useAdminDenied, useLive, useQueue, useToast } from "@/components/providers";
 import { Card, ErrorBox, Loading, PageTitle } from "@/components/ui";
-import { api, errorMessage, isMissingRoute } from "@/lib/api";
+import { api, errorMessage, isMissingRoute, NEEDS_ADMIN } from "@/lib/api";
 import { formatNumber } from "@/lib/format";
 import { useResource } from "@/lib/hooks";
 import { STATUS_COLOURS, type TenantLimits, type TenantStats } from "@/lib/types";
@@ -132,6 +132,9 @@ export default function TenantsPage() {
   const { tick } = useLive();
   const tenants = useResource((signal) => api.tenants(queue, signal), [queue, tick]);
   const [editing, setEditing] = useState<TenantStats | "new" | null>(null);
+  // After a 403 from an admin-only route the key is known not to be an admin key: limits are
+  // read-only, and the controls say why.
+  const denied = useAdminDenied();
   const columns = useMemo(
     () => [
       col.accessor("tenant", { header: "Tenant", cell: (c) => <b>{c.getValue()}</b> }),
@@ -174,13 +177,20 @@ export default function TenantsPage() {
         id: "edit",
         header: "",
         cell: (c) => (
-          <button type="button" className="small" onClick={() => setEditing(c.row.original)} data-testid={`edit-tenant-${c.row.original.tenant}`}>
+          <button
+            type="button"
+            className="small"
+            onClick={() => setEditing(c.row.original)}
+            data-testid={`edit-tenant-${c.row.original.tenant}`}
+            disabled={denied}
+            title={denied ? `Editing limits ${NEEDS_ADMIN}` : undefined}
+          >
             Edit limits
           </button>
         ),
       }),
     ],
-    [],
+    [denied],
   );
   const missingQueue = tenants.error !== null && isMissingRoute(tenants.error);
   return (
@@ -191,9 +201,16 @@ export default function TenantsPage() {
       <Card
         title={`Tenants of ${queue}`}
         actions={
-          <button type="button" onClick={() => setEditing("new")}>
-            Configure a tenant…
-          </button>
+          <>
+            {denied && (
+              <span className="muted" data-testid="limits-need-admin">
+                Editing limits {NEEDS_ADMIN}
+              </span>
+            )}
+            <button type="button" onClick={() => setEditing("new")} disabled={denied} title={denied ? `Configuring a tenant ${NEEDS_ADMIN}` : undefined}>
+              Configure a tenant…
+            </button>
+          </>
         }
       >
         {tenants.loading ? (

@@ -5,9 +5,9 @@
 import { createColumnHelper } from "@tanstack/react-table";
 import { useMemo } from "react";
 import { DataTable } from "@/components/DataTable";
-import { useLive, useQueue } from "@/components/providers";
-import { Card, Empty, ErrorBox, Loading, PageTitle, TaskLink } from "@/components/ui";
-import { api, isMissingRoute } from "@/lib/api";
+import { useAdminDenied, useLive, useQueue } from "@/components/providers";
+import { AdminNeeded, Card, Empty, ErrorBox, Loading, PageTitle, TaskLink } from "@/components/ui";
+import { api, isMissingRoute, needsAdmin } from "@/lib/api";
 import { formatDuration, formatTime } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
 import type { Task, WorkerInfo, WorkerLease } from "@/lib/types";
@@ -114,17 +114,24 @@ function FromLeasedTasks({ queue }: { queue: string }) {
 export default function WorkersPage() {
   const { queue } = useQueue();
   const { tick } = useLive();
+  const denied = useAdminDenied();
   // The workers route answers 404 for a queue that has no task yet: ask only for known queues.
+  // It needs an admin key: once one admin-only route answered 403, ask it first whatever the
+  // queue, so that a tenant key sees why rather than an empty list.
   const workers = useResource(
-    async (signal) => ((await api.queueOrNull(queue, signal)) ? api.workers(queue, signal) : { now_ms: 0, workers: [] }),
-    [queue, tick],
+    async (signal) =>
+      denied || (await api.queueOrNull(queue, signal)) ? api.workers(queue, signal) : { now_ms: 0, workers: [] },
+    [queue, tick, denied],
   );
+  const forbidden = workers.error !== null && needsAdmin(workers.error);
   const missing = workers.error !== null && isMissingRoute(workers.error) && !workers.data;
   return (
     <>
       <PageTitle sub={`Workers that lease from ${queue}, the tasks they hold, and how fresh their leases are.`}>Workers</PageTitle>
       {workers.loading ? (
         <Loading what="Loading workers" />
+      ) : forbidden ? (
+        <AdminNeeded what="The workers view" />
       ) : missing ? (
         <FromLeasedTasks queue={queue} />
       ) : workers.error && !workers.data ? (

@@ -69,7 +69,7 @@ export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => v
         ) : missing ? (
           <Empty>This orq serves no timelines (start it with --timelines DIR).</Empty>
         ) : list.error ? (
-          <ErrorBox error={list.error} retry={list.reload} />
+          <ErrorBox error={list.error} retry={list.reload} what="Server timelines" />
         ) : (list.data ?? []).length === 0 ? (
           <Empty>No timeline in the server&apos;s directory yet.</Empty>
         ) : (

@@ -153,7 +153,7 @@ export function Player({
                 className={`marker ${m.kind}${m.kind === "end" && failed ? " end-failed" : ""}`}
                 style={{ left: pos(m), background: MARKER_COLOURS[m.kind] ?? "#334155" }}
                 title={`${formatVirtual(m.t_ms)} · ${m.label}`}
-                aria-label={`${m.kind} at ${m.t_ms} ms`}
+                aria-label={`${(FAULT_KINDS as readonly string[]).includes(m.kind) ? "fault" : "landmark"} ${m.kind} at ${formatVirtual(m.t_ms)} (${m.t_ms} ms): ${m.label}`}
                 data-testid="marker"
                 data-kind={m.kind}
                 data-t={m.t_ms}

@@ -66,6 +66,8 @@ export interface World {
   orq: ChildProcess;
   /** The admin API key when started with `auth`. */
   key: string | null;
+  /** The tenant API key when started with `tenantKey`. */
+  tenantKey: string | null;
   /** orq's output so far (for failure messages). */
   log: () => string;
   api: <T = unknown>(path: string, init?: { method?: string; body?: unknown }) => Promise<{ status: number; body: T }>;
@@ -85,6 +87,8 @@ export function simulate(dir: string, name: string, args: string[]): string {
 export interface WorldOptions {
   /** Start orq with authentication: an API keys file holding one admin key, returned in `key`. */
   auth?: boolean;
+  /** With `auth`: also a key limited to this tenant and these queues, returned in `tenantKey`. */
+  tenantKey?: { tenant: string; queues: string[] };
 }
 
 /** True when this orq can make API keys (`orq key new`): the auth test needs it. */
@@ -109,13 +113,24 @@ export async function startWorld(opts: WorldOptions = {}): Promise<World> {
   const args = ["serve", "--listen", `127.0.0.1:${port}`, "--dashboard", OUT_DIR, "--timelines", timelinesDir, "--concurrency", "4"];
   if (help.includes("--no-dashboard-build")) args.push("--no-dashboard-build");
   let key: string | null = null;
+  let tenantKey: string | null = null;
   if (opts.auth) {
-    const made = spawnSync(ORQ_BIN, ["key", "new", "--admin", "--name", "dashboard-test"], { encoding: "utf8" });
-    if (made.status !== 0) throw new Error(`orq key new: ${made.stderr}`);
-    const [first, ...entry] = made.stdout.split("\n");
-    key = (first ?? "").trim();
+    const newKey = (flags: string[]): [string, string] => {
+      const made = spawnSync(ORQ_BIN, ["key", "new", ...flags], { encoding: "utf8" });
+      if (made.status !== 0) throw new Error(`orq key new: ${made.stderr}`);
+      const [first, ...entry] = made.stdout.split("\n");
+      return [(first ?? "").trim(), entry.join("\n")];
+    };
+    const [admin, adminEntry] = newKey(["--admin", "--name", "dashboard-test"]);
+    key = admin;
+    let entries = adminEntry;
+    if (opts.tenantKey) {
+      const [k, entry] = newKey(["--tenant", opts.tenantKey.tenant, "--queues", opts.tenantKey.queues.join(","), "--name", "dashboard-tenant"]);
+      tenantKey = k;
+      entries += "\n" + entry;
+    }
     const file = join(timelinesDir, "keys.toml");
-    writeFileSync(file, entry.join("\n"));
+    writeFileSync(file, entries);
     args.push("--api-keys", file);
   }
   let output = "";
@@ -187,7 +202,7 @@ export async function startWorld(opts: WorldOptions = {}): Promise<World> {
     await stop();
     throw e;
   }
-  return { base, timelinesDir, browser, orq, key, log: () => output, api, stop };
+  return { base, timelinesDir, browser, orq, key, tenantKey, log: () => output, api, stop };
 }
 
 /** A page that records console errors and uncaught exceptions. */

@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { latencyPoints, ratePoints, ratesFromSamples } from "../../lib/metrics";
+import { chartAxis, latencyPoints, ratePoints, ratesFromSamples } from "../../lib/metrics";
 import type { MetricsReply } from "../../lib/types";
 
 const now = 10_000_000;
@@ -42,4 +42,23 @@ test("fall-back rates come from consecutive totals and never go negative", () =>
     { t_ms: 2000, completed_per_s: 5, failed_per_s: 2, dead_per_s: 0 },
     { t_ms: 4000, completed_per_s: 0, failed_per_s: 0, dead_per_s: 1 },
   ]);
+});
+
+test("chartAxis: one domain and whole-step ticks for every chart of the page", () => {
+  assert.equal(chartAxis([]), null);
+  const t0 = Date.UTC(2026, 0, 1, 11, 9, 40);
+  // Throughput from 11:09:40, latency points from 11:12:00: the axis covers both.
+  const a = chartAxis([t0, t0 + 10_000, t0 + 140_000, t0 + 600_000])!;
+  assert.deepEqual(a.domain, [t0, t0 + 600_000]);
+  assert.ok(a.ticks.length >= 2 && a.ticks.length <= 7, `ticks: ${a.ticks.length}`);
+  for (const t of a.ticks) {
+    assert.ok(t >= t0 && t <= t0 + 600_000, "ticks within the domain");
+    assert.equal(t % 60_000, 0, "ticks on whole minutes");
+  }
+  // The same times in any order give the same axis.
+  assert.deepEqual(chartAxis([t0 + 600_000, t0 + 140_000, t0, t0 + 10_000]), a);
+  // A single point: a minute around it, with ticks.
+  const one = chartAxis([t0])!;
+  assert.deepEqual(one.domain, [t0 - 30_000, t0 + 30_000]);
+  assert.ok(one.ticks.length >= 2 && one.ticks.includes(t0), `ticks: ${one.ticks.join(",")}`);
 });
