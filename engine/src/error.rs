@@ -3,7 +3,9 @@
 /// What went wrong in an engine operation. `op` names the operation (`"complete"`, `"submit"`).
 ///
 /// Script error replies map to variants by their code word (`NOTFOUND`, `STALE`, `CANCELLED`,
-/// `CONFLICT`, `INVALID`; see `lua/scripts/lib.lua`).
+/// `CONFLICT`, `INVALID`, `LIMITED`; see `lua/scripts/lib.lua`). `CORRUPT` (a key holds foreign
+/// or damaged data) and any reply that is not a script's own error (a Redis error such as
+/// `WRONGTYPE`) are [`Error::Protocol`]: nothing the caller did wrong, nothing a retry fixes.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum Error {
     /// The store could not be reached or did not answer (the operation may or may not have run).
@@ -65,7 +67,8 @@ pub enum Error {
         /// When a retry may succeed (ms).
         retry_after_ms: u64,
     },
-    /// The store answered something the decoder did not expect: a bug or foreign state.
+    /// The store answered something the decoder did not expect, or a script found corrupt or
+    /// foreign state (`CORRUPT`): a bug or foreign data in orq's keys.
     #[error("{op}: unexpected reply: {message}")]
     Protocol {
         /// The operation.

@@ -22,9 +22,23 @@ pub struct Leased {
     pub now_ms: u64,
     /// The leased tasks, each with `lease` set.
     pub tasks: Vec<Task>,
+    /// Leased tasks whose fields could not be decoded (corrupt or foreign state). They are
+    /// leased in the store, but no handler can run them: the worker fails them permanently.
+    pub corrupt: Vec<CorruptLease>,
     /// When to ask again by the store's clock: `now_ms` when ready work is left, the earliest
     /// scheduled run_at otherwise, `None` when nothing is waiting.
     pub next_ms: Option<u64>,
+}
+
+/// A leased task whose hash could not be decoded into a [`Task`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorruptLease {
+    /// The task id, as its `id` field says (empty when it has none).
+    pub id: String,
+    /// The lease token, as its `token` field says (empty when it has none).
+    pub token: String,
+    /// What the decoder refused.
+    pub error: Error,
 }
 
 /// How a complete / fail / release call ended.
@@ -62,16 +76,31 @@ pub async fn lease(
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
     let mut tasks = Vec::new();
+    let mut corrupt = Vec::new();
     for entry in array_at(op, it, 1)? {
         let pair = entry
             .as_array()
             .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
-        tasks.push(decode::task(op, array_at(op, pair, 1)?)?);
+        let flat = array_at(op, pair, 1)?;
+        // One task with garbage fields must not cost the others of the batch their lease.
+        match decode::task(op, flat) {
+            Ok(task) => tasks.push(task),
+            Err(error) => {
+                let fields = decode::field_map(op, flat).unwrap_or_default();
+                let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
+                corrupt.push(CorruptLease {
+                    id: field("id"),
+                    token: field("token"),
+                    error,
+                });
+            }
+        }
     }
     let next = int_at(op, it, 2)?;
     Ok(Leased {
         now_ms: int_at(op, it, 0)? as u64,
         tasks,
+        corrupt,
         next_ms: (next >= 0).then_some(next as u64),
     })
 }

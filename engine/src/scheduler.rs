@@ -80,6 +80,10 @@ impl Scheduler {
 
     /// One pass over every queue: promote and reap until nothing more is due (at most
     /// [`PASS_ROUNDS_MAX`] calls each per queue). Tests call this without timers.
+    ///
+    /// A queue whose calls fail (its keys hold corrupt or foreign data, or the store is
+    /// unreachable) is logged and skipped, so one queue cannot stop the maintenance of the
+    /// others; the pass fails only when every queue failed (with the first queue's error).
     pub async fn run_once(&self) -> Result<Pass> {
         let queues = if self.config.queues.is_empty() {
             self.client.queues().await?
@@ -87,44 +91,59 @@ impl Scheduler {
             self.config.queues.clone()
         };
         let mut pass = Pass::default();
-        // Waits are computed from the store's clock (due time minus the store's now), never
-        // from this process's clock.
-        let mut next_in_ms: Option<u64> = None;
-        let mut note = |m: &ops::Maintained, extra_ms: u64| {
-            if let Some(due) = m.next_ms {
-                let wait = due.saturating_sub(m.now_ms) + extra_ms;
-                next_in_ms = Some(next_in_ms.map_or(wait, |w| w.min(wait)));
-            }
-        };
+        let mut first_error = None;
+        let mut passed = 0usize;
         for q in &queues {
-            for _ in 0..PASS_ROUNDS_MAX {
-                let m = ops::promote(&*self.store, q, PASS_BOUND).await?;
-                pass.promoted += m.moved;
-                if m.moved < PASS_BOUND {
-                    note(&m, 0);
-                    break;
-                }
-            }
-            for _ in 0..PASS_ROUNDS_MAX {
-                let m = ops::reap(
-                    &*self.store,
-                    q,
-                    PASS_BOUND,
-                    self.entropy.unit(),
-                    self.config.retention_ms,
-                )
-                .await?;
-                pass.reaped += m.moved;
-                pass.trimmed += m.trimmed;
-                if m.moved < PASS_BOUND {
-                    // A lease expires strictly after its deadline: look again one ms later.
-                    note(&m, 1);
-                    break;
+            match self.maintain(q, &mut pass).await {
+                Ok(()) => passed += 1,
+                Err(e) => {
+                    tracing::warn!(queue = %q, error = %e, "scheduler pass failed for a queue");
+                    first_error.get_or_insert(e);
                 }
             }
         }
-        pass.next_in_ms = next_in_ms;
-        Ok(pass)
+        match first_error {
+            Some(e) if passed == 0 => Err(e),
+            _ => Ok(pass),
+        }
+    }
+
+    /// Promote and reap one queue, adding to `pass`.
+    async fn maintain(&self, q: &str, pass: &mut Pass) -> Result<()> {
+        // Waits are computed from the store's clock (due time minus the store's now), never
+        // from this process's clock.
+        let mut note = |m: &ops::Maintained, extra_ms: u64| {
+            if let Some(due) = m.next_ms {
+                let wait = due.saturating_sub(m.now_ms) + extra_ms;
+                pass.next_in_ms = Some(pass.next_in_ms.map_or(wait, |w| w.min(wait)));
+            }
+        };
+        for _ in 0..PASS_ROUNDS_MAX {
+            let m = ops::promote(&*self.store, q, PASS_BOUND).await?;
+            pass.promoted += m.moved;
+            if m.moved < PASS_BOUND {
+                note(&m, 0);
+                break;
+            }
+        }
+        for _ in 0..PASS_ROUNDS_MAX {
+            let m = ops::reap(
+                &*self.store,
+                q,
+                PASS_BOUND,
+                self.entropy.unit(),
+                self.config.retention_ms,
+            )
+            .await?;
+            pass.reaped += m.moved;
+            pass.trimmed += m.trimmed;
+            if m.moved < PASS_BOUND {
+                // A lease expires strictly after its deadline: look again one ms later.
+                note(&m, 1);
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Run passes until `shutdown` is cancelled.

@@ -154,6 +154,21 @@ pub enum Outcome {
     Release,
 }
 
+/// Longest a worker waits before it asks a queue again after a lease call on it was refused with
+/// an error other than an unreachable store (corrupt or foreign state in the queue's keys): the
+/// wait doubles from `idle_poll_ms` with each refusal in a row, up to this (ms).
+pub const LEASE_REFUSED_BACKOFF_MS_MAX: u64 = 5_000;
+
+/// The wait before the next lease call on a queue whose last `refusals` calls in a row were
+/// refused: `idle_poll_ms × 2^(refusals − 1)`, at most [`LEASE_REFUSED_BACKOFF_MS_MAX`].
+pub fn lease_refused_backoff_ms(idle_poll_ms: u64, refusals: u32) -> u64 {
+    let doublings = refusals.saturating_sub(1).min(16);
+    idle_poll_ms
+        .max(1)
+        .saturating_mul(1 << doublings)
+        .min(LEASE_REFUSED_BACKOFF_MS_MAX)
+}
+
 /// Longest time between two heartbeats of a running task (ms). Heartbeats also carry
 /// cancellation to the worker, so this bounds how long a cancelled task's handler keeps running.
 pub const HEARTBEAT_INTERVAL_MAX_MS: u64 = 2_000;
@@ -223,6 +238,9 @@ impl Worker {
         let mut queues: Vec<String> = inner.config.queues.clone();
         let mut queues_refreshed_ms = 0u64;
         let mut rotate = 0usize;
+        // Queues whose lease calls were refused (not a store outage): refusals in a row, and the
+        // local time before which the queue is not asked again. Only looked up, never iterated.
+        let mut refused: HashMap<String, (u32, u64)> = HashMap::new();
         tracing::info!(worker = %inner.config.id, concurrency = inner.config.concurrency, "worker started");
         while !shutdown.is_cancelled() {
             while in_flight.try_join_next().is_some() {}
@@ -256,6 +274,9 @@ impl Worker {
                     break;
                 }
                 let queue = &queues[(rotate + k) % queues.len()];
+                if refused.get(queue).is_some_and(|&(_, until)| now < until) {
+                    continue;
+                }
                 let n = free.min(LEASE_BATCH_MAX);
                 let bits = inner.entropy.token_bits();
                 match ops::lease(
@@ -269,6 +290,10 @@ impl Worker {
                 .await
                 {
                     Ok(batch) => {
+                        refused.remove(queue);
+                        for bad in batch.corrupt {
+                            self.fail_corrupt(queue, bad).await;
+                        }
                         if let Some(next) = batch.next_ms {
                             wait_ms = wait_ms.min(next.saturating_sub(batch.now_ms));
                         }
@@ -287,8 +312,15 @@ impl Worker {
                             });
                         }
                     }
-                    Err(e) => {
+                    Err(e) if e.is_unavailable() => {
                         tracing::warn!(queue = %queue, error = %e, "lease failed");
+                    }
+                    Err(e) => {
+                        let refusals = refused.get(queue).map_or(0, |r| r.0) + 1;
+                        let wait = lease_refused_backoff_ms(inner.config.idle_poll_ms, refusals);
+                        tracing::warn!(queue = %queue, error = %e, refusals, wait_ms = wait,
+                            "lease refused; asking this queue again later");
+                        refused.insert(queue.clone(), (refusals, now + wait));
                     }
                 }
             }
@@ -321,6 +353,31 @@ impl Worker {
             }
         }
         tracing::info!(worker = %inner.config.id, "worker stopped");
+    }
+
+    /// A leased task no handler can run (its fields could not be decoded): fail it permanently,
+    /// so that it lands in the DLQ with the reason instead of expiring and retrying in vain. When
+    /// the fields do not even name the task and its token, its lease is left to expire.
+    async fn fail_corrupt(&self, queue: &str, bad: ops::CorruptLease) {
+        tracing::warn!(queue = %queue, task = %bad.id, error = %bad.error,
+            "leased a task whose fields cannot be decoded; failing it");
+        if bad.id.is_empty() || bad.token.is_empty() {
+            return;
+        }
+        let message = format!("corrupt task: {}", bad.error);
+        let r = ops::fail(
+            &*self.inner.store,
+            queue,
+            &bad.id,
+            &bad.token,
+            &message,
+            false,
+            0.0,
+        )
+        .await;
+        if let Err(e) = r {
+            tracing::warn!(task = %bad.id, error = %e, "failing a corrupt task was refused");
+        }
     }
 }
 
@@ -449,5 +506,27 @@ impl Inner {
             }
         }
         tracing::error!(task = %id, "gave up reporting; the lease will expire and the task retry");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: a queue whose lease calls are refused is asked again after a wait that doubles from
+    // the idle poll and stops growing at the cap, so a corrupt queue is never polled in a loop.
+    #[test]
+    fn refused_lease_backoff_doubles_up_to_its_cap() {
+        let waits: Vec<u64> = (1..=9).map(|n| lease_refused_backoff_ms(100, n)).collect();
+        assert_eq!(
+            waits,
+            [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000],
+            "doubling from idle_poll_ms, capped"
+        );
+        assert_eq!(lease_refused_backoff_ms(0, 1), 1, "never zero");
+        assert_eq!(
+            lease_refused_backoff_ms(100, u32::MAX),
+            LEASE_REFUSED_BACKOFF_MS_MAX
+        );
     }
 }

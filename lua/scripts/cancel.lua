@@ -19,20 +19,32 @@
 --   ARGV[1]  string   task id
 --
 -- Returns: {now_ms, 'cancelled' | 'again', fields} (fields: the task hash, flat, after the change)
--- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead); INVALID (no id).
+-- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead, or its status is not one
+--   orq knows); INVALID (no id); CORRUPT (a key it writes holds foreign data, or the task has no
+--   tenant; nothing written).
 -- Emits: cancelled.
 
 local now = now_ms()
 local id = ARGV[1]
 local missing = require_args({'id'})
 if missing then return missing end
-local t = fields(id, {'status', 'tenant', 'attempt', 'worker'})
+local bad = check_keys({3, 4, 5, 8, 11, 12, 15})
+if bad then return bad end
+local t
+t, bad = fields(id, {'status', 'tenant', 'attempt', 'worker'})
+if bad then return bad end
 if not t.status then
   return redis.error_reply('NOTFOUND task ' .. id)
 end
 if t.status == 'cancelled' then
   return {now, 'again', redis.call('HGETALL', task_key(id))}
 end
+local CANCELLABLE = {queued = true, scheduled = true, retrying = true, leased = true}
+if not CANCELLABLE[t.status] then
+  return redis.error_reply('CONFLICT task is ' .. t.status)
+end
+bad = tenant_error(t.tenant)
+if bad then return bad end
 if t.status == 'queued' then
   from_ready(id, t.tenant)
 elseif t.status == 'scheduled' or t.status == 'retrying' then
@@ -46,5 +58,5 @@ end
 redis.call('ZADD', K_CANCELLED, istr(now), id)
 redis.call('HSET', task_key(id), 'finished_at', istr(now), 'updated_at', istr(now))
 set_status(id, t.tenant, t.status, 'cancelled')
-emit(now, 'cancelled', id, t.tenant, tonumber(t.attempt) or 0, {'from', t.status})
+emit(now, 'cancelled', id, t.tenant, num(t.attempt, 0), {'from', t.status})
 return {now, 'cancelled', redis.call('HGETALL', task_key(id))}

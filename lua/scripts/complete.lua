@@ -6,12 +6,14 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
 --   KEYS[7]  orq:{q}:completed   ZSET score=finish time ms
 --   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms (retention trim)
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --
 -- ARGV:
 --   ARGV[1]  string   task id
@@ -21,7 +23,8 @@
 --   ARGV[5]  integer  trim bound: most finished tasks deleted per index per call (0..1000)
 --
 -- Returns: {now_ms, 'completed' | 'again'}
--- Errors: NOTFOUND; STALE; CANCELLED; INVALID.
+-- Errors: NOTFOUND; STALE; CANCELLED; INVALID; CORRUPT (a key it writes holds foreign data, or
+--   the task has no tenant; nothing written).
 -- Emits: completed (w worker, run_ms = time from lease to completion, ms).
 
 local now = now_ms()
@@ -33,7 +36,10 @@ if not retention then return redis.error_reply(e) end
 local trim
 trim, e = arg_int(ARGV[5], 'trim bound', 0, 1000)
 if not trim then return redis.error_reply(e) end
-local state = check_lease(id, token, 'completed')
+if result == nil then return redis.error_reply('INVALID result is required') end
+local bad = check_keys({3, 5, 7, 8, 11, 12, 15})
+if bad then return bad end
+local state = check_lease(id, token, 'completed', true)
 if state == 'again' then
   return {now, 'again'}
 elseif state ~= 'ok' then
@@ -44,10 +50,10 @@ redis.call('ZREM', K_LEASES, id)
 redis.call('ZADD', K_COMPLETED, istr(now), id)
 redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
   'outcome', 'completed', 'lease_exp', '')
-redis.call('HINCRBY', K_STATS, 'total:completed', 1)
+hincr(K_STATS, 'total:completed', 1)
 count_completion(t.tenant, now)
 set_status(id, t.tenant, 'leased', 'completed')
-local run = math.max(0, now - (tonumber(t.leased_at) or now))
-emit(now, 'completed', id, t.tenant, tonumber(t.attempt) or 0, {'w', t.worker or '', 'run_ms', istr(run)})
+local run = math.max(0, now - num(t.leased_at, now))
+emit(now, 'completed', id, t.tenant, num(t.attempt, 0), {'w', t.worker or '', 'run_ms', istr(run)})
 if trim > 0 then trim_finished(now, retention, trim) end
 return {now, 'completed'}

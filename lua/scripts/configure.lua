@@ -35,7 +35,9 @@
 --
 -- Returns: {now_ms, fields} with the queue's config hash or the tenant's hash after the change,
 --   flat (HGETALL).
--- Errors: INVALID <field ...> (nothing written); CONFLICT (aging change with too many ready tasks).
+-- Errors: INVALID <field ...> (nothing written); CONFLICT (aging change with too many ready tasks);
+--   CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
+--   written).
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
 
 local now = now_ms()
@@ -61,6 +63,9 @@ local function opt(v, name, lo, hi, int)
   return x, nil
 end
 
+local bad = check_keys({3, 11, 12, 13, 14, 15})
+if bad then return bad end
+
 if mode == 'queue' then
   local paused = ARGV[2] or ''
   if paused ~= '' and paused ~= '0' and paused ~= '1' then
@@ -77,12 +82,16 @@ if mode == 'queue' then
   -- change keep their place among those queued after it. Bounded, and checked before anything
   -- is written (Redis does not roll back).
   local owners = nil
-  if step ~= '' and step ~= (tonumber(redis.call('HGET', K_CONFIG, 'aging_step_ms')) or 0) then
+  if step ~= '' and step ~= aging_step() then
     owners = redis.call('ZRANGE', K_TENANTS, 0, -1)
     local parked = redis.call('ZRANGE', K_PARKED, 0, -1)
     for i = 1, #parked do owners[#owners + 1] = parked[i] end
     local total = 0
-    for i = 1, #owners do total = total + redis.call('ZCARD', ready_key(owners[i])) end
+    for i = 1, #owners do
+      bad = type_error(ready_key(owners[i]), 'zset')
+      if bad then return bad end
+      total = total + redis.call('ZCARD', ready_key(owners[i]))
+    end
     if total > RESCORE_MAX then
       return redis.error_reply('CONFLICT aging_step_ms can change only while at most ' ..
         istr(RESCORE_MAX) .. ' tasks are ready (' .. istr(total) .. ' are)')
@@ -101,13 +110,14 @@ if mode == 'queue' then
       local rk = ready_key(owners[i])
       local ids = redis.call('ZRANGE', rk, 0, -1)
       for j = 1, #ids do
-        local t = fields(ids[j], {'priority', 'updated_at'})
-        local p = tonumber(t.priority) or 0
+        -- A task hash that is missing or of another type keeps its entry (lease drops it).
+        local t = fields(ids[j], {'priority', 'updated_at'}) or {}
+        local p = priority_of(t.priority)
         -- FIFO among equals follows the order the tasks had.
-        local seq = redis.call('HINCRBY', K_STATS, 'seq', 1)
+        local seq = hincr(K_STATS, 'seq', 1)
         if step > 0 then
           -- Enqueue time (a ready task's updated_at is when it became ready) minus p steps.
-          redis.call('ZADD', rk, aged_score(tonumber(t.updated_at) or now, p, step, seq), ids[j])
+          redis.call('ZADD', rk, aged_score(num(t.updated_at, now), p, step, seq), ids[j])
         else
           redis.call('ZADD', rk, istr((9 - p) * PRIO_SPAN + seq), ids[j])
         end
@@ -139,6 +149,8 @@ elseif mode == 'tenant' then
     vals[f[1]] = v
   end
   local key = tenant_key(tenant)
+  bad = type_error(key, 'hash')
+  if bad then return bad end
   for i = 1, #spec do
     local name = spec[i][1]
     local v = vals[name]
@@ -155,7 +167,7 @@ elseif mode == 'tenant' then
   if vals.rate_per_s ~= '' or vals.burst ~= '' then
     -- A new rate limit starts with a full bucket.
     redis.call('HDEL', key, 'tokens', 'tokens_at')
-    local rate = tonumber(redis.call('HGET', key, 'rate_per_s'))
+    local rate = num(redis.call('HGET', key, 'rate_per_s'), nil)
     if rate and not redis.call('HGET', key, 'burst') then
       redis.call('HSET', key, 'burst', istr(math.max(1, math.ceil(rate))))
     end

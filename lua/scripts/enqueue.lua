@@ -14,6 +14,7 @@
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
 --   KEYS[14] orq:{q}:config         HASH aging_step_ms (ready-set order)
+--   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:
 --   ARGV[1]  string   queue name (stored on the task)
@@ -44,7 +45,8 @@
 --   or the first since the store lost its data, so the caller records the queue in the registry
 --   orq:queues again), else 0.
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
---   (a tenant's waiting tasks would exceed its max_queued; nothing written).
+--   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
+--   it would read or write holds another Redis type than orq's; nothing written).
 -- Emits: queued or scheduled, one per new task.
 
 local GROUP = 16
@@ -104,6 +106,9 @@ for i = 1, n do
   items[i] = it
 end
 
+local bad = check_keys({3, 4, 11, 12, 13, 14, 15})
+if bad then return bad end
+
 -- Every task this store ever created wrote the stats hash (total:enqueued), so its absence marks
 -- a queue new to this store.
 local fresh = 0
@@ -111,18 +116,32 @@ if redis.call('EXISTS', K_STATS) == 0 then
   fresh = 1
 end
 
--- Which items match an existing task (idempotency key or id): those add nothing.
+-- Which items match an existing task (idempotency key or id): those add nothing. Returns the
+-- task id or nil, and a CORRUPT error reply when the idempotency key or the task key holds
+-- another Redis type than orq's.
 local function existing_task(it)
   if it.idem ~= '' then
-    local prior = redis.call('GET', K_IDEM .. it.tenant .. ':' .. it.idem)
-    if prior and redis.call('EXISTS', task_key(prior)) == 1 then
-      return prior
+    local ik = K_IDEM .. it.tenant .. ':' .. it.idem
+    local prior = redis.pcall('GET', ik)
+    if type(prior) == 'table' then
+      return nil, type_error(ik, 'string')
+    end
+    if prior then
+      local pt = key_type(task_key(prior))
+      if pt == 'hash' then
+        return prior, nil
+      elseif pt ~= 'none' then
+        return nil, type_error(task_key(prior), 'hash')
+      end
     end
   end
-  if redis.call('EXISTS', task_key(it.id)) == 1 then
-    return it.id
+  local t = key_type(task_key(it.id))
+  if t == 'hash' then
+    return it.id, nil
+  elseif t ~= 'none' then
+    return nil, type_error(task_key(it.id), 'hash')
   end
-  return nil
+  return nil, nil
 end
 
 -- Admission: a tenant's waiting tasks (queued, scheduled, retrying) may not exceed its
@@ -130,11 +149,20 @@ end
 -- nothing. An item whose idempotency key is repeated within the batch counts once.
 local adding = {}
 local seen_idem = {}
+local tenant_checked = {}
 for i = 1, n do
   local it = items[i]
+  if not tenant_checked[it.tenant] then
+    tenant_checked[it.tenant] = true
+    bad = tenant_error(it.tenant)
+    if bad then return bad end
+  end
   local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
   if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
-  if not dup and not existing_task(it) then
+  local existing
+  existing, bad = existing_task(it)
+  if bad then return bad end
+  if not dup and not existing then
     adding[it.tenant] = (adding[it.tenant] or 0) + 1
   end
 end
@@ -178,7 +206,7 @@ for i = 1, n do
     end
     redis.call(unpack(fieldsv))
     redis.call('ZADD', K_KNOWN, 0, it.tenant)
-    redis.call('HINCRBY', K_STATS, 'total:enqueued', 1)
+    hincr(K_STATS, 'total:enqueued', 1)
     if it.run_at > now then
       redis.call('ZADD', K_SCHEDULED, istr(it.run_at), it.id)
       set_status(it.id, it.tenant, nil, 'scheduled')

@@ -5,12 +5,14 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
 --   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
 --   KEYS[6]  orq:{q}:dead        ZSET score=time of death ms
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --
 -- ARGV:
 --   ARGV[1]  string   task id
@@ -20,7 +22,8 @@
 --   ARGV[5]  number   jitter draw in [0, 1) from the caller
 --
 -- Returns: {now_ms, 'retrying' | 'dead' | 'again', run_at_ms (-1 when dead or again)}
--- Errors: NOTFOUND; STALE; CANCELLED; INVALID.
+-- Errors: NOTFOUND; STALE; CANCELLED; INVALID; CORRUPT (a key it writes holds foreign data, or
+--   the task has no tenant; nothing written).
 -- Emits: retrying or dead.
 
 local now = now_ms()
@@ -32,7 +35,9 @@ if not retryable then return redis.error_reply(e) end
 local r
 r, e = arg_num(ARGV[5], 'jitter draw', 0, 1)
 if not r then return redis.error_reply(e) end
-local state = check_lease(id, token, 'failed')
+local bad = check_keys({3, 4, 5, 6, 11, 12, 15})
+if bad then return bad end
+local state = check_lease(id, token, 'failed', true)
 if state == 'again' then
   return {now, 'again', -1}
 elseif state ~= 'ok' then
@@ -43,6 +48,6 @@ redis.call('ZREM', K_LEASES, id)
 local status = fail_attempt(id, t, now, err, retryable == 1, r, 'failed')
 local run_at = -1
 if status == 'retrying' then
-  run_at = tonumber(redis.call('HGET', task_key(id), 'run_at'))
+  run_at = num(redis.call('HGET', task_key(id), 'run_at'), -1)
 end
 return {now, status, run_at}

@@ -9,9 +9,14 @@
 --   ARGV[1]  string  task id
 --
 -- Returns: {now_ms, fields} where fields is the task hash, flat (HGETALL), empty when not found.
--- Errors: INVALID (no id).
+-- Errors: INVALID (no id); CORRUPT (the task key holds another Redis type than a hash).
 -- Emits: nothing.
 
 local missing = require_args({'id'})
 if missing then return missing end
+local bad = check_keys({})
+if bad then return bad end
+local t
+t, bad = fields(ARGV[1], {'status'})
+if bad then return bad end
 return {now_ms(), redis.call('HGETALL', task_key(ARGV[1]))}

@@ -15,7 +15,8 @@
 --
 -- Returns: {now_ms, expires_at_ms}
 -- Errors: NOTFOUND; STALE (token not current, or the lease already ended); CANCELLED (the task was
---   cancelled while leased: the worker should abort the handler); INVALID.
+--   cancelled while leased: the worker should abort the handler); INVALID; CORRUPT (a key it
+--   writes holds foreign data; nothing written).
 -- Emits: nothing.
 
 local now = now_ms()
@@ -24,7 +25,9 @@ local missing = require_args({'id', 'token'})
 if missing then return missing end
 local ext, e = arg_int(ARGV[3], 'extend_ms', 0, 86400000)
 if not ext then return redis.error_reply(e) end
-local state = check_lease(id, token, 'heartbeat')
+local bad = check_keys({5, 16})
+if bad then return bad end
+local state = check_lease(id, token, 'heartbeat', false)
 if state ~= 'ok' then
   if state == 'again' then
     return redis.error_reply('STALE lease ended')
@@ -32,7 +35,9 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = tonumber(redis.call('HGET', task_key(id), 'lease_ms')) or 30000
+  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), 30000)
+  if ext < 1 or ext > 86400000 then ext = 30000 end
+  ext = math.floor(ext)
 end
 local exp = now + ext
 redis.call('ZADD', K_LEASES, istr(exp), id)

@@ -43,7 +43,9 @@
 --   now_ms when the call filled its n and ready work is left; else the earliest of the next
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
--- Errors: INVALID <message>.
+-- Errors: INVALID <message>; CORRUPT <key> (a queue key of another Redis type; nothing written).
+--   Entries met in the scheduled set, the leases set, a ready set or the tenants set that cannot
+--   be acted on (lib.lua: corrupt or foreign state) are dropped and counted in stats `total:repaired`.
 -- Emits: queued (promoted; from = scheduled | retrying), retrying / dead (reaped), leased (w worker,
 --   epoch, wait_ms = time the task waited in its ready set, ms). Records the worker as seen
 --   (KEYS[16]).
@@ -56,7 +58,7 @@ local now = now_ms()
 local worker = ARGV[1]
 local n, e = arg_int(ARGV[2], 'n', 1, LEASE_MAX)
 if not n then return redis.error_reply(e) end
-local bits = ARGV[3]
+local bits = ARGV[3] or ''
 if not string.match(bits, '^[0-9a-f]+$') or string.len(bits) > 32 then
   return redis.error_reply('INVALID token bits must be 1..32 lowercase hex digits')
 end
@@ -69,7 +71,9 @@ if not promote_bound then return redis.error_reply(e) end
 local reap_bound
 reap_bound, e = arg_int(ARGV[6], 'reap bound', 0, 1000)
 if not reap_bound then return redis.error_reply(e) end
-if worker == '' then return redis.error_reply('INVALID worker id is required') end
+if not worker or worker == '' then return redis.error_reply('INVALID worker id is required') end
+local bad = check_keys({3, 4, 5, 6, 11, 12, 14, 15, 16})
+if bad then return bad end
 
 if promote_bound > 0 then promote_due(now, promote_bound) end
 note_worker(worker, now)
@@ -78,6 +82,8 @@ if reap_bound > 0 then reap_expired(now, reap_bound, seed) end
 local out = {}
 local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
 unpark_due(now, TENANT_SCAN_MAX)
+-- Tenants whose keys this call has checked (tenant -> true).
+local tenant_ok = {}
 local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
 -- Each pass leases a task, drops a tenant with no ready work, parks a limited tenant, or stops;
 -- so the passes are bounded.
@@ -85,24 +91,35 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
   if paused or #out >= n then break end
   local head = redis.call('ZRANGE', K_TENANTS, 0, 0, 'WITHSCORES')
   if #head == 0 then break end
-  local tenant, vt = head[1], tonumber(head[2])
-  local vals = redis.call('HMGET', tenant_key(tenant), unpack(TENANT_FIELDS))
+  local tenant, vt = head[1], num(head[2], 0)
+  -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
+  -- (counted as repaired) so that the other tenants are.
+  if tenant_ok[tenant] == nil then
+    tenant_ok[tenant] = tenant_error(tenant) == nil
+  end
+  local terr = not tenant_ok[tenant]
   local th = {}
-  for j = 1, #TENANT_FIELDS do
-    th[TENANT_FIELDS[j]] = vals[j]
+  if not terr then
+    local vals = redis.call('HMGET', tenant_key(tenant), unpack(TENANT_FIELDS))
+    for j = 1, #TENANT_FIELDS do
+      th[TENANT_FIELDS[j]] = vals[j]
+    end
   end
   -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
   -- its ends or a token is back (the parked set), so it is never scanned again meanwhile.
   local parked_until = nil
-  local cap = tonumber(th.max_inflight)
-  if cap and cap > 0 and (tonumber(th['n:leased']) or 0) >= cap then
+  local cap = num(th.max_inflight, 0)
+  if cap > 0 and num(th['n:leased'], 0) >= cap then
     parked_until = PARKED_CAPPED
   end
   local tokens, rate = bucket_tokens(th, now)
   if not parked_until and tokens and tokens < 1 then
     parked_until = now + math.ceil((1 - tokens) * 1000 / rate)
   end
-  if parked_until then
+  if terr then
+    redis.call('ZREM', K_TENANTS, tenant)
+    repaired(1)
+  elseif parked_until then
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZADD', K_PARKED, istr(parked_until), tenant)
   else
@@ -111,11 +128,11 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
       redis.call('ZREM', K_TENANTS, tenant)
     else
       local id = popped[1]
-      local weight = tonumber(th.weight) or 1
+      local weight = num(th.weight, 1)
       if weight <= 0 then weight = 1 end
       -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
       -- current one, so a lifted limit does not turn into a burst of stored-up credit.
-      local queue_vt = tonumber(redis.call('HGET', K_STATS, 'vtime')) or 0
+      local queue_vt = queue_vtime()
       if vt < queue_vt then vt = queue_vt end
       redis.call('HSET', K_STATS, 'vtime', fstr(vt))
       if redis.call('ZCARD', ready_key(tenant)) == 0 then
@@ -125,23 +142,28 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
       end
       local key = task_key(id)
       local t = fields(id, {'lease_ms', 'status', 'updated_at'})
-      if t.status == 'queued' then
+      if t and t.status == 'queued' then
         if tokens then
           redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - 1), 'tokens_at', istr(now))
         end
-        redis.call('HINCRBY', tenant_key(tenant), 'served', 1)
-        redis.call('HINCRBY', K_STATS, 'served', 1)
-        local epoch = redis.call('HINCRBY', key, 'epoch', 1)
-        local attempt = redis.call('HINCRBY', key, 'attempt', 1)
-        local exp = now + (tonumber(t.lease_ms) or 30000)
+        hincr(tenant_key(tenant), 'served', 1)
+        hincr(K_STATS, 'served', 1)
+        local epoch = hincr(key, 'epoch', 1)
+        local attempt = hincr(key, 'attempt', 1)
+        local lease_ms = num(t.lease_ms, 30000)
+        if lease_ms < 1 or lease_ms > 86400000 then lease_ms = 30000 end
+        local exp = now + math.floor(lease_ms)
         redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
           'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '')
         redis.call('ZADD', K_LEASES, istr(exp), id)
         set_status(id, tenant, 'queued', 'leased')
-        local wait = math.max(0, now - (tonumber(t.updated_at) or now))
+        local wait = math.max(0, now - num(t.updated_at, now))
         emit(now, 'leased', id, tenant, attempt,
           {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
         out[#out + 1] = {exp, redis.call('HGETALL', key)}
+      else
+        -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
+        repaired(1)
       end
     end
   end

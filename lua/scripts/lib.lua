@@ -24,12 +24,27 @@
 --                                    when eligible again (PARKED_CAPPED: when one of its leases ends)
 --   KEYS[16] orq:{q}:workers         ZSET workers seen by lease or heartbeat, score=last call ms
 --
--- Error replies start with a code word that `orq::ScriptError` mirrors:
+-- Error replies start with a code word that `orq::Error::from_script` maps to a variant:
 --   NOTFOUND  no such task;  STALE  the lease token is not the current one;
 --   CANCELLED the task was cancelled while leased;  CONFLICT  the task is not in a state that
 --   allows the transition;  INVALID  an argument failed validation (nothing was written);
 --   LIMITED  a tenant limit refused the call (nothing was written), followed by
---   `<tenant> <limit> retry_after_ms=<n>`.
+--   `<tenant> <limit> retry_after_ms=<n>`;  CORRUPT  a key the call needs holds foreign or
+--   damaged data: a key of another Redis type than orq's, or a task hash without the fields the
+--   transition needs (nothing was written), followed by the key and what is wrong.
+--
+-- Corrupt or foreign state. Scripts check the Redis type of every queue key they write, and of
+-- the task and tenant keys they act on, before their first write (Redis does not roll back, so a
+-- WRONGTYPE error half-way through would leave a half-applied transition): a by-id call answers
+-- CORRUPT and writes nothing. A script that walks an index (lease, promote, reap, the retention
+-- trim) and meets an entry it cannot act on (its task hash is gone or not a hash, its status is
+-- not the one the index holds, its tenant is missing or the tenant's keys are of another type)
+-- removes the entry from the index, so the queue keeps moving, and counts it in the stats hash
+-- field `total:repaired`; the task hash, if any, is left for an operator to inspect. (replay and
+-- purge drop a DLQ entry whose hash is gone, answering `notfound`.) Counters (`n:<status>`,
+-- `seq`, `served`, ...) that hold a non-integer are reset to the increment and counted in
+-- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
+-- their defaults.
 
 -- Longest the event stream grows (entries); XADD trims exactly so the simulator can model it.
 local EVENTS_MAX = 10000
@@ -48,6 +63,40 @@ local K_CONFIG, K_PARKED, K_WORKERS = KEYS[14], KEYS[15], KEYS[16]
 -- Score of a tenant parked at its max_inflight: it waits for one of its leases to end (or for its
 -- limits to change), not for a time. 2^53 - 1, the largest integer a double holds exactly.
 local PARKED_CAPPED = 9007199254740991
+
+-- The Redis type each queue key holds (the prefixes KEYS[1], KEYS[2], KEYS[9] and KEYS[10] are
+-- checked per key, by the scripts that append to them).
+local KEY_TYPES = {[3] = 'zset', [4] = 'zset', [5] = 'zset', [6] = 'zset', [7] = 'zset',
+  [8] = 'zset', [11] = 'hash', [12] = 'stream', [13] = 'zset', [14] = 'hash', [15] = 'zset',
+  [16] = 'zset'}
+
+-- The Redis type of `key` ('none' when it does not exist).
+local function key_type(key)
+  return redis.call('TYPE', key)['ok']
+end
+
+-- A CORRUPT error reply when `key` exists with another type than `want`, else nil.
+local function type_error(key, want)
+  local t = key_type(key)
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('CORRUPT ' .. key .. ' holds a ' .. t .. ', not a ' .. want)
+  end
+  return nil
+end
+
+-- Check the queue key set before the first write: exactly the 16 queue keys (INVALID
+-- otherwise), and each KEYS[i] for i in `idx` absent or of orq's type (CORRUPT otherwise).
+-- Returns the error reply, or nil when all is well.
+local function check_keys(idx)
+  if #KEYS ~= 16 then
+    return redis.error_reply('INVALID expected the 16 queue keys, got ' .. #KEYS)
+  end
+  for i = 1, #idx do
+    local bad = type_error(KEYS[idx[i]], KEY_TYPES[idx[i]])
+    if bad then return bad end
+  end
+  return nil
+end
 
 -- The store's clock in integer milliseconds since the Unix epoch.
 local function now_ms()
@@ -70,6 +119,16 @@ local function arg_int(v, name, lo, hi)
   local n = tonumber(v)
   if n == nil or n ~= math.floor(n) or n < lo or n > hi then
     return nil, 'INVALID ' .. name .. ' must be an integer in [' .. istr(lo) .. ', ' .. istr(hi) .. ']'
+  end
+  return n
+end
+
+-- `v` as a finite number, or `default` when it is absent, not a number, NaN or infinite (a
+-- stored field read back: garbage reads as the default instead of spreading).
+local function num(v, default)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then
+    return default
   end
   return n
 end
@@ -112,6 +171,41 @@ local function tenant_key(tenant)
   return K_TENANT .. tenant
 end
 
+-- Add `delta` to the integer counter `field` of the hash `key` and return the new value. A
+-- counter that holds garbage (or would overflow) is reset to `delta` and the reset counted in
+-- the stats hash's `total:repaired`: a counter is never worth stopping a transition for. The caller
+-- has checked that `key` is a hash (or absent).
+local function hincr(key, field, delta)
+  local v = redis.pcall('HINCRBY', key, field, delta)
+  if type(v) == 'table' and v.err then
+    redis.call('HSET', key, field, istr(delta))
+    if key ~= K_STATS or field ~= 'total:repaired' then
+      hincr(K_STATS, 'total:repaired', 1)
+    end
+    return delta
+  end
+  return v
+end
+
+-- Count `n` repairs of corrupt or foreign state in the stats hash (see the header).
+local function repaired(n)
+  hincr(K_STATS, 'total:repaired', n)
+end
+
+-- A CORRUPT error reply when one of the tenant's own keys (its ready set and its hash) holds
+-- another Redis type than orq's, or the tenant name is missing; else nil.
+local function tenant_error(tenant)
+  if not tenant or tenant == '' then
+    return redis.error_reply('CORRUPT task has no tenant')
+  end
+  return type_error(ready_key(tenant), 'zset') or type_error(tenant_key(tenant), 'hash')
+end
+
+-- The queue's virtual time (a number; garbage reads as 0).
+local function queue_vtime()
+  return num(redis.call('HGET', K_STATS, 'vtime'), 0)
+end
+
 -- Append one event to the queue's stream. `fields` is a flat list of extra name/value pairs.
 local function emit(now, kind, id, tenant, attempt, fields)
   local args = {'XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
@@ -128,8 +222,7 @@ end
 -- up while parked). Parked tenants always have ready work.
 local function unpark(tenant)
   if redis.call('ZREM', K_PARKED, tenant) == 1 then
-    local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
-    redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+    redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
   end
 end
 
@@ -148,11 +241,11 @@ end
 local function set_status(id, tenant, old, new)
   local tk = tenant_key(tenant)
   if old then
-    redis.call('HINCRBY', K_STATS, 'n:' .. old, -1)
-    redis.call('HINCRBY', tk, 'n:' .. old, -1)
+    hincr(K_STATS, 'n:' .. old, -1)
+    hincr(tk, 'n:' .. old, -1)
   end
-  redis.call('HINCRBY', K_STATS, 'n:' .. new, 1)
-  redis.call('HINCRBY', tk, 'n:' .. new, 1)
+  hincr(K_STATS, 'n:' .. new, 1)
+  hincr(tk, 'n:' .. new, 1)
   redis.call('HSET', task_key(id), 'status', new)
   if old == 'leased' and tonumber(redis.call('ZSCORE', K_PARKED, tenant)) == PARKED_CAPPED then
     unpark(tenant)
@@ -187,18 +280,37 @@ local function aged_score(now, priority, step, seq)
   return fstr(now - priority * step + (seq % AGED_TIE_SPAN) / AGED_TIE_SPAN)
 end
 
+-- The queue's starvation-bound step (ms; 0 = strict priority). A stored value outside the range
+-- `configure` accepts reads as 0.
+local function aging_step()
+  local step = num(redis.call('HGET', K_CONFIG, 'aging_step_ms'), 0)
+  if step < 0 or step > 3600000 then
+    return 0
+  end
+  return step
+end
+
 -- The score of a task in its tenant's ready set (lowest goes first). Strict priority (the
 -- default): the priority band, then FIFO by a queue-wide sequence. With the queue's
 -- aging_step_ms > 0 (the starvation bound): enqueue time minus priority x step, so a task of
 -- priority p counts as if it had arrived p steps earlier and a priority-0 task waits at most
 -- 9 steps behind later urgent work.
 local function ready_score(priority, now)
-  local step = tonumber(redis.call('HGET', K_CONFIG, 'aging_step_ms')) or 0
-  local seq = redis.call('HINCRBY', K_STATS, 'seq', 1)
+  local step = aging_step()
+  local seq = hincr(K_STATS, 'seq', 1)
   if step > 0 then
     return aged_score(now, priority, step, seq)
   end
   return istr((9 - priority) * PRIO_SPAN + seq)
+end
+
+-- A task's priority from its stored field: 0..9 (garbage reads as 0).
+local function priority_of(v)
+  local p = num(v, 0)
+  if p < 0 or p > 9 or p ~= math.floor(p) then
+    return 0
+  end
+  return p
 end
 
 -- Put a task in its tenant's ready set (status queued), and make the tenant eligible for fair
@@ -206,8 +318,7 @@ end
 local function to_ready(id, tenant, priority, old, now)
   redis.call('ZADD', ready_key(tenant), ready_score(priority, now), id)
   if not redis.call('ZSCORE', K_PARKED, tenant) then
-    local vtime = redis.call('HGET', K_STATS, 'vtime') or '0'
-    redis.call('ZADD', K_TENANTS, 'NX', vtime, tenant)
+    redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
   end
   redis.call('HSET', task_key(id), 'updated_at', istr(now))
   set_status(id, tenant, old, 'queued')
@@ -224,48 +335,61 @@ local function from_ready(id, tenant)
   end
 end
 
--- Read the named fields of a task hash into a Lua table (absent fields are false).
+-- Read the named fields of a task hash into a Lua table (absent fields are false). When the key
+-- holds another Redis type, returns nil and a CORRUPT error reply instead; a missing hash reads
+-- as a table of falses (callers test `status`).
 local function fields(id, names)
-  local vals = redis.call('HMGET', task_key(id), unpack(names))
+  local key = task_key(id)
+  local vals = redis.pcall('HMGET', key, unpack(names))
+  if vals.err then
+    return nil, redis.error_reply('CORRUPT ' .. key .. ' holds a ' .. key_type(key) .. ', not a hash')
+  end
   local t = {}
   for i = 1, #names do
     t[names[i]] = vals[i]
   end
-  return t
+  return t, nil
 end
+
+-- Longest backoff ever computed (ms): a year, whatever the stored fields say.
+local BACKOFF_MS_MAX = 31622400000
 
 -- Backoff before the next attempt after attempt `attempt` failed (ms): exponential, capped, with
 -- +/- jitter drawn from `r` in [0, 1) supplied by the caller.
 local function backoff_ms(t, attempt, r)
-  local init = tonumber(t.b_init) or 1000
-  local mult = tonumber(t.b_mult) or 2
-  local max = tonumber(t.b_max) or 300000
-  local jitter = tonumber(t.b_jitter) or 0
+  local init = num(t.b_init, 1000)
+  local mult = num(t.b_mult, 2)
+  local max = num(t.b_max, 300000)
+  local jitter = num(t.b_jitter, 0)
   local d = init * math.pow(mult, attempt - 1)
   if d > max then
     d = max
   end
   d = d * (1 - jitter + 2 * jitter * r)
-  if d < 0 then
+  if not (d >= 0) then
     d = 0
+  end
+  if d > BACKOFF_MS_MAX then
+    d = BACKOFF_MS_MAX
   end
   return math.floor(d)
 end
 
-local FAIL_FIELDS = {'tenant', 'attempt', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'worker'}
+local FAIL_FIELDS = {'tenant', 'attempt', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'worker',
+  'status'}
 
 -- A leased task's attempt failed (handler error, timeout or lease expiry): schedule a retry with
 -- backoff, or move it to the DLQ when retries are spent or the error is permanent.
 -- Returns the new status ('retrying' or 'dead'). The caller has already removed the lease.
 local function fail_attempt(id, t, now, err, retryable, r, outcome)
-  local attempt = tonumber(t.attempt) or 1
-  local max_retries = tonumber(t.max_retries) or 0
+  local attempt = num(t.attempt, 1)
+  local max_retries = num(t.max_retries, 0)
   local key = task_key(id)
   err = truncate(err, ERROR_MAX)
   add_history(id, istr(attempt) .. ' ' .. istr(now) .. ' ' .. (t.worker or '-') .. ' ' .. outcome .. ' ' .. err)
   redis.call('HSET', key, 'last_error', err, 'updated_at', istr(now), 'outcome', outcome,
     'lease_exp', '', 'worker', '')
-  redis.call('HINCRBY', K_STATS, 'total:failed', 1)
+  hincr(K_STATS, 'total:failed', 1)
   if retryable and attempt < max_retries + 1 then
     local run_at = now + backoff_ms(t, attempt, r)
     redis.call('ZADD', K_SCHEDULED, istr(run_at), id)
@@ -276,7 +400,7 @@ local function fail_attempt(id, t, now, err, retryable, r, outcome)
   end
   redis.call('ZADD', K_DEAD, istr(now), id)
   redis.call('HSET', key, 'finished_at', istr(now))
-  redis.call('HINCRBY', K_STATS, 'total:dead', 1)
+  hincr(K_STATS, 'total:dead', 1)
   set_status(id, t.tenant, 'leased', 'dead')
   emit(now, 'dead', id, t.tenant, attempt, {'m', err})
   return 'dead'
@@ -294,6 +418,16 @@ local function note_worker(worker, now)
   end
 end
 
+-- Whether a task read from an index can be acted on: its hash exists, its status is one of
+-- `statuses` (a set), and it has a tenant whose keys are of orq's types. An entry that fails is
+-- dropped from its index by the caller and counted as repaired (see the header).
+local function indexed_ok(t, statuses)
+  return t ~= nil and t.status and statuses[t.status] and not tenant_error(t.tenant)
+end
+
+local WAITING = {scheduled = true, retrying = true}
+local LEASED = {leased = true}
+
 -- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.
 local function promote_due(now, bound)
   local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)
@@ -301,9 +435,11 @@ local function promote_due(now, bound)
     local id = due[i]
     redis.call('ZREM', K_SCHEDULED, id)
     local t = fields(id, {'tenant', 'priority', 'status', 'attempt'})
-    if t.tenant then
-      to_ready(id, t.tenant, tonumber(t.priority) or 0, t.status, now)
-      emit(now, 'queued', id, t.tenant, tonumber(t.attempt) or 0, {'from', t.status or ''})
+    if indexed_ok(t, WAITING) then
+      to_ready(id, t.tenant, priority_of(t.priority), t.status, now)
+      emit(now, 'queued', id, t.tenant, num(t.attempt, 0), {'from', t.status})
+    else
+      repaired(1)
     end
   end
   return #due
@@ -317,10 +453,12 @@ local function reap_expired(now, bound, seed)
     local id = expired[i]
     redis.call('ZREM', K_LEASES, id)
     local t = fields(id, FAIL_FIELDS)
-    if t.tenant then
+    if indexed_ok(t, LEASED) then
       local r = (seed + i * 0.6180339887498949) % 1
-      redis.call('HINCRBY', K_STATS, 'total:reaped', 1)
+      hincr(K_STATS, 'total:reaped', 1)
       fail_attempt(id, t, now, 'lease expired', true, r, 'expired')
+    else
+      repaired(1)
     end
   end
   return #expired
@@ -336,12 +474,15 @@ local function trim_finished(now, retention_ms, bound)
     local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', 0, bound)
     for i = 1, #old do
       local id = old[i]
-      local tenant = redis.call('HGET', task_key(id), 'tenant')
-      if tenant then
-        redis.call('HINCRBY', K_STATS, 'n:' .. status, -1)
-        redis.call('HINCRBY', tenant_key(tenant), 'n:' .. status, -1)
+      local t = fields(id, {'tenant', 'status'})
+      if t and t.status == status and not tenant_error(t.tenant) then
+        hincr(K_STATS, 'n:' .. status, -1)
+        hincr(tenant_key(t.tenant), 'n:' .. status, -1)
+        redis.call('DEL', task_key(id))
+      else
+        -- Only the entry goes: a hash that is not this index's task is left for inspection.
+        repaired(1)
       end
-      redis.call('DEL', task_key(id))
       redis.call('ZREM', key, id)
       n = n + 1
     end
@@ -353,13 +494,13 @@ end
 -- and its rate; nil when the tenant has no rate limit. `th` holds the tenant's hash fields.
 -- A clock that stepped back refills nothing (and takes nothing away).
 local function bucket_tokens(th, now)
-  local rate = tonumber(th.rate_per_s)
-  if not rate or rate <= 0 then
+  local rate = num(th.rate_per_s, 0)
+  if rate <= 0 then
     return nil, nil
   end
-  local burst = tonumber(th.burst) or 1
-  local tokens = tonumber(th.tokens)
-  local at = tonumber(th.tokens_at)
+  local burst = num(th.burst, 1)
+  local tokens = num(th.tokens, nil)
+  local at = num(th.tokens_at, nil)
   if not tokens or not at then
     return burst, rate
   end
@@ -379,9 +520,9 @@ local function count_completion(tenant, now)
   local key = tenant_key(tenant)
   local win = math.floor(now / 60000)
   local f = redis.call('HMGET', key, 'c_win', 'c_cur')
-  local cur_win, cur = tonumber(f[1]), tonumber(f[2]) or 0
+  local cur_win, cur = tonumber(f[1]), num(f[2], 0)
   if cur_win == win then
-    redis.call('HINCRBY', key, 'c_cur', 1)
+    hincr(key, 'c_cur', 1)
   elseif cur_win == win - 1 then
     redis.call('HSET', key, 'c_win', istr(win), 'c_prev', istr(cur), 'c_cur', '1')
   else
@@ -401,8 +542,13 @@ end
 -- The lease-holder check shared by heartbeat, complete, fail and release.
 -- Returns 'ok' when `token` holds the live lease; 'again' when the same token already ended the
 -- lease with `op` (a retried call whose reply was lost); otherwise an error reply to return.
-local function check_lease(id, token, op)
-  local t = fields(id, {'status', 'token', 'outcome'})
+-- With `need_tenant`, a live lease whose task has no tenant, or whose tenant's keys are of
+-- another type, is CORRUPT (the transition would update the tenant's counters).
+local function check_lease(id, token, op, need_tenant)
+  local t, bad = fields(id, {'status', 'token', 'outcome', 'tenant'})
+  if bad then
+    return bad
+  end
   if not t.status then
     return redis.error_reply('NOTFOUND task ' .. id)
   end
@@ -410,6 +556,10 @@ local function check_lease(id, token, op)
     return redis.error_reply('STALE lease token superseded')
   end
   if t.status == 'leased' then
+    if need_tenant then
+      local e = tenant_error(t.tenant)
+      if e then return e end
+    end
     return 'ok'
   end
   if t.outcome == 'cancelled' then

@@ -28,10 +28,13 @@
 --
 -- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task hash, flat, and
 --   next_cursor is '' when the listing is complete.
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT <key> (an index holds another Redis type than a ZSET). Entries whose
+--   task hash is missing or of another type, and ready sets of another type, are skipped.
 -- Emits: nothing.
 
 local now = now_ms()
+local bad = check_keys({4, 5, 6, 7, 8, 13})
+if bad then return bad end
 local status, tenant, ttype = ARGV[1], ARGV[2], ARGV[3]
 local limit, e = arg_int(ARGV[5], 'limit', 1, 1000)
 if not limit then return redis.error_reply(e) end
@@ -50,6 +53,8 @@ local SOURCES = {
 }
 local SOURCE_OF = {queued = 1, scheduled = 2, retrying = 2, leased = 3, dead = 4, completed = 5,
   cancelled = 6}
+-- Largest sub-index or offset a cursor may carry.
+local CURSOR_MAX = 2147483647
 local first, last = 1, #SOURCES
 if status ~= '' then
   if not SOURCE_OF[status] then return redis.error_reply('INVALID unknown status ' .. status) end
@@ -61,6 +66,8 @@ if ARGV[4] ~= '' then
   local a, b, c = string.match(ARGV[4], '^(%d+):(%d+):(%d+)$')
   if not a then return redis.error_reply('INVALID cursor: malformed') end
   src, sub, off = tonumber(a), tonumber(b), tonumber(c)
+  -- Offsets past any index orq keeps (and past what ZRANGE accepts as an integer).
+  if sub > CURSOR_MAX or off > CURSOR_MAX then return redis.error_reply('INVALID cursor: malformed') end
   if src < first or src > last then return redis.error_reply('INVALID cursor: does not belong to this status') end
 end
 
@@ -79,6 +86,16 @@ local function index_key(s, u)
   return ready_key(name[1])
 end
 
+-- The ids of `key` from rank `from` to `to` (reversed when `rev`); none when `key` holds
+-- another type than a ZSET (a ready set of foreign data is skipped).
+local function index_range(key, from, to, rev)
+  local cmd = 'ZRANGE'
+  if rev then cmd = 'ZREVRANGE' end
+  local ids = redis.pcall(cmd, key, from, to)
+  if ids.err then return {} end
+  return ids
+end
+
 local out = {}
 local scanned = 0
 local CHUNK = 100
@@ -88,12 +105,7 @@ while #out < limit and scanned < scan and src <= last do
     src, sub, off = src + 1, 0, 0
   else
     local want = math.min(CHUNK, scan - scanned)
-    local ids
-    if SOURCES[src][2] then
-      ids = redis.call('ZREVRANGE', key, off, off + want - 1)
-    else
-      ids = redis.call('ZRANGE', key, off, off + want - 1)
-    end
+    local ids = index_range(key, off, off + want - 1, SOURCES[src][2])
     if #ids == 0 then
       sub, off = sub + 1, 0
     else
@@ -101,7 +113,7 @@ while #out < limit and scanned < scan and src <= last do
         local id = ids[i]
         scanned = scanned + 1
         off = off + 1
-        local t = fields(id, {'status', 'tenant', 'type'})
+        local t = fields(id, {'status', 'tenant', 'type'}) or {}
         local want_status = SOURCES[src][3]
         if status ~= '' then want_status = {[status] = true} end
         if t.status and want_status[t.status] and (tenant == '' or t.tenant == tenant)

@@ -12,16 +12,21 @@
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
 --   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:
 --   ARGV[1]  integer  bound: most tasks moved in this call (1..1000)
 --
 -- Returns: {now_ms, promoted_count, next_run_at_ms (-1 when nothing is scheduled)}
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT <key> (a queue key of another Redis type; nothing written). Due
+--   entries that cannot be promoted (lib.lua: corrupt or foreign state) are dropped and counted
+--   in stats `total:repaired`.
 -- Emits: queued (from = scheduled | retrying), one per promoted task.
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
 if not bound then return redis.error_reply(e) end
+local bad = check_keys({3, 4, 11, 12, 14, 15})
+if bad then return bad end
 local n = promote_due(now, bound)
 return {now, n, first_score(K_SCHEDULED)}

@@ -12,20 +12,26 @@
 -- ARGV:
 --   ARGV[1..] string  task ids (1..1000)
 --
--- Returns: {now_ms, {result, ...}} with one result per id: 'purged', 'notfound', or the task's
---   status when it is not dead (nothing is deleted then).
--- Errors: INVALID.
+-- Returns: {now_ms, {result, ...}} with one result per id: 'purged', 'notfound', 'corrupt', or
+--   the task's status when it is not dead (nothing is deleted then).
+-- Errors: INVALID; CORRUPT (a queue key it writes holds foreign data; nothing written). A dead
+--   task whose hash is not a hash answers 'corrupt' and is left as it is; one without a tenant
+--   is purged (only the queue's counter is decremented).
 -- Emits: purged, one per task.
 
 local now = now_ms()
 if #ARGV < 1 or #ARGV > 1000 then
   return redis.error_reply('INVALID between 1 and 1000 ids')
 end
+local bad = check_keys({6, 11, 12})
+if bad then return bad end
 local out = {}
 for i = 1, #ARGV do
   local id = ARGV[i]
   local t = fields(id, {'status', 'tenant', 'attempt'})
-  if not t.status then
+  if not t then
+    out[i] = 'corrupt'
+  elseif not t.status then
     redis.call('ZREM', K_DEAD, id)
     out[i] = 'notfound'
   elseif t.status ~= 'dead' then
@@ -33,10 +39,12 @@ for i = 1, #ARGV do
   else
     redis.call('ZREM', K_DEAD, id)
     redis.call('DEL', task_key(id))
-    redis.call('HINCRBY', K_STATS, 'n:dead', -1)
-    redis.call('HINCRBY', tenant_key(t.tenant), 'n:dead', -1)
-    redis.call('HINCRBY', K_STATS, 'total:purged', 1)
-    emit(now, 'purged', id, t.tenant, tonumber(t.attempt) or 0, nil)
+    hincr(K_STATS, 'n:dead', -1)
+    if t.tenant and t.tenant ~= '' and not type_error(tenant_key(t.tenant), 'hash') then
+      hincr(tenant_key(t.tenant), 'n:dead', -1)
+    end
+    hincr(K_STATS, 'total:purged', 1)
+    emit(now, 'purged', id, t.tenant or '', num(t.attempt, 0), nil)
     out[i] = 'purged'
   end
 end

@@ -12,10 +12,13 @@
 --
 -- Returns: mode add: {now_ms, 1 when the name was new else 0};
 --   mode list: {now_ms, {name, ...}} sorted by name.
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT (orq:queues holds another Redis type than a SET).
 -- Emits: nothing.
 
 local now = now_ms()
+if #KEYS ~= 1 then return redis.error_reply('INVALID expected 1 key, got ' .. #KEYS) end
+local bad = type_error(KEYS[1], 'set')
+if bad then return bad end
 if ARGV[1] == 'add' then
   if not ARGV[2] or ARGV[2] == '' then return redis.error_reply('INVALID queue name is required') end
   return {now, redis.call('SADD', KEYS[1], ARGV[2])}

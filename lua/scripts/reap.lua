@@ -6,6 +6,7 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
 --   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
 --   KEYS[6]  orq:{q}:dead        ZSET score=time of death ms
@@ -14,6 +15,7 @@
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --
 -- ARGV:
 --   ARGV[1]  integer  bound: most leases reaped in this call (1..1000)
@@ -22,7 +24,9 @@
 --   ARGV[4]  integer  trim bound: most finished tasks deleted per index (0..1000)
 --
 -- Returns: {now_ms, reaped_count, trimmed_count, next_deadline_ms (-1 when nothing is leased)}
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT <key> (a queue key of another Redis type; nothing written). Expired or
+--   trimmed entries that cannot be acted on (lib.lua: corrupt or foreign state) are dropped and
+--   counted in stats `total:repaired`.
 -- Emits: retrying or dead, one per reaped lease.
 
 local now = now_ms()
@@ -37,6 +41,8 @@ if not retention then return redis.error_reply(e) end
 local trim
 trim, e = arg_int(ARGV[4], 'trim bound', 0, 1000)
 if not trim then return redis.error_reply(e) end
+local bad = check_keys({3, 4, 5, 6, 7, 8, 11, 12, 15})
+if bad then return bad end
 local reaped = reap_expired(now, bound, seed)
 local trimmed = 0
 if trim > 0 then trimmed = trim_finished(now, retention, trim) end

@@ -12,31 +12,35 @@
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
 --   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --
 -- ARGV:
 --   ARGV[1]  string   task id
 --   ARGV[2]  string   lease token
 --
 -- Returns: {now_ms, 'released' | 'again'}
--- Errors: NOTFOUND; STALE; CANCELLED; INVALID (no id or token).
+-- Errors: NOTFOUND; STALE; CANCELLED; INVALID (no id or token); CORRUPT (a key it writes holds
+--   foreign data, or the task has no tenant; nothing written).
 -- Emits: released.
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]
 local missing = require_args({'id', 'token'})
 if missing then return missing end
-local state = check_lease(id, token, 'released')
+local bad = check_keys({3, 5, 11, 12, 14, 15})
+if bad then return bad end
+local state = check_lease(id, token, 'released', true)
 if state == 'again' then
   return {now, 'again'}
 elseif state ~= 'ok' then
   return state
 end
 local t = fields(id, {'tenant', 'priority', 'attempt', 'worker'})
-local attempt = (tonumber(t.attempt) or 1) - 1
+local attempt = num(t.attempt, 1) - 1
 if attempt < 0 then attempt = 0 end
 redis.call('ZREM', K_LEASES, id)
 redis.call('HSET', task_key(id), 'attempt', istr(attempt), 'outcome', 'released', 'lease_exp', '',
   'worker', '')
-to_ready(id, t.tenant, tonumber(t.priority) or 0, 'leased', now)
+to_ready(id, t.tenant, priority_of(t.priority), 'leased', now)
 emit(now, 'released', id, t.tenant, attempt, {'w', t.worker or ''})
 return {now, 'released'}

@@ -24,17 +24,23 @@
 --   ARGV[4]  integer  most tasks to replay (1..10000)
 --   ARGV[5]  integer  most DLQ entries to examine (1..100000)
 --
--- Returns, mode ids: {now_ms, {result, ...}} with one result per id: 'replayed', 'notfound' or
---   the task's status when it is not dead.
+-- Returns, mode ids: {now_ms, {result, ...}} with one result per id: 'replayed', 'notfound',
+--   'corrupt' (see Errors) or the task's status when it is not dead.
 -- Returns, mode filter: {now_ms, replayed_count, more} where more is 1 when the scan stopped at a
 --   bound with DLQ entries left unexamined.
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT (a queue key it writes holds foreign data; nothing written; a dead
+--   task that cannot be replayed because its hash is not a hash, it has no tenant or its
+--   tenant's keys hold foreign data answers 'corrupt' in mode ids, and is skipped in mode
+--   filter).
 -- Emits: replayed, one per task.
 
 local now = now_ms()
 
 local function replay_one(id)
   local t = fields(id, {'status', 'tenant', 'priority', 'type'})
+  if not t then
+    return 'corrupt'
+  end
   if not t.status then
     redis.call('ZREM', K_DEAD, id)
     return 'notfound'
@@ -42,14 +48,20 @@ local function replay_one(id)
   if t.status ~= 'dead' then
     return t.status
   end
+  if tenant_error(t.tenant) then
+    return 'corrupt'
+  end
   redis.call('ZREM', K_DEAD, id)
-  redis.call('HINCRBY', task_key(id), 'replays', 1)
+  hincr(task_key(id), 'replays', 1)
   redis.call('HSET', task_key(id), 'attempt', '0', 'finished_at', '', 'outcome', 'replayed')
-  to_ready(id, t.tenant, tonumber(t.priority) or 0, 'dead', now)
-  redis.call('HINCRBY', K_STATS, 'total:replayed', 1)
+  to_ready(id, t.tenant, priority_of(t.priority), 'dead', now)
+  hincr(K_STATS, 'total:replayed', 1)
   emit(now, 'replayed', id, t.tenant, 0, nil)
   return 'replayed'
 end
+
+local bad = check_keys({3, 6, 11, 12, 14, 15})
+if bad then return bad end
 
 if ARGV[1] == 'ids' then
   if #ARGV < 2 or #ARGV > 1001 then
@@ -74,7 +86,7 @@ elseif ARGV[1] == 'filter' then
     if n >= limit then break end
     examined = i
     local id = ids[i]
-    local t = fields(id, {'tenant', 'type'})
+    local t = fields(id, {'tenant', 'type'}) or {}
     if (tenant == '' or t.tenant == tenant) and (ttype == '' or t.type == ttype) then
       if replay_one(id) == 'replayed' then n = n + 1 end
     end

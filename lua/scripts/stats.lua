@@ -25,10 +25,13 @@
 --   next rate-limit token is due;
 --   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD);
 --   config_fields: the queue's config hash, flat.
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT <key> (a queue key holds another Redis type). A tenant whose own keys
+--   hold another type is reported with no fields and no ready tasks.
 -- Emits: nothing.
 
 local now = now_ms()
+local bad = check_keys({4, 5, 6, 7, 8, 11, 13, 14, 15})
+if bad then return bad end
 local max, e = arg_int(ARGV[1], 'tenants', 0, 10000)
 if not max then return redis.error_reply(e) end
 local tenants = {}
@@ -36,8 +39,11 @@ if max > 0 then
   local names = redis.call('ZRANGE', K_KNOWN, 0, max - 1)
   for i = 1, #names do
     local t = names[i]
-    tenants[i] = {t, redis.call('HGETALL', tenant_key(t)), redis.call('ZCARD', ready_key(t)),
-      tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
+    local h = redis.pcall('HGETALL', tenant_key(t))
+    if h.err then h = {} end
+    local ready = redis.pcall('ZCARD', ready_key(t))
+    if type(ready) ~= 'number' then ready = 0 end
+    tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
   end
 end
 local sizes = {redis.call('ZCARD', K_SCHEDULED), redis.call('ZCARD', K_LEASES),

@@ -14,10 +14,13 @@
 -- Returns: {now_ms, {{worker, last_seen_ms}, ...}, {lease, ...}, leases_total}
 --   lease: {task_id, worker, type, tenant, leased_at_ms, lease_exp_ms, hb_at_ms}; hb_at_ms is the
 --   last heartbeat, or leased_at_ms when none came yet.
--- Errors: INVALID.
+-- Errors: INVALID; CORRUPT <key> (the leases or workers key holds another Redis type). Leases
+--   whose task hash is missing or of another type are skipped.
 -- Emits: nothing.
 
 local now = now_ms()
+local bad = check_keys({5, 16})
+if bad then return bad end
 local max_workers, e = arg_int(ARGV[1], 'workers', 1, 10000)
 if not max_workers then return redis.error_reply(e) end
 local max_leases
@@ -32,14 +35,14 @@ local leases = {}
 if max_leases > 0 then
   local ids = redis.call('ZRANGE', K_LEASES, 0, max_leases - 1)
   for i = 1, #ids do
-    local t = fields(ids[i], {'worker', 'type', 'tenant', 'leased_at', 'lease_exp', 'hb_at'})
+    local t = fields(ids[i], {'worker', 'type', 'tenant', 'leased_at', 'lease_exp', 'hb_at'}) or {}
     if t.tenant then
-      local leased_at = tonumber(t.leased_at) or 0
+      local leased_at = num(t.leased_at, 0)
       -- hb_at may be left from an earlier lease of the task: only a later one counts.
-      local hb = tonumber(t.hb_at)
+      local hb = num(t.hb_at, nil)
       if not hb or hb < leased_at then hb = leased_at end
       leases[#leases + 1] = {ids[i], t.worker or '', t.type or '', t.tenant, leased_at,
-        tonumber(t.lease_exp) or 0, hb}
+        num(t.lease_exp, 0), hb}
     end
   end
 end

@@ -105,6 +105,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("set", -3, First, set),
     cmd!("del", -2, All, del),
     cmd!("exists", -2, All, exists),
+    cmd!("type", 2, First, type_of),
     cmd!("pttl", 2, First, pttl),
     cmd!("ttl", 2, First, ttl),
     cmd!("hget", 3, First, hget),
@@ -414,6 +415,11 @@ fn del(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
 
 fn exists(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     int(args[1..].iter().filter(|k| ex.db.get(k).is_some()).count())
+}
+
+fn type_of(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    let name = ex.db.get(&args[1]).map_or("none", Value::type_name);
+    Resp::Status(name.to_string())
 }
 
 fn ttl_generic(ex: &mut Exec<'_>, key: &[u8], ms: bool) -> Resp {

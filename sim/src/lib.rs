@@ -10,7 +10,7 @@
 //! simulation harness ([`harness`]) runs the real engine against it on a virtual clock.
 //!
 //! Modelled commands: TIME; GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), DEL, EXISTS,
-//! PTTL, TTL; HGET, HSET, HMGET, HGETALL, HINCRBY, HDEL; ZADD (NX, XX, GT, LT, CH, INCR), ZREM,
+//! TYPE, PTTL, TTL; HGET, HSET, HMGET, HGETALL, HINCRBY, HDEL; ZADD (NX, XX, GT, LT, CH, INCR), ZREM,
 //! ZCARD, ZSCORE, ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES), ZREVRANGE, ZRANGEBYSCORE,
 //! ZPOPMIN; SADD, SREM, SMEMBERS, SISMEMBER, SCARD; XADD (NOMKSTREAM, MAXLEN [=] n, `*`,
 //! `<ms>-*` and explicit IDs), XLEN, XRANGE (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP,

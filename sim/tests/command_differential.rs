@@ -260,6 +260,7 @@ fn strings() -> BoxedStrategy<Cmd> {
             c.extend(ks);
             c
         }),
+        pick(KEYS).prop_map(|k| s(&["TYPE", &k])),
         pick(KEYS).prop_map(|k| s(&["PTTL", &k])),
         pick(KEYS).prop_map(|k| s(&["TTL", &k])),
     ]
@@ -728,8 +729,8 @@ fn differential(name: &str, seed: u64, family: fn() -> BoxedStrategy<Cmd>) -> u3
     ran
 }
 
-// Goal: string and keyspace commands (GET, SET with every option, DEL, EXISTS, PTTL, TTL) reply
-// and change the keyspace exactly as Redis 7.0 does.
+// Goal: string and keyspace commands (GET, SET with every option, DEL, EXISTS, TYPE, PTTL, TTL)
+// reply and change the keyspace exactly as Redis 7.0 does.
 #[test]
 fn string_and_keyspace_commands_match_redis() {
     differential("strings", 1, strings);

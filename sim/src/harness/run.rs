@@ -146,6 +146,14 @@ fn start_scheduler(world: &Arc<World>, name: &str) -> JoinHandle<()> {
     tokio::spawn(async move { s.run(CancellationToken::new()).await })
 }
 
+/// True when `id` was accepted at or after the rollback point of a lossy restart, so the store
+/// may have lost it (the same rule as the end-of-run accounting in the checker).
+fn lost_to_rollback(world: &World, id: &str) -> bool {
+    let st = world.state.lock().unwrap();
+    let l = &st.ledger;
+    matches!((l.rollback_point_ms, l.accepted.get(id)), (Some(p), Some(&at)) if at >= p)
+}
+
 /// The client actor: submits the workload over the submit window (retrying with the same
 /// idempotency key after a store error), and cancels a few tasks.
 async fn client(world: Arc<World>) {
@@ -216,6 +224,9 @@ async fn client(world: Arc<World>) {
                         tokio::time::sleep(Duration::from_millis(20)).await
                     }
                     Ok(_) | Err(Error::Conflict { .. }) => break,
+                    // A lossy restart may lose a task accepted after its rollback point (the
+                    // checker allows it): cancelling it then finds nothing.
+                    Err(Error::NotFound { .. }) if lost_to_rollback(&world, &id) => break,
                     Err(e) => {
                         world.violate(format!("client: cancel of {id} failed: {e}"));
                         return;

@@ -216,8 +216,8 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         PlantedBug::None | PlantedBug::WorkerIgnoresLostLease => {}
         PlantedBug::CompleteIgnoresToken => patch(
             "complete",
-            "local state = check_lease(id, token, 'completed')",
-            "local state = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, 'completed')",
+            "local state = check_lease(id, token, 'completed', true)",
+            "local state = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, 'completed', true)",
         ),
         PlantedBug::LeaseIgnoresRunAt => patch(
             "lease",
@@ -226,7 +226,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         ),
         PlantedBug::LeaseIgnoresMaxInflight => patch(
             "lease",
-            "if cap and cap > 0 and (tonumber(th['n:leased']) or 0) >= cap then",
+            "if cap > 0 and num(th['n:leased'], 0) >= cap then",
             "if false then",
         ),
         PlantedBug::LeaseIgnoresRateLimit => patch(
