@@ -57,7 +57,7 @@ export default function TasksPage() {
           </button>
         }
       >
-        {showForm && <SubmitForm key={queue} queue={queue} onSubmitted={() => page.reload()} />}
+        {showForm && <SubmitForm queue={queue} onSubmitted={() => page.reload()} />}
       </Card>
       <Card
         title="Tasks"
