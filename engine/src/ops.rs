@@ -148,6 +148,73 @@ pub async fn complete(
     reported(op, items(op, &reply, id)?)
 }
 
+/// Most items one [`complete_batch`] call may carry.
+pub const COMPLETE_BATCH_MAX: usize = 100;
+
+/// One success to record with [`complete_batch`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The task id.
+    pub id: String,
+    /// The lease token the task was leased with.
+    pub token: String,
+    /// The handler's result (JSON text).
+    pub result: String,
+}
+
+/// Record up to [`COMPLETE_BATCH_MAX`] successes in one script call (`complete_batch`: the
+/// worker's group commit). Returns the store's time (ms) and one result per item, in order, each
+/// what [`complete`] would answer for that item alone (`Stale`, `Cancelled`, `NotFound`, ...).
+/// Safe to retry with the same tokens. Errors for the whole call: an unreachable store,
+/// `Invalid` (no items, too many, an empty id or token), `Protocol` (a queue key holds foreign
+/// data).
+pub async fn complete_batch(
+    store: &dyn Store,
+    queue: &str,
+    batch: &[Completion],
+) -> Result<(u64, Vec<Result<Reported>>)> {
+    let op = "complete_batch";
+    if batch.is_empty() || batch.len() > COMPLETE_BATCH_MAX {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "a completion batch holds 1..={COMPLETE_BATCH_MAX} items, not {}",
+                batch.len()
+            ),
+        ));
+    }
+    let mut args = Vec::with_capacity(3 + 3 * batch.len());
+    args.push(arg(RETENTION_MS));
+    args.push(arg(TRIM_BOUND));
+    args.push(arg(batch.len()));
+    for c in batch {
+        args.push(arg(&c.id));
+        args.push(arg(&c.token));
+        args.push(c.result.clone().into_bytes());
+    }
+    let reply = call(store, op, queue, args).await?;
+    let it = items(op, &reply, "")?;
+    let now = int_at(op, it, 0)? as u64;
+    let outcomes = array_at(op, it, 1)?;
+    if outcomes.len() != batch.len() {
+        return Err(Error::protocol(
+            op,
+            format!("{} outcomes for {} items", outcomes.len(), batch.len()),
+        ));
+    }
+    let results = outcomes
+        .iter()
+        .zip(batch)
+        .map(|(o, c)| match o.as_str() {
+            Some("completed") => Ok(Reported::Applied),
+            Some("again") => Ok(Reported::AlreadyApplied),
+            Some(text) => Err(Error::from_script(op, text, &c.id)),
+            None => Err(Error::protocol(op, "an outcome is not text")),
+        })
+        .collect();
+    Ok((now, results))
+}
+
 /// Record a failed attempt. `retryable: false` sends the task straight to the DLQ; `jitter` in
 /// `[0, 1)` is the backoff jitter draw. Safe to retry with the same token.
 pub async fn fail(

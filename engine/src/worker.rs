@@ -5,12 +5,13 @@
 use crate::client::Client;
 use crate::clock::{Clock, Entropy};
 use crate::error::Error;
-use crate::ops::{self, LEASE_BATCH_MAX};
+use crate::ops::{self, Completion, Reported, COMPLETE_BATCH_MAX, LEASE_BATCH_MAX};
 use crate::store::Store;
 use crate::task::Task;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -187,6 +188,53 @@ pub fn lease_still_held(reply: &Result<(u64, u64), Error>) -> bool {
     )
 }
 
+/// A success waiting for the completer: the queue, the completion, and where to send its result.
+type PendingCompletion = (String, Completion, oneshot::Sender<Result<Reported, Error>>);
+
+/// The group commit of successes: takes every completion waiting when it is free, and records
+/// them with one `complete_batch` call per queue (up to [`COMPLETE_BATCH_MAX`] items each), so
+/// under load one call carries many tasks while a lone completion is sent at once. Each sender
+/// gets its item's own result (or the call's error). Runs until every sender is gone.
+async fn complete_in_batches(
+    store: Arc<dyn Store>,
+    mut rx: mpsc::UnboundedReceiver<PendingCompletion>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut pending = vec![first];
+        while let Ok(next) = rx.try_recv() {
+            pending.push(next);
+        }
+        // Grouped by queue in first-seen order (deterministic under the simulator).
+        let mut groups: Vec<(String, Vec<PendingCompletion>)> = Vec::new();
+        for p in pending {
+            match groups.iter_mut().find(|(q, _)| *q == p.0) {
+                Some((_, g)) => g.push(p),
+                None => groups.push((p.0.clone(), vec![p])),
+            }
+        }
+        for (queue, group) in groups {
+            let mut group = group.into_iter().peekable();
+            while group.peek().is_some() {
+                let chunk: Vec<PendingCompletion> =
+                    group.by_ref().take(COMPLETE_BATCH_MAX).collect();
+                let batch: Vec<Completion> = chunk.iter().map(|p| p.1.clone()).collect();
+                match ops::complete_batch(&*store, &queue, &batch).await {
+                    Ok((_, results)) => {
+                        for (p, r) in chunk.into_iter().zip(results) {
+                            let _ = p.2.send(r);
+                        }
+                    }
+                    Err(e) => {
+                        for p in chunk {
+                            let _ = p.2.send(Err(e.clone()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// A pool of workers. Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
@@ -235,6 +283,10 @@ impl Worker {
         let inner = &self.inner;
         let hard_stop = CancellationToken::new();
         let mut in_flight: JoinSet<()> = JoinSet::new();
+        // The completer lives in a set of its own, so that it stops when this future is dropped.
+        let mut completer: JoinSet<()> = JoinSet::new();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        completer.spawn(complete_in_batches(inner.store.clone(), done_rx));
         let mut queues: Vec<String> = inner.config.queues.clone();
         let mut queues_refreshed_ms = 0u64;
         let mut rotate = 0usize;
@@ -302,13 +354,14 @@ impl Worker {
                             free -= 1;
                             let inner = self.inner.clone();
                             let hard = hard_stop.clone();
+                            let done = done_tx.clone();
                             let local_deadline_ms = task
                                 .lease
                                 .as_ref()
                                 .map(|l| now + l.expires_at_ms.saturating_sub(batch.now_ms))
                                 .unwrap_or(now);
                             in_flight.spawn(async move {
-                                inner.run_task(task, local_deadline_ms, hard).await;
+                                inner.run_task(task, local_deadline_ms, hard, done).await;
                             });
                         }
                     }
@@ -352,6 +405,8 @@ impl Worker {
                 }
             }
         }
+        drop(done_tx);
+        completer.abort_all();
         tracing::info!(worker = %inner.config.id, "worker stopped");
     }
 
@@ -388,6 +443,7 @@ impl Inner {
         task: Task,
         local_deadline_ms: u64,
         hard_stop: CancellationToken,
+        done: mpsc::UnboundedSender<PendingCompletion>,
     ) {
         let Some(lease) = task.lease.clone() else {
             return;
@@ -397,7 +453,7 @@ impl Inner {
         let outcome = self
             .execute(task, lease.clone(), local_deadline_ms, hard_stop)
             .await;
-        self.report(&queue, &id, &lease.token, outcome).await;
+        self.report(&queue, &id, &lease.token, outcome, &done).await;
     }
 
     /// Run the handler under heartbeats, timeout and cancellation; return how it ended.
@@ -471,12 +527,35 @@ impl Inner {
     }
 
     /// Report `outcome`, retrying while the store is unreachable (the scripts are idempotent
-    /// under the same token, so a retry after a lost reply applies nothing twice).
-    async fn report(&self, queue: &str, id: &str, token: &str, outcome: Outcome) {
+    /// under the same token, so a retry after a lost reply applies nothing twice). Successes go
+    /// through the pool's completer (group commit); failures and releases are sent at once.
+    async fn report(
+        &self,
+        queue: &str,
+        id: &str,
+        token: &str,
+        outcome: Outcome,
+        done: &mpsc::UnboundedSender<PendingCompletion>,
+    ) {
         const ATTEMPTS: u32 = 20;
         for attempt in 0..ATTEMPTS {
             let result = match &outcome {
-                Outcome::Succeeded(v) => ops::complete(&*self.store, queue, id, token, v).await,
+                Outcome::Succeeded(v) => {
+                    let (tx, rx) = oneshot::channel();
+                    let item = Completion {
+                        id: id.to_string(),
+                        token: token.to_string(),
+                        result: v.clone(),
+                    };
+                    if done.send((queue.to_string(), item, tx)).is_err() {
+                        return;
+                    }
+                    match rx.await {
+                        Ok(r) => r,
+                        // The completer stopped: the pool is being torn down.
+                        Err(_) => return,
+                    }
+                }
                 Outcome::Failed(e) => {
                     ops::fail(
                         &*self.store,

@@ -39,21 +39,11 @@ if not trim then return redis.error_reply(e) end
 if result == nil then return redis.error_reply('INVALID result is required') end
 local bad = check_keys({3, 5, 7, 8, 11, 12, 15})
 if bad then return bad end
-local state = check_lease(id, token, 'completed', true)
+local state = complete_task(id, token, result, now, nil)
 if state == 'again' then
   return {now, 'again'}
-elseif state ~= 'ok' then
+elseif state ~= 'completed' then
   return state
 end
-local t = fields(id, {'tenant', 'attempt', 'worker', 'leased_at'})
-redis.call('ZREM', K_LEASES, id)
-redis.call('ZADD', K_COMPLETED, istr(now), id)
-redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
-  'outcome', 'completed', 'lease_exp', '')
-hincr(K_STATS, 'total:completed', 1)
-count_completion(t.tenant, now)
-set_status(id, t.tenant, 'leased', 'completed')
-local run = math.max(0, now - num(t.leased_at, now))
-emit(now, 'completed', id, t.tenant, num(t.attempt, 0), {'w', t.worker or '', 'run_ms', istr(run)})
 if trim > 0 then trim_finished(now, retention, trim) end
 return {now, 'completed'}

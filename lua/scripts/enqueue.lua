@@ -40,7 +40,8 @@
 --
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {created, fields} where
 --   created is 1 for a new task and 0 when an idempotency key (or the id) matched an existing
---   task, and fields is the task hash as a flat name/value array (HGETALL); fresh is 1 when the
+--   task, and fields is the task hash as a flat name/value array (HGETALL of an existing task; for
+--   a new task the fields as written, in insertion order); fresh is 1 when the
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
 --   or the first since the store lost its data, so the caller records the queue in the registry
 --   orq:queues again), else 0.
@@ -162,6 +163,7 @@ for i = 1, n do
   local existing
   existing, bad = existing_task(it)
   if bad then return bad end
+  it.existed = existing
   if not dup and not existing then
     adding[it.tenant] = (adding[it.tenant] or 0) + 1
   end
@@ -182,15 +184,39 @@ for i = 1, n do
   end
 end
 
+-- The writes. Per task: one HSET of the whole record (status included), one XADD; per call: the
+-- ready sets (one ZADD per tenant), the scheduled set, the known tenants, the sequence and the
+-- status counters (deferred, lib.lua), and one trim of the event stream. The reply is built from
+-- the values written, in the order HGETALL returns them.
+defer_events()
+defer_counts()
+local step = aging_step()
+local seq, seq_first = nil, nil
+local vtime = nil
+local ready = {}          -- tenant -> {score, id, score, id, ...}, tenants in first-use order
+local scheduled = {}      -- {score, id, ...}
+local known = {}          -- tenant -> true once ZADDed to the known tenants this call
+local created_ids = {}    -- ids created by earlier items of this batch
 local out = {}
 for i = 1, n do
   local it = items[i]
-  local existing = existing_task(it)
+  -- An item without an idempotency key matches only its own id: checked before the writes, or
+  -- created by an earlier item of this batch. With a key, earlier items may have set it.
+  local existing
+  if it.idem ~= '' then
+    existing = existing_task(it)
+  else
+    existing = it.existed or (created_ids[it.id] and it.id)
+  end
   if existing then
     out[i] = {0, redis.call('HGETALL', task_key(existing))}
   else
     local key = task_key(it.id)
-    local fieldsv = {'HSET', key, 'id', it.id, 'queue', queue, 'tenant', it.tenant, 'type', it.type,
+    local status = 'queued'
+    if it.run_at > now then
+      status = 'scheduled'
+    end
+    local fieldsv = {'id', it.id, 'queue', queue, 'tenant', it.tenant, 'type', it.type,
       'payload', it.payload, 'priority', istr(it.priority), 'attempt', '0',
       'max_retries', istr(it.max_retries), 'b_init', istr(it.b_init), 'b_mult', fstr(it.b_mult),
       'b_max', istr(it.b_max), 'b_jitter', fstr(it.b_jitter), 'lease_ms', istr(it.lease_ms),
@@ -204,18 +230,66 @@ for i = 1, n do
       fieldsv[#fieldsv + 1] = it.idem
       redis.call('SET', K_IDEM .. it.tenant .. ':' .. it.idem, it.id, 'PX', it.idem_ttl)
     end
-    redis.call(unpack(fieldsv))
-    redis.call('ZADD', K_KNOWN, 0, it.tenant)
-    hincr(K_STATS, 'total:enqueued', 1)
-    if it.run_at > now then
-      redis.call('ZADD', K_SCHEDULED, istr(it.run_at), it.id)
-      set_status(it.id, it.tenant, nil, 'scheduled')
+    fieldsv[#fieldsv + 1] = 'status'
+    fieldsv[#fieldsv + 1] = status
+    redis.call('HSET', key, unpack(fieldsv))
+    created_ids[it.id] = true
+    if not known[it.tenant] then
+      known[it.tenant] = true
+      redis.call('ZADD', K_KNOWN, 0, it.tenant)
+    end
+    count(K_STATS, 'total:enqueued', 1)
+    count(K_STATS, 'n:' .. status, 1)
+    count(tenant_key(it.tenant), 'n:' .. status, 1)
+    if status == 'scheduled' then
+      scheduled[#scheduled + 1] = istr(it.run_at)
+      scheduled[#scheduled + 1] = it.id
       emit(now, 'scheduled', it.id, it.tenant, 0, {'run_at', istr(it.run_at)})
     else
-      to_ready(it.id, it.tenant, it.priority, nil, now)
+      -- The queue sequence: one HINCRBY for the first ready task (which repairs a garbage
+      -- counter), then counted locally and written back once.
+      if seq == nil then
+        seq = hincr(K_STATS, 'seq', 1)
+        seq_first = seq
+      else
+        seq = seq + 1
+      end
+      local score
+      if step > 0 then
+        score = aged_score(now, it.priority, step, seq)
+      else
+        score = istr((9 - it.priority) * PRIO_SPAN + seq)
+      end
+      local r = ready[it.tenant]
+      if not r then
+        r = {}
+        ready[it.tenant] = r
+        ready[#ready + 1] = it.tenant
+        -- The tenant becomes eligible for fair share at the queue's virtual time when it was
+        -- idle (a parked tenant stays parked).
+        if not redis.call('ZSCORE', K_PARKED, it.tenant) then
+          if vtime == nil then vtime = fstr(queue_vtime()) end
+          redis.call('ZADD', K_TENANTS, 'NX', vtime, it.tenant)
+        end
+      end
+      r[#r + 1] = score
+      r[#r + 1] = it.id
       emit(now, 'queued', it.id, it.tenant, 0, nil)
     end
-    out[i] = {1, redis.call('HGETALL', key)}
+    out[i] = {1, fieldsv}
   end
 end
+for j = 1, #ready do
+  local tenant = ready[j]
+  redis.call('ZADD', ready_key(tenant), unpack(ready[tenant]))
+end
+if #scheduled > 0 then
+  redis.call('ZADD', K_SCHEDULED, unpack(scheduled))
+end
+if seq ~= nil and seq > seq_first then
+  -- seq holds the last number handed out; the first HINCRBY stored only the first.
+  hincr(K_STATS, 'seq', seq - seq_first)
+end
+flush_counts()
+flush_events()
 return {now, out, fresh}

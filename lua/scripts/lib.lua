@@ -192,13 +192,65 @@ local function repaired(n)
   hincr(K_STATS, 'total:repaired', n)
 end
 
+-- Counter increments a batch script applies once at its end (`flush_counts`) instead of one
+-- HINCRBY per task: key -> field -> delta, with keys and fields in first-use order so the writes
+-- are the same on every store. Off (nil) unless the script calls `defer_counts()`; only counters
+-- that nothing reads before the flush are deferred (the status counters of `set_status`).
+local counts = nil
+
+local function defer_counts()
+  counts = {keys = {}, by_key = {}}
+end
+
+-- Add `delta` to the counter now, or at the flush when counters are deferred.
+local function count(key, field, delta)
+  if not counts then
+    hincr(key, field, delta)
+    return
+  end
+  local c = counts.by_key[key]
+  if not c then
+    c = {fields = {}, delta = {}}
+    counts.by_key[key] = c
+    counts.keys[#counts.keys + 1] = key
+  end
+  if c.delta[field] == nil then
+    c.fields[#c.fields + 1] = field
+    c.delta[field] = 0
+  end
+  c.delta[field] = c.delta[field] + delta
+end
+
+-- Apply the deferred counter increments (nothing when none are deferred).
+local function flush_counts()
+  if not counts then return end
+  for i = 1, #counts.keys do
+    local key = counts.keys[i]
+    local c = counts.by_key[key]
+    for j = 1, #c.fields do
+      local d = c.delta[c.fields[j]]
+      if d ~= 0 then
+        hincr(key, c.fields[j], d)
+      end
+    end
+  end
+  counts = {keys = {}, by_key = {}}
+end
+
 -- A CORRUPT error reply when one of the tenant's own keys (its ready set and its hash) holds
 -- another Redis type than orq's, or the tenant name is missing; else nil.
+local tenant_errors = {}
 local function tenant_error(tenant)
   if not tenant or tenant == '' then
     return redis.error_reply('CORRUPT task has no tenant')
   end
-  return type_error(ready_key(tenant), 'zset') or type_error(tenant_key(tenant), 'hash')
+  -- Checked once per call: a script writes only orq's types, so the answer cannot change.
+  local known = tenant_errors[tenant]
+  if known == nil then
+    known = type_error(ready_key(tenant), 'zset') or type_error(tenant_key(tenant), 'hash') or false
+    tenant_errors[tenant] = known
+  end
+  return known or nil
 end
 
 -- The queue's virtual time (a number; garbage reads as 0).
@@ -206,16 +258,42 @@ local function queue_vtime()
   return num(redis.call('HGET', K_STATS, 'vtime'), 0)
 end
 
+-- Whether this call trims the event stream once at its end (`events_deferred`) instead of with
+-- every XADD: a batch script calls `defer_events()` first and `flush_events()` before it returns.
+-- Exact trimming costs Redis about 4 us per XADD; one XTRIM per call costs about that per call.
+local events_deferred = false
+local events_emitted = 0
+
+-- Trim the event stream once at the end of the call (see `flush_events`).
+local function defer_events()
+  events_deferred = true
+end
+
 -- Append one event to the queue's stream. `fields` is a flat list of extra name/value pairs.
+-- The stream is trimmed to EVENTS_MAX exactly, with the XADD or (deferred) by `flush_events`.
 local function emit(now, kind, id, tenant, attempt, fields)
-  local args = {'XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
-    't', tenant, 'a', istr(attempt)}
+  local args
+  if events_deferred then
+    args = {'XADD', K_EVENTS, '*', 'k', kind, 'ts', istr(now), 'id', id, 't', tenant, 'a', istr(attempt)}
+  else
+    args = {'XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
+      't', tenant, 'a', istr(attempt)}
+  end
   if fields then
     for i = 1, #fields do
       args[#args + 1] = fields[i]
     end
   end
   redis.call(unpack(args))
+  events_emitted = events_emitted + 1
+end
+
+-- Trim the event stream to EVENTS_MAX when this call deferred trimming and emitted events.
+local function flush_events()
+  if events_deferred and events_emitted > 0 then
+    redis.call('XTRIM', K_EVENTS, 'MAXLEN', EVENTS_MAX)
+  end
+  events_emitted = 0
 end
 
 -- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored
@@ -241,11 +319,11 @@ end
 local function set_status(id, tenant, old, new)
   local tk = tenant_key(tenant)
   if old then
-    hincr(K_STATS, 'n:' .. old, -1)
-    hincr(tk, 'n:' .. old, -1)
+    count(K_STATS, 'n:' .. old, -1)
+    count(tk, 'n:' .. old, -1)
   end
-  hincr(K_STATS, 'n:' .. new, 1)
-  hincr(tk, 'n:' .. new, 1)
+  count(K_STATS, 'n:' .. new, 1)
+  count(tk, 'n:' .. new, 1)
   redis.call('HSET', task_key(id), 'status', new)
   if old == 'leased' and tonumber(redis.call('ZSCORE', K_PARKED, tenant)) == PARKED_CAPPED then
     unpark(tenant)
@@ -516,17 +594,17 @@ end
 -- Count a completion in the tenant's one-minute windows (fields c_win = window number,
 -- c_cur = completions in it, c_prev = in the window before), from which readers estimate the
 -- recent throughput with a sliding window: (c_prev x (1 - elapsed fraction) + c_cur) / 60 s.
-local function count_completion(tenant, now)
+local function count_completion(tenant, now, n)
   local key = tenant_key(tenant)
   local win = math.floor(now / 60000)
   local f = redis.call('HMGET', key, 'c_win', 'c_cur')
   local cur_win, cur = tonumber(f[1]), num(f[2], 0)
   if cur_win == win then
-    hincr(key, 'c_cur', 1)
+    hincr(key, 'c_cur', n)
   elseif cur_win == win - 1 then
-    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', istr(cur), 'c_cur', '1')
+    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', istr(cur), 'c_cur', istr(n))
   else
-    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', '0', 'c_cur', '1')
+    redis.call('HSET', key, 'c_win', istr(win), 'c_prev', '0', 'c_cur', istr(n))
   end
 end
 
@@ -539,13 +617,15 @@ local function first_score(key)
   return tonumber(r[2])
 end
 
--- The lease-holder check shared by heartbeat, complete, fail and release.
--- Returns 'ok' when `token` holds the live lease; 'again' when the same token already ended the
+-- The lease-holder check shared by heartbeat, complete, fail and release. Reads the task fields
+-- `names` (default LEASE_FIELDS; they must include those four).
+-- Returns 'ok' and the fields when `token` holds the live lease; 'again' when the same token already ended the
 -- lease with `op` (a retried call whose reply was lost); otherwise an error reply to return.
 -- With `need_tenant`, a live lease whose task has no tenant, or whose tenant's keys are of
 -- another type, is CORRUPT (the transition would update the tenant's counters).
-local function check_lease(id, token, op, need_tenant)
-  local t, bad = fields(id, {'status', 'token', 'outcome', 'tenant'})
+local LEASE_FIELDS = {'status', 'token', 'outcome', 'tenant'}
+local function check_lease(id, token, op, need_tenant, names)
+  local t, bad = fields(id, names or LEASE_FIELDS)
   if bad then
     return bad
   end
@@ -560,7 +640,7 @@ local function check_lease(id, token, op, need_tenant)
       local e = tenant_error(t.tenant)
       if e then return e end
     end
-    return 'ok'
+    return 'ok', t
   end
   if t.outcome == 'cancelled' then
     return redis.error_reply('CANCELLED task was cancelled')
@@ -569,4 +649,37 @@ local function check_lease(id, token, op, need_tenant)
     return 'again'
   end
   return redis.error_reply('STALE lease ended (' .. (t.outcome or '?') .. ')')
+end
+
+-- The fields `complete_task` reads: the lease check's and what the completed event reports.
+local COMPLETE_FIELDS = {'status', 'token', 'outcome', 'tenant', 'attempt', 'worker', 'leased_at'}
+
+-- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
+-- then the writes. `per_tenant` (optional) collects completions by tenant for the caller to count
+-- with `count_completion` once per tenant; without it they are counted here.
+-- Returns 'completed', 'again' (the same token completed it before), or an error reply
+-- (NOTFOUND, STALE, CANCELLED, CORRUPT; nothing written).
+local function complete_task(id, token, result, now, per_tenant)
+  local state, t = check_lease(id, token, 'completed', true, COMPLETE_FIELDS)
+  if state ~= 'ok' then
+    return state
+  end
+  redis.call('ZREM', K_LEASES, id)
+  redis.call('ZADD', K_COMPLETED, istr(now), id)
+  redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
+    'outcome', 'completed', 'lease_exp', '')
+  count(K_STATS, 'total:completed', 1)
+  if per_tenant then
+    if not per_tenant[t.tenant] then
+      per_tenant[#per_tenant + 1] = t.tenant
+      per_tenant[t.tenant] = 0
+    end
+    per_tenant[t.tenant] = per_tenant[t.tenant] + 1
+  else
+    count_completion(t.tenant, now, 1)
+  end
+  set_status(id, t.tenant, 'leased', 'completed')
+  local run = math.max(0, now - num(t.leased_at, now))
+  emit(now, 'completed', id, t.tenant, num(t.attempt, 0), {'w', t.worker or '', 'run_ms', istr(run)})
+  return 'completed'
 end

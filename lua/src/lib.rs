@@ -62,6 +62,7 @@ scripts!(
     "lease",
     "heartbeat",
     "complete",
+    "complete_batch",
     "fail",
     "release",
     "promote",

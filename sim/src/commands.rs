@@ -129,6 +129,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("scard", 2, First, scard),
     cmd!("xadd", -5, First, xadd),
     cmd!("xlen", 2, First, xlen),
+    cmd!("xtrim", -4, First, xtrim),
     cmd!("xrange", -4, First, xrange),
     cmd!("lpush", -3, First, lpush),
     cmd!("rpush", -3, First, rpush),
@@ -1101,6 +1102,47 @@ fn xadd(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
         s.trim_to(usize::try_from(n).unwrap_or(usize::MAX));
     }
     Resp::Bulk(id.to_string().into_bytes())
+}
+
+/// XTRIM key MAXLEN [=] n (`xtrimCommand` in t_stream.c): remove the oldest entries until at
+/// most n remain; replies with the count removed (0 for a missing key). Approximate trimming
+/// (`~`) and MINID are refused, as for XADD; LIMIT without `~` is Redis's own syntax error.
+fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    let o = args[2].as_slice();
+    if o.eq_ignore_ascii_case(b"minid") {
+        return err(APPROX_TRIM);
+    }
+    if !o.eq_ignore_ascii_case(b"maxlen") {
+        return err("ERR syntax error");
+    }
+    // `~` and `=` are operators only when a count follows them (`streamParseAddOrTrimArgsOrReply`).
+    let mut i = 3;
+    if args.len() > 4 {
+        match args[3].as_slice() {
+            b"~" => return err(APPROX_TRIM),
+            b"=" => i = 4,
+            _ => {}
+        }
+    }
+    let n = tri!(arg_i64(&args[i]));
+    if n < 0 {
+        return err("ERR The MAXLEN argument must be >= 0.");
+    }
+    match &args[i + 1..] {
+        [] => {}
+        [limit, count] if limit.eq_ignore_ascii_case(b"limit") => {
+            tri!(arg_i64(count));
+            return err("ERR syntax error, LIMIT cannot be used without the special ~ option");
+        }
+        _ => return err("ERR syntax error"),
+    }
+    if tri!(read_stream(ex.db, &args[1])).is_none() {
+        return int(0);
+    }
+    let Some(Value::Stream(s)) = ex.db.get_mut(&args[1]) else {
+        unreachable!("checked type")
+    };
+    int(s.trim_to(usize::try_from(n).unwrap_or(usize::MAX)))
 }
 
 fn xlen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {

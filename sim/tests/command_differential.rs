@@ -438,6 +438,13 @@ fn streams() -> BoxedStrategy<Cmd> {
                 c
             }),
         1 => xkey().prop_map(|k| s(&["XLEN", &k])),
+        1 => (xkey(), opt_case("maxlen"), prop::option::of(pick(&["="])), ints())
+            .prop_map(|(k, m, op, n)| {
+                let mut c = s(&["XTRIM", &k, &m]);
+                c.extend(op);
+                c.push(n);
+                c
+            }),
         2 => (
             xkey(),
             pick(RANGE_IDS),
@@ -755,7 +762,8 @@ fn set_commands_match_redis() {
     differential("sets", 4, sets);
 }
 
-// Goal: stream commands match Redis: XADD options and ID rules, exact MAXLEN trimming, XRANGE
+// Goal: stream commands match Redis: XADD options and ID rules, exact MAXLEN trimming (XADD and
+// XTRIM), XRANGE
 // bounds and COUNT.
 #[test]
 fn stream_commands_match_redis() {

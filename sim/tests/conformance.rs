@@ -402,7 +402,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash total:enqueued=1 seq=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash id=A queue=q tenant=t1 type=echo payload="{}" priority=5 attempt=0 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -453,7 +453,7 @@ const CASES: &[Case] = &[
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:t2" zset B=9895604649985
-            "orq:{q}:stats" hash total:enqueued=1 seq=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash id=A status=queued tenant=t1
             "orq:{q}:task:B" hash id=B queue=q tenant=t2 type=echo payload="{}" priority=0 attempt=0 max_retries=0 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1

@@ -1,6 +1,6 @@
 //! Per-script differential test: random sequences of transition calls (enqueue batches, lease,
-//! heartbeat, complete, fail, release, cancel, replay, purge, promote, reap, get, list, stats,
-//! queues) with random ARGV, valid and invalid, run on a private real Redis and on the model at
+//! heartbeat, complete, complete_batch, fail, release, cancel, replay, purge, promote, reap, get,
+//! list, stats, queues) with random ARGV, valid and invalid, run on a private real Redis and on the model at
 //! the same store time. After every step the replies must be equal, and so must a full dump of
 //! every key.
 //!
@@ -154,6 +154,12 @@ enum Op {
         retention: String,
         trim: String,
     },
+    CompleteBatch {
+        items: Vec<(TaskRef, Tok, String)>,
+        retention: String,
+        trim: String,
+        count: Option<String>,
+    },
     Fail {
         task: TaskRef,
         tok: Tok,
@@ -292,6 +298,8 @@ fn op() -> BoxedStrategy<Op> {
             .prop_map(|(task, tok, ext)| Op::Heartbeat { task, tok, ext }),
         6 => (task_ref(), tok(), pick(&["", "{\"ok\":true}"]), mostly(&["0", "5", "100000"], &["x", "-1"]), mostly(&["0", "10"], &["1001", "x"]))
             .prop_map(|(task, tok, result, retention, trim)| Op::Complete { task, tok, result, retention, trim }),
+        4 => (prop::collection::vec((task_ref(), tok(), pick(&["", "{\"ok\":true}"])), 1..5), mostly(&["0", "100000"], &["x"]), mostly(&["0", "10"], &["1001"]), prop::option::weighted(0.1, pick(&["0", "101", "x", "9"])))
+            .prop_map(|(items, retention, trim, count)| Op::CompleteBatch { items, retention, trim, count }),
         4 => (task_ref(), tok(), pick(&["boom", "line1\nline2", ""]), mostly(&["1", "0"], &["2", "x"]), mostly(&["0", "0.3", "0.99"], &["1.5", "x"]))
             .prop_map(|(task, tok, msg, retryable, r)| Op::Fail { task, tok, msg, retryable, r }),
         2 => (task_ref(), tok()).prop_map(|(task, tok)| Op::Release { task, tok }),
@@ -524,6 +532,25 @@ fn resolve_op(
                 keys,
                 vec![id, token, result.clone(), retention.clone(), trim.clone()],
             )
+        }
+        Op::CompleteBatch {
+            items,
+            retention,
+            trim,
+            count,
+        } => {
+            let mut argv = vec![
+                retention.clone(),
+                trim.clone(),
+                count.clone().unwrap_or_else(|| items.len().to_string()),
+            ];
+            for (task, tok, result) in items {
+                let id = known.task_by(*task);
+                argv.push(known.token(&id, *tok));
+                argv.insert(argv.len() - 1, id);
+                argv.push(result.clone());
+            }
+            (script("complete_batch"), keys, argv)
         }
         Op::Fail {
             task,

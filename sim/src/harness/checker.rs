@@ -70,12 +70,13 @@ pub struct Ledger {
     pub tenancy: TenancyStats,
 }
 
-/// The task's status and token before a call, for the calls that present a token.
+/// The task's status and token before a call, for each item of a call that presents a token.
 #[derive(Debug, Clone)]
 pub struct Pre {
     id: String,
+    token: String,
     status: Option<String>,
-    token: Option<String>,
+    current_token: Option<String>,
 }
 
 fn task_key(id: &str) -> String {
@@ -88,14 +89,60 @@ fn arg(args: &[Vec<u8>], i: usize) -> String {
         .unwrap_or_default()
 }
 
+/// The (task id, lease token) pairs a call presents: one for heartbeat / complete / fail /
+/// release (ARGV 1 and 2), one per item for complete_batch (triples after its three leading
+/// arguments), none for the other scripts.
+fn token_items(script: &str, args: &[Vec<u8>]) -> Vec<(String, String)> {
+    match script {
+        "heartbeat" | "complete" | "fail" | "release" => vec![(arg(args, 0), arg(args, 1))],
+        "complete_batch" => {
+            let n: usize = arg(args, 2).parse().unwrap_or(0);
+            (0..n.min(args.len() / 3))
+                .map(|i| (arg(args, 3 + 3 * i), arg(args, 4 + 3 * i)))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// How a call ended for each of its token items: `(error code, outcome text)`. A whole-call
+/// error reply is every item's error.
+fn item_replies<'a>(
+    script: &str,
+    reply: &'a Resp,
+    n: usize,
+) -> Vec<(Option<&'a str>, Option<&'a str>)> {
+    if let Some(code) = error_code(reply) {
+        return vec![(Some(code), None); n];
+    }
+    if script != "complete_batch" {
+        return vec![(None, outcome(reply)); n];
+    }
+    let outcomes = reply
+        .as_array()
+        .and_then(|a| a.get(1))
+        .and_then(Resp::as_array)
+        .unwrap_or_default();
+    (0..n)
+        .map(|i| match outcomes.get(i).and_then(Resp::as_str) {
+            Some("completed") => (None, Some("completed")),
+            Some("again") => (None, Some("again")),
+            Some(text) => (text.split(' ').next(), None),
+            None => (None, None),
+        })
+        .collect()
+}
+
 /// Record that a reply telling its caller that a lease is gone (STALE or CANCELLED) was
 /// delivered: from then on, that lease's handler must not perform its side effect. A reply that
 /// was lost tells nobody anything, so the store wrapper calls this only for delivered replies.
 pub fn delivered(w: &World, script: &str, args: &[Vec<u8>], reply: &Resp) {
-    if matches!(script, "heartbeat" | "complete" | "fail" | "release")
-        && matches!(error_code(reply), Some("STALE" | "CANCELLED"))
-    {
-        let (task, token) = (arg(args, 0), arg(args, 1));
+    let items = token_items(script, args);
+    let replies = item_replies(script, reply, items.len());
+    for ((task, token), (code, _)) in items.into_iter().zip(replies) {
+        if !matches!(code, Some("STALE" | "CANCELLED")) {
+            continue;
+        }
         w.state
             .lock()
             .unwrap()
@@ -111,23 +158,25 @@ pub fn delivered(w: &World, script: &str, args: &[Vec<u8>], reply: &Resp) {
     }
 }
 
-/// Read the task's status and token before calls that present a lease token.
-pub fn pre_call(w: &World, script: &str, args: &[Vec<u8>]) -> Option<Pre> {
-    if !matches!(script, "heartbeat" | "complete" | "fail" | "release") {
-        return None;
-    }
-    let id = arg(args, 0);
-    let key = task_key(&id);
-    let r = w
-        .store
-        .command(&[b"HMGET", key.as_bytes(), b"status", b"token"]);
-    let vals = r.as_array().unwrap_or_default();
-    let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).map(str::to_string);
-    Some(Pre {
-        id,
-        status: text(0),
-        token: text(1),
-    })
+/// Read each token item's task status and token before a call that presents tokens.
+pub fn pre_call(w: &World, script: &str, args: &[Vec<u8>]) -> Vec<Pre> {
+    token_items(script, args)
+        .into_iter()
+        .map(|(id, token)| {
+            let key = task_key(&id);
+            let r = w
+                .store
+                .command(&[b"HMGET", key.as_bytes(), b"status", b"token"]);
+            let vals = r.as_array().unwrap_or_default();
+            let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).map(str::to_string);
+            Pre {
+                id,
+                token,
+                status: text(0),
+                current_token: text(1),
+            }
+        })
+        .collect()
 }
 
 /// A reply's second item as text (`'completed'`, `'again'`, ...).
@@ -149,13 +198,12 @@ pub fn post_call(
     script: &str,
     args: &[Vec<u8>],
     reply: &Resp,
-    pre: Option<Pre>,
+    pre: Vec<Pre>,
 ) {
     let mut violations = Vec::new();
     {
         let mut st = w.state.lock().unwrap();
         let l = &mut st.ledger;
-        let token = arg(args, 1);
         if let Some(code) = error_code(reply) {
             if !matches!(code, "STALE" | "CANCELLED" | "NOTFOUND" | "CONFLICT") {
                 violations.push(format!(
@@ -163,24 +211,37 @@ pub fn post_call(
                 ));
             }
         }
-        // Check 2: an applied transition presented the current token of a leased task.
-        let applied = match script {
-            "heartbeat" => reply.as_array().is_some(),
-            "complete" => outcome(reply) == Some("completed"),
-            "fail" => matches!(outcome(reply), Some("retrying" | "dead")),
-            "release" => outcome(reply) == Some("released"),
-            _ => false,
-        };
-        if let (true, Some(p)) = (applied, &pre) {
-            if p.status.as_deref() != Some("leased") || p.token.as_deref() != Some(token.as_str()) {
+        let replies = item_replies(script, reply, pre.len());
+        for (p, (code, outcome)) in pre.iter().zip(replies) {
+            if let Some(code) = code {
+                if !matches!(code, "STALE" | "CANCELLED" | "NOTFOUND" | "CONFLICT") {
+                    violations.push(format!(
+                        "{actor}: {script} of task {} answered an unexpected error: {reply:?}",
+                        p.id
+                    ));
+                }
+            }
+            // Check 2: an applied transition presented the current token of a leased task.
+            let applied = match script {
+                "heartbeat" => reply.as_array().is_some(),
+                "complete" | "complete_batch" => outcome == Some("completed"),
+                "fail" => matches!(outcome, Some("retrying" | "dead")),
+                "release" => outcome == Some("released"),
+                _ => false,
+            };
+            if !applied {
+                continue;
+            }
+            let token = &p.token;
+            if p.status.as_deref() != Some("leased") || p.current_token.as_deref() != Some(token) {
                 violations.push(format!(
                     "{actor}: {script} of task {} was applied with token {token} while the task was \
                      {:?} with token {:?}",
-                    p.id, p.status, p.token
+                    p.id, p.status, p.current_token
                 ));
             }
             match script {
-                "complete" => {
+                "complete" | "complete_batch" => {
                     if let Some(prev) = l.completions.insert(p.id.clone(), token.clone()) {
                         if !l.rolled_back {
                             violations.push(format!(

@@ -214,11 +214,16 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
     };
     match bug {
         PlantedBug::None | PlantedBug::WorkerIgnoresLostLease => {}
-        PlantedBug::CompleteIgnoresToken => patch(
-            "complete",
-            "local state = check_lease(id, token, 'completed', true)",
-            "local state = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, 'completed', true)",
-        ),
+        PlantedBug::CompleteIgnoresToken => {
+            for name in ["complete", "complete_batch"] {
+                patch(
+                    name,
+                    "local state, t = check_lease(id, token, 'completed', true, COMPLETE_FIELDS)",
+                    "local state, t = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, \
+                     'completed', true, COMPLETE_FIELDS)",
+                );
+            }
+        }
         PlantedBug::LeaseIgnoresRunAt => patch(
             "lease",
             "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",

@@ -1,0 +1,79 @@
+-- complete_batch: record the success of up to 100 leased tasks in one call (a worker's group
+-- commit: the completions that finished while its previous call was in flight).
+--
+-- Transition: leased -> completed, per item, exactly as `complete` (the same lib function); each
+-- item succeeds or fails on its own. Idempotent per item: a retried item with the same token
+-- answers 'again' and changes nothing. Status counters are added once per call, the event stream
+-- is trimmed once per call, and finished tasks past retention are trimmed once (bounded).
+--
+-- KEYS: the queue key set (lib.lua); this script uses
+--   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
+--   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
+--   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
+--   KEYS[7]  orq:{q}:completed   ZSET score=finish time ms
+--   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms (retention trim)
+--   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
+--   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[12] orq:{q}:events      STREAM
+--   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
+--
+-- ARGV:
+--   ARGV[1]  integer  retention of finished tasks, ms
+--   ARGV[2]  integer  trim bound: most finished tasks deleted per index per call (0..1000)
+--   ARGV[3]  integer  n, number of items (1..100)
+--   then n groups of 3 values, one per item:
+--     id       string  task id
+--     token    string  lease token
+--     result   bytes   result (JSON), may be ''
+--
+-- Returns: {now_ms, {outcome, ...}} with one outcome per item, in order: 'completed', 'again', or
+--   the text of the error `complete` would answer for it alone (NOTFOUND ..., STALE ...,
+--   CANCELLED ..., CORRUPT ...; that item wrote nothing).
+-- Errors: INVALID <message> (nothing written); CORRUPT <key> (a queue key of another Redis type;
+--   nothing written).
+-- Emits: completed (w worker, run_ms), one per completed item.
+
+local BATCH_MAX = 100
+local GROUP = 3
+
+local now = now_ms()
+local retention, e = arg_int(ARGV[1], 'retention_ms', 0, 31622400000)
+if not retention then return redis.error_reply(e) end
+local trim
+trim, e = arg_int(ARGV[2], 'trim bound', 0, 1000)
+if not trim then return redis.error_reply(e) end
+local n
+n, e = arg_int(ARGV[3], 'count', 1, BATCH_MAX)
+if not n then return redis.error_reply(e) end
+if #ARGV ~= 3 + n * GROUP then
+  return redis.error_reply('INVALID expected ' .. istr(3 + n * GROUP) .. ' arguments')
+end
+for i = 1, n do
+  local b = 3 + (i - 1) * GROUP
+  if ARGV[b + 1] == '' or ARGV[b + 2] == '' then
+    return redis.error_reply('INVALID item ' .. istr(i) .. ': id and token are required')
+  end
+end
+local bad = check_keys({3, 5, 7, 8, 11, 12, 15})
+if bad then return bad end
+
+defer_events()
+defer_counts()
+local out = {}
+local per_tenant = {}
+for i = 1, n do
+  local b = 3 + (i - 1) * GROUP
+  local state = complete_task(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, per_tenant)
+  if type(state) == 'table' then
+    out[i] = state.err
+  else
+    out[i] = state
+  end
+end
+for i = 1, #per_tenant do
+  count_completion(per_tenant[i], now, per_tenant[per_tenant[i]])
+end
+flush_counts()
+flush_events()
+if trim > 0 then trim_finished(now, retention, trim) end
+return {now, out}
