@@ -366,13 +366,15 @@ impl Client {
             args.push(arg(queue));
             args.push(arg(positions.len()));
             let now = self.clock.now_ms();
+            let mut ids = Vec::with_capacity(positions.len());
             for &i in &positions {
                 let s = &specs[i];
                 let id = match &s.id {
                     Some(id) => id.clone(),
                     None => self.entropy.ulid(now).to_string(),
                 };
-                args.push(arg(id));
+                args.push(arg(&id));
+                ids.push(id);
                 args.push(arg(&s.tenant));
                 args.push(arg(&s.task_type));
                 args.push(s.payload.as_bytes().to_vec());
@@ -391,17 +393,33 @@ impl Client {
             }
             let reply = call(&*self.store, op, queue, args).await?;
             let it = items(op, &reply, "")?;
+            let stored_at = int_at(op, it, 0)? as u64;
             let results = array_at(op, it, 1)?;
             if results.len() != positions.len() {
                 return Err(Error::protocol(op, "reply count differs from task count"));
             }
-            for (r, &i) in results.iter().zip(&positions) {
-                let pair = r
+            for ((r, &i), id) in results.iter().zip(&positions).zip(ids) {
+                let item = r
                     .as_array()
                     .ok_or_else(|| Error::protocol(op, "item is not an array"))?;
-                let created = int_at(op, pair, 0)? == 1;
-                let task = decode::task(op, array_at(op, pair, 1)?)?;
-                out[i] = Some(Submitted { task, created });
+                let submitted = if int_at(op, item, 0)? == 1 {
+                    // A new task: the store sends back only what it decided (the status and
+                    // run_at); the rest is what was sent.
+                    let status = str_at(op, item, 1)?;
+                    let status = Status::parse(status)
+                        .ok_or_else(|| Error::protocol(op, format!("unknown status {status:?}")))?;
+                    let run_at_ms = int_at(op, item, 2)? as u64;
+                    Submitted {
+                        task: specs[i].stored(id, status, run_at_ms, stored_at),
+                        created: true,
+                    }
+                } else {
+                    Submitted {
+                        task: decode::task(op, array_at(op, item, 1)?)?,
+                        created: false,
+                    }
+                };
+                out[i] = Some(submitted);
             }
             // The queue is new to the store although this client recorded it before: the store
             // lost its data (a Redis restart without persistence), registry included. Record it

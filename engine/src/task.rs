@@ -146,6 +146,35 @@ pub struct TaskSpec {
 
 impl TaskSpec {
     /// A spec with the documented defaults: queue and tenant `default`, type `echo`, priority 0,
+    /// The task as `enqueue` stores it from this spec: id `id`, the status and run_at the store
+    /// decided, created and updated at `now_ms` (the store's time), no attempt yet.
+    pub fn stored(&self, id: String, status: Status, run_at_ms: u64, now_ms: u64) -> Task {
+        Task {
+            id,
+            queue: self.queue.clone(),
+            tenant: self.tenant.clone(),
+            task_type: self.task_type.clone(),
+            payload: self.payload.clone(),
+            priority: self.priority,
+            status,
+            attempt: 0,
+            max_retries: self.max_retries,
+            run_at_ms,
+            created_at_ms: now_ms,
+            updated_at_ms: now_ms,
+            finished_at_ms: None,
+            lease: None,
+            last_error: None,
+            result: None,
+            backoff: self.backoff,
+            lease_ms: self.lease_ms,
+            timeout_ms: self.timeout_ms,
+            idempotency_key: self.idempotency_key.clone(),
+            replays: 0,
+            history: Vec::new(),
+        }
+    }
+
     /// no delay, 3 retries, default backoff, 30 s lease, no timeout.
     pub fn new(payload: impl Into<String>) -> Self {
         TaskSpec {

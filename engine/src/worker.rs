@@ -98,7 +98,9 @@ impl Handlers {
 pub struct WorkerConfig {
     /// Worker id, recorded on leases (default: `<hostname-ish>-<pid>-<random>`).
     pub id: String,
-    /// Queues to serve; empty serves every known queue (refreshed every [`Self::idle_poll_ms`] × 20).
+    /// Queues to serve; empty serves every known queue (the list is read again at every idle
+    /// poll while the pool has nothing to run, so a new queue's first task waits at most about
+    /// [`Self::idle_poll_ms`], and every [`Self::idle_poll_ms`] × 20 while it is busy).
     pub queues: Vec<String>,
     /// Most tasks run at once.
     pub concurrency: usize,
@@ -289,6 +291,8 @@ impl Worker {
         completer.spawn(complete_in_batches(inner.store.clone(), done_rx));
         let mut queues: Vec<String> = inner.config.queues.clone();
         let mut queues_refreshed_ms = 0u64;
+        // Whether the last round leased nothing (the pool is idle).
+        let mut idle = true;
         let mut rotate = 0usize;
         // Queues whose lease calls were refused (not a store outage): refusals in a row, and the
         // local time before which the queue is not asked again. Only looked up, never iterated.
@@ -306,9 +310,13 @@ impl Worker {
                 continue;
             }
             let now = inner.clock.now_ms();
+            let refresh_ms = if idle {
+                inner.config.idle_poll_ms
+            } else {
+                inner.config.idle_poll_ms * 20
+            };
             if inner.config.queues.is_empty()
-                && (queues.is_empty()
-                    || now.saturating_sub(queues_refreshed_ms) >= inner.config.idle_poll_ms * 20)
+                && (queues.is_empty() || now.saturating_sub(queues_refreshed_ms) >= refresh_ms)
             {
                 match inner.client.queues().await {
                     Ok(q) => {
@@ -378,6 +386,7 @@ impl Worker {
                 }
             }
             rotate = rotate.wrapping_add(1);
+            idle = !leased_any;
             if !leased_any {
                 let sleep = inner.clock.sleep(wait_ms.max(1));
                 tokio::select! {

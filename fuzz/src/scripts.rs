@@ -161,6 +161,8 @@ pub enum Step {
     Heartbeat { lease: u8, extend: u8 },
     /// Complete a lease.
     Complete { lease: u8 },
+    /// Complete up to 4 leases in one call (the worker's group commit; repeats allowed).
+    CompleteBatch { leases: Vec<u8> },
     /// Fail a lease.
     Fail { lease: u8, retryable: bool },
     /// Release a lease.
@@ -368,8 +370,9 @@ fn write_args(w: &mut Writer, args: &[Arg]) {
     }
 }
 
-/// Number of step kinds (the first byte of a step, modulo this).
-const STEP_KINDS: usize = 20;
+/// Number of step kinds (the first byte of a step, modulo this). Kinds are only ever added at
+/// the end, so the checked-in seeds keep their meaning.
+const STEP_KINDS: usize = 21;
 
 fn read_step(r: &mut Reader) -> Result<Step> {
     Ok(match r.pick(STEP_KINDS)? {
@@ -435,6 +438,12 @@ fn read_step(r: &mut Reader) -> Result<Step> {
             keys: read_args(r)?,
             args: read_args(r)?,
         },
+        20 => {
+            let n = usize::from(r.byte()?) % 5;
+            Step::CompleteBatch {
+                leases: (0..n).map(|_| r.byte()).collect::<Result<_>>()?,
+            }
+        }
         _ => Step::Corrupt(match r.pick(8)? {
             0 => Corruption::DeleteTask(r.byte()?),
             1 => Corruption::TaskField {
@@ -497,6 +506,14 @@ fn write_step(w: &mut Writer, s: &Step) {
         Step::Lease { worker, n } => bytes(w, 1, &[*worker, *n]),
         Step::Heartbeat { lease, extend } => bytes(w, 2, &[*lease, *extend]),
         Step::Complete { lease } => bytes(w, 3, &[*lease]),
+        Step::CompleteBatch { leases } => {
+            assert!(leases.len() <= 4);
+            w.pick(20);
+            w.byte(leases.len() as u8);
+            for l in leases {
+                w.byte(*l);
+            }
+        }
         Step::Fail { lease, retryable } => bytes(w, 4, &[*lease, u8::from(*retryable)]),
         Step::Release { lease } => bytes(w, 5, &[*lease]),
         Step::Promote { bound } => bytes(w, 6, &[*bound]),
@@ -947,6 +964,24 @@ impl Run {
                 let (id, token) = self.lease(*lease);
                 let r = ready(ops::complete(&*store, QUEUE, &id, &token, "{}"));
                 self.engine("complete", r);
+            }
+            Step::CompleteBatch { leases } => {
+                let batch: Vec<ops::Completion> = leases
+                    .iter()
+                    .take(4)
+                    .map(|b| {
+                        let (id, token) = self.lease(*b);
+                        ops::Completion {
+                            id,
+                            token,
+                            result: "{}".into(),
+                        }
+                    })
+                    .collect();
+                if !batch.is_empty() {
+                    let r = ready(ops::complete_batch(&*store, QUEUE, &batch));
+                    self.engine("complete_batch", r);
+                }
             }
             Step::Fail { lease, retryable } => {
                 let (id, token) = self.lease(*lease);

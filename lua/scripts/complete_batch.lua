@@ -60,7 +60,7 @@ if bad then return bad end
 defer_events()
 defer_counts()
 local out = {}
-local per_tenant = {}
+local per_tenant = {ids = {}, tenants = {}, counts = {}}
 for i = 1, n do
   local b = 3 + (i - 1) * GROUP
   local state = complete_task(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, per_tenant)
@@ -70,8 +70,19 @@ for i = 1, n do
     out[i] = state
   end
 end
-for i = 1, #per_tenant do
-  count_completion(per_tenant[i], now, per_tenant[per_tenant[i]])
+local done = per_tenant.ids
+if #done > 0 then
+  redis.call('ZREM', K_LEASES, unpack(done))
+  local scored = {}
+  for i = 1, #done do
+    scored[#scored + 1] = istr(now)
+    scored[#scored + 1] = done[i]
+  end
+  redis.call('ZADD', K_COMPLETED, unpack(scored))
+end
+for i = 1, #per_tenant.tenants do
+  local tenant = per_tenant.tenants[i]
+  count_completion(tenant, now, per_tenant.counts[tenant])
 end
 flush_counts()
 flush_events()

@@ -38,10 +38,11 @@
 --                           scoped by tenant, so two tenants never see each other's tasks
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms
 --
--- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {created, fields} where
---   created is 1 for a new task and 0 when an idempotency key (or the id) matched an existing
---   task, and fields is the task hash as a flat name/value array (HGETALL of an existing task; for
---   a new task the fields as written, in insertion order); fresh is 1 when the
+-- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {1, status, run_at_ms}
+--   for a new task (status queued or scheduled; the rest of the record is what the caller sent,
+--   with created_at = updated_at = now_ms, so it is not sent back), or {0, fields} when an
+--   idempotency key (or the id) matched an existing task, fields being that task's hash as a
+--   flat name/value array (HGETALL); fresh is 1 when the
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
 --   or the first since the store lost its data, so the caller records the queue in the registry
 --   orq:queues again), else 0.
@@ -186,8 +187,7 @@ end
 
 -- The writes. Per task: one HSET of the whole record (status included), one XADD; per call: the
 -- ready sets (one ZADD per tenant), the scheduled set, the known tenants, the sequence and the
--- status counters (deferred, lib.lua), and one trim of the event stream. The reply is built from
--- the values written, in the order HGETALL returns them.
+-- status counters (deferred, lib.lua), and one trim of the event stream.
 defer_events()
 defer_counts()
 local step = aging_step()
@@ -276,7 +276,7 @@ for i = 1, n do
       r[#r + 1] = it.id
       emit(now, 'queued', it.id, it.tenant, 0, nil)
     end
-    out[i] = {1, fieldsv}
+    out[i] = {1, status, it.run_at}
   end
 end
 for j = 1, #ready do

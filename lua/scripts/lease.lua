@@ -82,14 +82,22 @@ if reap_bound > 0 then reap_expired(now, reap_bound, seed) end
 local out = {}
 local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
 unpark_due(now, TENANT_SCAN_MAX)
+-- Status counters and `served` are added once at the end (lib.lua); the tenant's live leases
+-- are read from its hash plus the leases this call made (tenant -> count).
+defer_events()
+defer_counts()
+local leased_now = {}
+local lease_scores = {}
 -- Tenants whose keys this call has checked (tenant -> true).
 local tenant_ok = {}
 local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
--- Each pass leases a task, drops a tenant with no ready work, parks a limited tenant, or stops;
--- so the passes are bounded.
+-- Each pass leases tasks of one tenant, drops a tenant with no ready work, parks a limited
+-- tenant, or stops; so the passes are bounded. A pass gives the head tenant as many tasks in a
+-- row as start-time fair queuing would (its virtual time stays ahead of the next tenant's), its
+-- limits allow and the call still wants, with one ZPOPMIN.
 for _ = 1, 2 * n + TENANT_SCAN_MAX do
   if paused or #out >= n then break end
-  local head = redis.call('ZRANGE', K_TENANTS, 0, 0, 'WITHSCORES')
+  local head = redis.call('ZRANGE', K_TENANTS, 0, 1, 'WITHSCORES')
   if #head == 0 then break end
   local tenant, vt = head[1], num(head[2], 0)
   -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
@@ -108,14 +116,18 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
   -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
   -- its ends or a token is back (the parked set), so it is never scanned again meanwhile.
   local parked_until = nil
+  local room = n - #out
   local cap = num(th.max_inflight, 0)
-  if cap > 0 and num(th['n:leased'], 0) >= cap then
+  local inflight = num(th['n:leased'], 0) + (leased_now[tenant] or 0)
+  if cap > 0 and inflight >= cap then
     parked_until = PARKED_CAPPED
   end
+  if cap > 0 then room = math.max(1, math.min(room, cap - inflight)) end
   local tokens, rate = bucket_tokens(th, now)
   if not parked_until and tokens and tokens < 1 then
     parked_until = now + math.ceil((1 - tokens) * 1000 / rate)
   end
+  if tokens then room = math.max(1, math.min(room, math.floor(tokens))) end
   if terr then
     redis.call('ZREM', K_TENANTS, tenant)
     repaired(1)
@@ -123,51 +135,86 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZADD', K_PARKED, istr(parked_until), tenant)
   else
-    local popped = redis.call('ZPOPMIN', ready_key(tenant))
+    local weight = num(th.weight, 1)
+    if weight <= 0 then weight = 1 end
+    -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
+    -- current one, so a lifted limit does not turn into a burst of stored-up credit.
+    local queue_vt = queue_vtime()
+    if vt < queue_vt then vt = queue_vt end
+    -- How many picks in a row: while (its virtual time, name) stays before the next tenant's
+    -- in the tenants set's order, as one pick per pass would have found.
+    local k = 1
+    if #head >= 4 then
+      local next_name, next_vt = head[3], num(head[4], 0)
+      local v = vt + 1 / weight
+      while k < room and (v < next_vt or (v == next_vt and tenant < next_name)) do
+        k = k + 1
+        v = v + 1 / weight
+      end
+    else
+      k = room
+    end
+    local popped = redis.call('ZPOPMIN', ready_key(tenant), k)
     if #popped == 0 then
       redis.call('ZREM', K_TENANTS, tenant)
     else
-      local id = popped[1]
-      local weight = num(th.weight, 1)
-      if weight <= 0 then weight = 1 end
-      -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
-      -- current one, so a lifted limit does not turn into a burst of stored-up credit.
-      local queue_vt = queue_vtime()
-      if vt < queue_vt then vt = queue_vt end
-      redis.call('HSET', K_STATS, 'vtime', fstr(vt))
+      local last_vt = vt
+      for j = 2, #popped / 2 do
+        last_vt = last_vt + 1 / weight
+        vt = last_vt
+      end
+      redis.call('HSET', K_STATS, 'vtime', fstr(last_vt))
       if redis.call('ZCARD', ready_key(tenant)) == 0 then
         redis.call('ZREM', K_TENANTS, tenant)
       else
-        redis.call('ZADD', K_TENANTS, fstr(vt + 1 / weight), tenant)
+        redis.call('ZADD', K_TENANTS, fstr(last_vt + 1 / weight), tenant)
       end
-      local key = task_key(id)
-      local t = fields(id, {'lease_ms', 'status', 'updated_at'})
-      if t and t.status == 'queued' then
-        if tokens then
-          redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - 1), 'tokens_at', istr(now))
+      local served = 0
+      for j = 1, #popped, 2 do
+        local id = popped[j]
+        local key = task_key(id)
+        local t = fields(id, {'lease_ms', 'status', 'updated_at'})
+        if t and t.status == 'queued' then
+          served = served + 1
+          local epoch = hincr(key, 'epoch', 1)
+          local attempt = hincr(key, 'attempt', 1)
+          local lease_ms = num(t.lease_ms, 30000)
+          if lease_ms < 1 or lease_ms > 86400000 then lease_ms = 30000 end
+          local exp = now + math.floor(lease_ms)
+          redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
+            'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '',
+            'status', 'leased')
+          lease_scores[#lease_scores + 1] = istr(exp)
+          lease_scores[#lease_scores + 1] = id
+          count(K_STATS, 'n:queued', -1)
+          count(tenant_key(tenant), 'n:queued', -1)
+          count(K_STATS, 'n:leased', 1)
+          count(tenant_key(tenant), 'n:leased', 1)
+          local wait = math.max(0, now - num(t.updated_at, now))
+          emit(now, 'leased', id, tenant, attempt,
+            {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
+          out[#out + 1] = {exp, redis.call('HGETALL', key)}
+        else
+          -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
+          repaired(1)
         end
-        hincr(tenant_key(tenant), 'served', 1)
-        hincr(K_STATS, 'served', 1)
-        local epoch = hincr(key, 'epoch', 1)
-        local attempt = hincr(key, 'attempt', 1)
-        local lease_ms = num(t.lease_ms, 30000)
-        if lease_ms < 1 or lease_ms > 86400000 then lease_ms = 30000 end
-        local exp = now + math.floor(lease_ms)
-        redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
-          'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '')
-        redis.call('ZADD', K_LEASES, istr(exp), id)
-        set_status(id, tenant, 'queued', 'leased')
-        local wait = math.max(0, now - num(t.updated_at, now))
-        emit(now, 'leased', id, tenant, attempt,
-          {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
-        out[#out + 1] = {exp, redis.call('HGETALL', key)}
-      else
-        -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
-        repaired(1)
+      end
+      if served > 0 then
+        leased_now[tenant] = (leased_now[tenant] or 0) + served
+        if tokens then
+          redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - served), 'tokens_at', istr(now))
+        end
+        count(tenant_key(tenant), 'served', served)
+        count(K_STATS, 'served', served)
       end
     end
   end
 end
+if #lease_scores > 0 then
+  redis.call('ZADD', K_LEASES, unpack(lease_scores))
+end
+flush_counts()
+flush_events()
 
 -- When to ask again: now when an eligible tenant has ready work left; otherwise the earliest of
 -- the next scheduled run_at and the next rate-limit token; -1 when unknown (paused, or only

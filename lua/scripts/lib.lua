@@ -651,12 +651,17 @@ local function check_lease(id, token, op, need_tenant, names)
   return redis.error_reply('STALE lease ended (' .. (t.outcome or '?') .. ')')
 end
 
+-- Tenants whose parked-at-cap state `complete_task` has checked in this call.
+local unpark_checked = {}
+
 -- The fields `complete_task` reads: the lease check's and what the completed event reports.
 local COMPLETE_FIELDS = {'status', 'token', 'outcome', 'tenant', 'attempt', 'worker', 'leased_at'}
 
 -- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
--- then the writes. `per_tenant` (optional) collects completions by tenant for the caller to count
--- with `count_completion` once per tenant; without it they are counted here.
+-- then the writes. `per_tenant` (optional, a batch: {ids = {}, tenants = {}, counts = {}}) collects
+-- the completions by tenant (tenants in first-seen order, counts by name) for the caller to count
+-- with `count_completion` once per tenant, and the completed ids for the caller to move from the
+-- leases set to the completed set in one call each; without it both happen here.
 -- Returns 'completed', 'again' (the same token completed it before), or an error reply
 -- (NOTFOUND, STALE, CANCELLED, CORRUPT; nothing written).
 local function complete_task(id, token, result, now, per_tenant)
@@ -664,21 +669,39 @@ local function complete_task(id, token, result, now, per_tenant)
   if state ~= 'ok' then
     return state
   end
-  redis.call('ZREM', K_LEASES, id)
-  redis.call('ZADD', K_COMPLETED, istr(now), id)
+  if per_tenant then
+    -- The index moves of a batch are made by the caller, one ZREM and one ZADD per call.
+    per_tenant.ids[#per_tenant.ids + 1] = id
+  else
+    redis.call('ZREM', K_LEASES, id)
+    redis.call('ZADD', K_COMPLETED, istr(now), id)
+  end
   redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
-    'outcome', 'completed', 'lease_exp', '')
+    'outcome', 'completed', 'lease_exp', '', 'status', 'completed')
   count(K_STATS, 'total:completed', 1)
   if per_tenant then
-    if not per_tenant[t.tenant] then
-      per_tenant[#per_tenant + 1] = t.tenant
-      per_tenant[t.tenant] = 0
+    local c = per_tenant.counts
+    if not c[t.tenant] then
+      per_tenant.tenants[#per_tenant.tenants + 1] = t.tenant
+      c[t.tenant] = 0
     end
-    per_tenant[t.tenant] = per_tenant[t.tenant] + 1
+    c[t.tenant] = c[t.tenant] + 1
   else
     count_completion(t.tenant, now, 1)
   end
-  set_status(id, t.tenant, 'leased', 'completed')
+  -- set_status(id, t.tenant, 'leased', 'completed'), with the status written above and the
+  -- parked check made once per tenant and call (nothing in this call parks a tenant).
+  local tk = tenant_key(t.tenant)
+  count(K_STATS, 'n:leased', -1)
+  count(tk, 'n:leased', -1)
+  count(K_STATS, 'n:completed', 1)
+  count(tk, 'n:completed', 1)
+  if not unpark_checked[t.tenant] then
+    unpark_checked[t.tenant] = true
+    if tonumber(redis.call('ZSCORE', K_PARKED, t.tenant)) == PARKED_CAPPED then
+      unpark(t.tenant)
+    end
+  end
   local run = math.max(0, now - num(t.leased_at, now))
   emit(now, 'completed', id, t.tenant, num(t.attempt, 0), {'w', t.worker or '', 'run_ms', istr(run)})
   return 'completed'

@@ -397,7 +397,7 @@ const CASES: &[Case] = &[
         seed: &[],
         script: "enqueue",
         argv: "q 1 A t1 echo {} 5 '' 0 2 1000 2 60000 0 30000 '' '' 86400000",
-        reply: r#"[{now} [[1 [id A queue q tenant t1 type echo payload "{}" priority 5 attempt 0 max_retries 2 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 lease_ms 30000 created_at {now} updated_at {now} run_at {now} epoch 0 status queued]]] 1]"#,
+        reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
@@ -413,7 +413,7 @@ const CASES: &[Case] = &[
         seed: &["HSET orq:{q}:stats total:enqueued 4"],
         script: "enqueue",
         argv: "q 1 A t1 echo {} 5 {t+60000} 0 0 1000 2 60000 0.5 30000 5000 '' 86400000",
-        reply: r#"[{now} [[1 [id A queue q tenant t1 type echo payload "{}" priority 5 attempt 0 max_retries 0 b_init 1000 b_mult 2 b_max 60000 b_jitter 0.5 lease_ms 30000 created_at {now} updated_at {now} run_at {t+60000} epoch 0 timeout_ms 5000 status scheduled]]] 0]"#,
+        reply: r#"[{now} [[1 scheduled {t+60000}]] 0]"#,
         keys: r#"
             "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={t+60000}}
             "orq:{q}:known_tenants" zset t1=0
@@ -447,7 +447,7 @@ const CASES: &[Case] = &[
         ],
         script: "enqueue",
         argv: "q 1 B t2 echo {} 0 '' 0 0 1000 2 60000 0 30000 '' k 600000",
-        reply: r#"[{now} [[1 [id B queue q tenant t2 type echo payload "{}" priority 0 attempt 0 max_retries 0 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 lease_ms 30000 created_at {now} updated_at {now} run_at {now} epoch 0 idem k status queued]]] 1]"#,
+        reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=B t=t2 a=0}
             "orq:{q}:idem:t2:k" string B expires={now+600000}
@@ -496,11 +496,11 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
-            "orq:{q}:stats" hash n:queued=2 vtime=0 served=1 n:leased=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:tenant:t1" hash n:queued=1 served=1 n:leased=1
+            "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -529,13 +529,13 @@ const CASES: &[Case] = &[
             "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
             "orq:{q}:ready:t1" zset A=1
             "orq:{q}:ready:t2" zset B=2
-            "orq:{q}:stats" hash n:queued=2 vtime=0.5 served=1 n:leased=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
             "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
             "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
-            "orq:{q}:tenant:t3" hash n:queued=0 served=1 n:leased=1
+            "orq:{q}:tenant:t3" hash n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -578,9 +578,9 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 served=1 n:leased=1
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
-            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 served=1 n:leased=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },

@@ -33,6 +33,19 @@ fn scripts_seeds() -> Vec<(&'static str, Vec<Step>)> {
     let lease = |n| Step::Lease { worker: 0, n };
     vec![
         (
+            "group_commit",
+            vec![
+                submit(0, 1, 2, 0, 3),
+                submit(1, 1, 2, 0, 1),
+                lease(3),
+                Step::CompleteBatch {
+                    leases: vec![0, 1, 1, 2],
+                },
+                Step::CompleteBatch { leases: vec![0] },
+                Step::Read { what: 2, arg: 0 },
+            ],
+        ),
+        (
             "lifecycle",
             vec![
                 submit(0, 1, 2, 0, 0),

@@ -231,7 +231,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         ),
         PlantedBug::LeaseIgnoresMaxInflight => patch(
             "lease",
-            "if cap > 0 and num(th['n:leased'], 0) >= cap then",
+            "if cap > 0 and inflight >= cap then",
             "if false then",
         ),
         PlantedBug::LeaseIgnoresRateLimit => patch(
