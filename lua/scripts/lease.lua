@@ -173,27 +173,51 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
       for j = 1, #popped, 2 do
         local id = popped[j]
         local key = task_key(id)
-        local t = fields(id, {'lease_ms', 'status', 'updated_at'})
-        if t and t.status == 'queued' then
+        -- One HGETALL gives the fields the lease needs and the reply; the reply is then patched
+        -- with what the HSET below writes, in the order HGETALL would return it.
+        local flat = redis.pcall('HGETALL', key)
+        local at = {}
+        if flat.err then
+          flat = nil
+        else
+          for j2 = 1, #flat, 2 do
+            at[flat[j2]] = j2 + 1
+          end
+        end
+        local status = flat and at.status and flat[at.status]
+        if status == 'queued' then
           served = served + 1
-          local epoch = hincr(key, 'epoch', 1)
-          local attempt = hincr(key, 'attempt', 1)
-          local lease_ms = num(t.lease_ms, 30000)
+          local epoch = next_count(key, 'epoch', at.epoch and flat[at.epoch])
+          local attempt = next_count(key, 'attempt', at.attempt and flat[at.attempt])
+          local lease_ms = num(at.lease_ms and flat[at.lease_ms], 30000)
           if lease_ms < 1 or lease_ms > 86400000 then lease_ms = 30000 end
           local exp = now + math.floor(lease_ms)
-          redis.call('HSET', key, 'token', istr(epoch) .. '-' .. bits, 'worker', worker,
-            'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now), 'outcome', '',
-            'status', 'leased')
+          local updated_at = at.updated_at and flat[at.updated_at]
+          -- epoch and attempt first: where they are missing, HINCRBY would have added them first.
+          local set = {'epoch', istr(epoch), 'attempt', istr(attempt), 'token', istr(epoch) .. '-' .. bits,
+            'worker', worker, 'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now),
+            'outcome', '', 'status', 'leased'}
+          redis.call('HSET', key, unpack(set))
+          for j2 = 1, #set, 2 do
+            local pos = at[set[j2]]
+            if pos then
+              flat[pos] = set[j2 + 1]
+            else
+              flat[#flat + 1] = set[j2]
+              flat[#flat + 1] = set[j2 + 1]
+              at[set[j2]] = #flat
+            end
+          end
           lease_scores[#lease_scores + 1] = istr(exp)
           lease_scores[#lease_scores + 1] = id
           count(K_STATS, 'n:queued', -1)
           count(tenant_key(tenant), 'n:queued', -1)
           count(K_STATS, 'n:leased', 1)
           count(tenant_key(tenant), 'n:leased', 1)
-          local wait = math.max(0, now - num(t.updated_at, now))
+          local wait = math.max(0, now - num(updated_at, now))
           emit(now, 'leased', id, tenant, attempt,
             {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
-          out[#out + 1] = {exp, redis.call('HGETALL', key)}
+          out[#out + 1] = {exp, flat}
         else
           -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
           repaired(1)

@@ -187,6 +187,20 @@ local function hincr(key, field, delta)
   return v
 end
 
+-- What `HINCRBY key field 1` would answer when the field holds `stored` (nil: absent), without
+-- the call when `stored` is a plain integer; otherwise (garbage) the call is made, through
+-- `hincr`, which repairs the field. The caller writes the returned value to the field.
+local function next_count(key, field, stored)
+  if stored == nil then
+    return 1
+  end
+  local v = tonumber(stored)
+  if v and v == math.floor(v) and v > -9007199254740991 and v < 9007199254740991 and istr(v) == stored then
+    return v + 1
+  end
+  return hincr(key, field, 1)
+end
+
 -- Count `n` repairs of corrupt or foreign state in the stats hash (see the header).
 local function repaired(n)
   hincr(K_STATS, 'total:repaired', n)
