@@ -436,7 +436,14 @@ pub(crate) async fn submit(
     responses(
         (
             status = 201,
-            description = "The tasks, in the order given (without `next_cursor`).",
+            description = "The tasks, in the order given (without `next_cursor`), and per task \
+                whether this call created it (`created`); at least one was created.",
+            body = TasksJson,
+        ),
+        (
+            status = 200,
+            description = "Every task's idempotency key (or id) matched an existing task: those \
+                tasks, in the order given, `created` all false.",
             body = TasksJson,
         ),
         (status = 400, response = BadRequest),
@@ -476,12 +483,20 @@ pub(crate) async fn submit_batch(
     }
     s.admit(&specs)?;
     let done = s.client.submit_batch(specs).await?;
+    let created: Vec<bool> = done.iter().map(|d| d.created).collect();
+    // As for one task: 201 when this call stored something, 200 when every task already existed.
+    let status = if created.iter().any(|&c| c) {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     let tasks = done.into_iter().map(|d| TaskJson::from(d.task)).collect();
     let body = TasksJson {
         tasks,
         next_cursor: None,
+        created: Some(created),
     };
-    Ok((StatusCode::CREATED, Json(body)).into_response())
+    Ok((status, Json(body)).into_response())
 }
 
 /// `?queue=` of by-id routes.
@@ -653,6 +668,7 @@ async fn list_common(
         .await?;
     let tasks = page.tasks.into_iter().map(TaskJson::from).collect();
     Ok(Json(TasksJson {
+        created: None,
         tasks,
         next_cursor: Some(page.next_cursor.map(|c| s.auth.cursor_out(caller, c))),
     })

@@ -515,6 +515,10 @@ pub struct TasksJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
     pub next_cursor: Option<Option<String>>,
+    /// Only in the answer of a batch submit: per task, in order, whether this call created it
+    /// (false: its idempotency key or id matched an existing task, which is the one returned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created: Option<Vec<bool>>,
 }
 
 /// A task's retry backoff as the API shows it.

@@ -77,8 +77,9 @@ async fn idempotency_key_returns_the_existing_task() {
     assert_eq!(t2["idempotency_key"], "order-42");
 }
 
-// Goal: a batch is stored in one call and returned in order; one bad item rejects the whole
-// batch and stores nothing; more than 1000 items is refused.
+// Goal: a batch is stored in one call and returned in order, saying per task whether it was
+// created (a re-sent batch with idempotency keys answers 200 and marks every task as existing);
+// one bad item rejects the whole batch and stores nothing; more than 1000 items is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batch_submit_is_all_or_nothing() {
     let app = TestApp::start(false, vec![]).await;
@@ -96,6 +97,37 @@ async fn batch_submit_is_all_or_nothing() {
     assert_eq!(tasks[0]["payload"], 1);
     assert_eq!(tasks[1]["tenant"], "acme");
     assert_eq!(tasks[2]["status"], "scheduled");
+    assert_eq!(r["created"], json!([true, true, true]));
+
+    // Idempotency keys: a re-sent batch says which tasks already existed and returns those.
+    let keyed = json!({"tasks": [
+        {"payload": 10, "idempotency_key": "k-1"},
+        {"payload": 11, "idempotency_key": "k-2"},
+    ]});
+    let (s, first) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&keyed.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{first}");
+    let (s, again) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&keyed.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::OK, "nothing new stored: {again}");
+    assert_eq!(again["created"], json!([false, false]));
+    assert_eq!(again["tasks"][0]["id"], first["tasks"][0]["id"]);
+    assert_eq!(again["tasks"][1]["id"], first["tasks"][1]["id"]);
+    let mixed = json!({"tasks": [
+        {"payload": 12, "idempotency_key": "k-1"},
+        {"payload": 13, "idempotency_key": "k-3"},
+    ]});
+    let (s, mixed) = app
+        .call(POST, "/api/v1/tasks/batch", Some(&mixed.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{mixed}");
+    assert_eq!(mixed["created"], json!([false, true]));
+    assert_eq!(
+        mixed["tasks"][0]["payload"], 10,
+        "the existing task, not the new body"
+    );
 
     let bad = json!({"tasks": [{"payload": 4}, {"payload": 5, "priority": 12}]});
     let (s, e) = app
@@ -106,7 +138,7 @@ async fn batch_submit_is_all_or_nothing() {
     let (_, page) = app.call(GET, "/api/v1/tasks?limit=100", None).await;
     assert_eq!(
         page["tasks"].as_array().unwrap().len(),
-        3,
+        6,
         "nothing of the bad batch stored"
     );
 
