@@ -239,8 +239,7 @@ for i = 1, n do
       redis.call('ZADD', K_KNOWN, 0, it.tenant)
     end
     count(K_STATS, 'total:enqueued', 1)
-    count(K_STATS, 'n:' .. status, 1)
-    count(tenant_key(it.tenant), 'n:' .. status, 1)
+    count_status(it.tenant, nil, status)
     if status == 'scheduled' then
       scheduled[#scheduled + 1] = istr(it.run_at)
       scheduled[#scheduled + 1] = it.id

@@ -210,10 +210,7 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           end
           lease_scores[#lease_scores + 1] = istr(exp)
           lease_scores[#lease_scores + 1] = id
-          count(K_STATS, 'n:queued', -1)
-          count(tenant_key(tenant), 'n:queued', -1)
-          count(K_STATS, 'n:leased', 1)
-          count(tenant_key(tenant), 'n:leased', 1)
+          count_status(tenant, 'queued', 'leased')
           local wait = math.max(0, now - num(updated_at, now))
           emit(now, 'leased', id, tenant, attempt,
             {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})

@@ -327,10 +327,9 @@ local function unpark_due(now, bound)
   return #due
 end
 
--- Move a task's status counter from `old` (may be nil for a new task) to `new`, in the queue's
--- stats hash and the tenant's hash, and record the status on the task. A lease that ends
--- unparks its tenant when the tenant was parked at its max_inflight.
-local function set_status(id, tenant, old, new)
+-- Move one task's count from status `old` (nil for a new task) to `new`, in the queue's stats
+-- hash and the tenant's hash (deferred to the end of the call when counters are deferred).
+local function count_status(tenant, old, new)
   local tk = tenant_key(tenant)
   if old then
     count(K_STATS, 'n:' .. old, -1)
@@ -338,6 +337,13 @@ local function set_status(id, tenant, old, new)
   end
   count(K_STATS, 'n:' .. new, 1)
   count(tk, 'n:' .. new, 1)
+end
+
+-- Move a task's status counter from `old` (may be nil for a new task) to `new` and record the
+-- status on the task. A lease that ends unparks its tenant when the tenant was parked at its
+-- max_inflight.
+local function set_status(id, tenant, old, new)
+  count_status(tenant, old, new)
   redis.call('HSET', task_key(id), 'status', new)
   if old == 'leased' and tonumber(redis.call('ZSCORE', K_PARKED, tenant)) == PARKED_CAPPED then
     unpark(tenant)
@@ -705,11 +711,7 @@ local function complete_task(id, token, result, now, per_tenant)
   end
   -- set_status(id, t.tenant, 'leased', 'completed'), with the status written above and the
   -- parked check made once per tenant and call (nothing in this call parks a tenant).
-  local tk = tenant_key(t.tenant)
-  count(K_STATS, 'n:leased', -1)
-  count(tk, 'n:leased', -1)
-  count(K_STATS, 'n:completed', 1)
-  count(tk, 'n:completed', 1)
+  count_status(t.tenant, 'leased', 'completed')
   if not unpark_checked[t.tenant] then
     unpark_checked[t.tenant] = true
     if tonumber(redis.call('ZSCORE', K_PARKED, t.tenant)) == PARKED_CAPPED then
