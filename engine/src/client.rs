@@ -415,7 +415,7 @@ impl Client {
                     }
                 } else {
                     Submitted {
-                        task: decode::task(op, array_at(op, item, 1)?)?,
+                        task: decode::task(op, queue, array_at(op, item, 1)?)?,
                         created: false,
                     }
                 };
@@ -451,12 +451,16 @@ impl Client {
             let id = id.to_string();
             async move { call(&*store, "get", q, vec![arg(id)]).await }
         });
-        for reply in futures::future::join_all(lookups).await {
+        for (reply, q) in futures::future::join_all(lookups)
+            .await
+            .into_iter()
+            .zip(&queues)
+        {
             let reply = reply?;
             let it = items("get", &reply, id)?;
             let flat = array_at("get", it, 1)?;
             if !flat.is_empty() {
-                return decode::task(op, flat);
+                return decode::task(op, q, flat);
             }
         }
         Err(Error::NotFound {
@@ -509,7 +513,7 @@ impl Client {
             .map(|t| {
                 t.as_array()
                     .ok_or_else(|| Error::protocol(op, "task is not an array"))
-                    .and_then(|flat| decode::task(op, flat))
+                    .and_then(|flat| decode::task(op, &q.queue, flat))
             })
             .collect::<Result<Vec<_>>>()?;
         let next = str_at(op, it, 2)?;
@@ -526,7 +530,7 @@ impl Client {
         let found = self.locate(op, queue, id).await?;
         let reply = call(&*self.store, op, &found.queue, vec![arg(id)]).await?;
         let it = items(op, &reply, id)?;
-        decode::task(op, array_at(op, it, 2)?)
+        decode::task(op, &found.queue, array_at(op, it, 2)?)
     }
 
     /// Put a dead task back in its queue with a fresh retry budget.

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::resp::Resp;
-use crate::task::{Backoff, Lease, Status, Task};
+use crate::task::{Backoff, Lease, Status, Task, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES};
 use std::collections::HashMap;
 
 /// Split a reply into its items, turning an error reply into the typed error.
@@ -63,8 +63,11 @@ pub fn field_map(op: &'static str, flat: &[Resp]) -> Result<HashMap<String, Stri
     Ok(map)
 }
 
-/// A task from its hash fields (flat HGETALL array).
-pub fn task(op: &'static str, flat: &[Resp]) -> Result<Task> {
+/// A task of queue `queue` from its fields as lib.lua's `task_view` gives them: the compact
+/// hash, flat, then `id`. An absent setting is its default ([`crate::task::DEFAULT_MAX_RETRIES`],
+/// [`crate::task::DEFAULT_LEASE_MS`], [`Backoff::default`], priority, attempt and epoch 0); an
+/// absent `updated_at` is `created_at`.
+pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
     let f = field_map(op, flat)?;
     let text = |name: &str| -> Result<String> {
         f.get(name)
@@ -77,7 +80,15 @@ pub fn task(op: &'static str, flat: &[Resp]) -> Result<Task> {
         v.parse::<u64>()
             .map_err(|_| Error::protocol(op, format!("task field {name}={v:?} is not a number")))
     };
+    let num_or = |name: &str, default: u64| -> Result<u64> {
+        if f.contains_key(name) {
+            num(name)
+        } else {
+            Ok(default)
+        }
+    };
     let opt_num = |name: &str| opt(name).and_then(|v| v.parse::<u64>().ok());
+    let created_at = num("created_at")?;
     let flt = |name: &str, default: f64| {
         f.get(name)
             .and_then(|v| v.parse::<f64>().ok())
@@ -99,17 +110,17 @@ pub fn task(op: &'static str, flat: &[Resp]) -> Result<Task> {
     let defaults = Backoff::default();
     Ok(Task {
         id: text("id")?,
-        queue: text("queue")?,
+        queue: queue.to_string(),
         tenant: text("tenant")?,
         task_type: text("type")?,
         payload: text("payload")?,
-        priority: num("priority")?.min(9) as u8,
+        priority: num_or("priority", 0)?.min(9) as u8,
         status,
-        attempt: num("attempt")? as u32,
-        max_retries: num("max_retries")? as u32,
+        attempt: num_or("attempt", 0)? as u32,
+        max_retries: num_or("max_retries", u64::from(DEFAULT_MAX_RETRIES))? as u32,
         run_at_ms: num("run_at")?,
-        created_at_ms: num("created_at")?,
-        updated_at_ms: num("updated_at")?,
+        created_at_ms: created_at,
+        updated_at_ms: num_or("updated_at", created_at)?,
         finished_at_ms: opt_num("finished_at"),
         lease,
         last_error: opt("last_error"),
@@ -120,7 +131,7 @@ pub fn task(op: &'static str, flat: &[Resp]) -> Result<Task> {
             max_ms: opt_num("b_max").unwrap_or(defaults.max_ms),
             jitter: flt("b_jitter", defaults.jitter),
         },
-        lease_ms: opt_num("lease_ms").unwrap_or(30_000),
+        lease_ms: opt_num("lease_ms").unwrap_or(DEFAULT_LEASE_MS),
         timeout_ms: opt_num("timeout_ms"),
         idempotency_key: opt("idem"),
         replays: opt_num("replays").unwrap_or(0) as u32,
@@ -174,8 +185,14 @@ mod tests {
     #[test]
     fn corrupt_task_fields_are_protocol_errors() {
         let flat = vec![b("id"), b("x"), b("status"), b("bogus")];
-        assert!(matches!(task("get", &flat), Err(Error::Protocol { .. })));
+        assert!(matches!(
+            task("get", "q", &flat),
+            Err(Error::Protocol { .. })
+        ));
         let flat = vec![b("id")];
-        assert!(matches!(task("get", &flat), Err(Error::Protocol { .. })));
+        assert!(matches!(
+            task("get", "q", &flat),
+            Err(Error::Protocol { .. })
+        ));
     }
 }

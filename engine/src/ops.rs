@@ -83,7 +83,7 @@ pub async fn lease(
             .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
         let flat = array_at(op, pair, 1)?;
         // One task with garbage fields must not cost the others of the batch their lease.
-        match decode::task(op, flat) {
+        match decode::task(op, queue, flat) {
             Ok(task) => tasks.push(task),
             Err(error) => {
                 let fields = decode::field_map(op, flat).unwrap_or_default();

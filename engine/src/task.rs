@@ -113,6 +113,14 @@ impl Default for Backoff {
     }
 }
 
+/// Retries a task gets when its spec does not say (attempts total at most this + 1).
+///
+/// The task record stores a setting only where it differs from these defaults and
+/// [`Backoff::default`]; lib.lua's `TASK_DEFAULTS` holds the same values for the scripts.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Lease length a task gets when its spec does not say (ms).
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+
 /// A task to submit. Only `payload` has no default; [`TaskSpec::new`] fills the rest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskSpec {
@@ -145,7 +153,6 @@ pub struct TaskSpec {
 }
 
 impl TaskSpec {
-    /// A spec with the documented defaults: queue and tenant `default`, type `echo`, priority 0,
     /// The task as `enqueue` stores it from this spec: id `id`, the status and run_at the store
     /// decided, created and updated at `now_ms` (the store's time), no attempt yet.
     pub fn stored(&self, id: String, status: Status, run_at_ms: u64, now_ms: u64) -> Task {
@@ -175,7 +182,9 @@ impl TaskSpec {
         }
     }
 
-    /// no delay, 3 retries, default backoff, 30 s lease, no timeout.
+    /// A spec with the documented defaults: queue and tenant `default`, type `echo`, priority 0,
+    /// no delay, [`DEFAULT_MAX_RETRIES`] retries, [`Backoff::default`], a [`DEFAULT_LEASE_MS`]
+    /// lease, no timeout.
     pub fn new(payload: impl Into<String>) -> Self {
         TaskSpec {
             queue: "default".into(),
@@ -185,9 +194,9 @@ impl TaskSpec {
             priority: 0,
             delay_ms: 0,
             run_at_ms: None,
-            max_retries: 3,
+            max_retries: DEFAULT_MAX_RETRIES,
             backoff: Backoff::default(),
-            lease_ms: 30_000,
+            lease_ms: DEFAULT_LEASE_MS,
             timeout_ms: None,
             idempotency_key: None,
             id: None,

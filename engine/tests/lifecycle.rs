@@ -294,3 +294,140 @@ async fn idempotency_key_returns_the_first_task() {
     assert!(!after.created);
     assert_eq!(after.task.id, first.task.id);
 }
+
+// Goal: the compact task record. A task submitted with the default settings stores only what
+// differs from them (no id, queue, attempt, epoch, updated_at or retry policy fields), and every
+// read (get, list, an idempotent re-submit, lease, cancel) gives back the task the submit
+// answered; a task with its own settings stores and reads them back exactly.
+// Method: submit one default and one customised task on a private Redis; read each raw hash with
+// HGETALL; compare the submit's task with get, list and a re-submit of the same id; lease both and
+// cancel one, checking the settings survive each transition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_records_store_only_what_differs_and_read_back_whole() {
+    use orq::{Backoff, TaskSpec};
+    let env = Env::start().await;
+    let plain = env
+        .client
+        .submit(TaskSpec::new(r#"{"n":1}"#).queue("q").task_type("echo"))
+        .await
+        .unwrap()
+        .task;
+    let custom_spec = TaskSpec::new(r#"{"n":2}"#)
+        .queue("q")
+        .tenant("acme")
+        .task_type("echo")
+        .priority(7)
+        .max_retries(9)
+        .backoff(Backoff {
+            initial_ms: 250,
+            multiplier: 1.5,
+            max_ms: 9_000,
+            jitter: 0.3,
+        })
+        .lease_ms(12_000)
+        .timeout_ms(4_000);
+    let custom = env.client.submit(custom_spec.clone()).await.unwrap().task;
+
+    let mut raw = env.raw().await;
+    let stored: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("orq:{{q}}:task:{}", plain.id))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let names: Vec<&str> = stored.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "created_at",
+            "payload",
+            "run_at",
+            "status",
+            "tenant",
+            "type"
+        ],
+        "a default task stores only what differs from the defaults: {stored:?}"
+    );
+    let stored: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
+        .arg(format!("orq:{{q}}:task:{}", custom.id))
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    for (name, value) in [
+        ("priority", "7"),
+        ("max_retries", "9"),
+        ("b_init", "250"),
+        ("b_mult", "1.5"),
+        ("b_max", "9000"),
+        ("b_jitter", "0.29999999999999999"),
+        ("lease_ms", "12000"),
+        ("timeout_ms", "4000"),
+    ] {
+        assert_eq!(
+            stored.get(name).map(String::as_str),
+            Some(value),
+            "{name} in {stored:?}"
+        );
+    }
+
+    // Reads give back what submit answered.
+    for sub in [&plain, &custom] {
+        assert_eq!(&env.get("q", &sub.id).await, sub);
+    }
+    assert_eq!(plain.max_retries, orq::task::DEFAULT_MAX_RETRIES);
+    assert_eq!(plain.lease_ms, orq::task::DEFAULT_LEASE_MS);
+    assert_eq!(plain.backoff, Backoff::default());
+    assert_eq!(
+        (plain.attempt, plain.updated_at_ms),
+        (0, plain.created_at_ms)
+    );
+    let query = ListQuery {
+        queue: "q".into(),
+        limit: 10,
+        ..ListQuery::default()
+    };
+    let page = env.client.list(&query).await.unwrap();
+    let mut listed = page.tasks.clone();
+    listed.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut want = vec![plain.clone(), custom.clone()];
+    want.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(listed, want);
+    let again = env
+        .client
+        .submit(TaskSpec {
+            id: Some(custom.id.clone()),
+            ..custom_spec.clone()
+        })
+        .await
+        .unwrap();
+    assert!(!again.created);
+    assert_eq!(again.task, custom);
+
+    // Lease both (custom first: priority 7), then cancel the custom one.
+    let leased = env.lease("q", "w1", 2).await.tasks;
+    assert_eq!(leased.len(), 2);
+    assert_eq!(leased[0].id, custom.id);
+    let l = &leased[0];
+    assert_eq!((l.queue.as_str(), l.tenant.as_str()), ("q", "acme"));
+    assert_eq!((l.attempt, l.max_retries, l.priority), (1, 9, 7));
+    assert_eq!(
+        (l.backoff, l.lease_ms, l.timeout_ms),
+        (custom.backoff, 12_000, Some(4_000))
+    );
+    let lease = l.lease.clone().unwrap();
+    assert_eq!(lease.epoch, 1);
+    assert_eq!(lease.expires_at_ms, l.updated_at_ms + 12_000);
+    assert_eq!(
+        (leased[1].id.as_str(), leased[1].lease_ms),
+        (plain.id.as_str(), 30_000)
+    );
+    let cancelled = env.client.cancel(Some("q"), &custom.id).await.unwrap();
+    assert_eq!(cancelled.status, Status::Cancelled);
+    assert_eq!(
+        (cancelled.queue.as_str(), cancelled.id.as_str()),
+        ("q", custom.id.as_str())
+    );
+    assert_eq!(
+        (cancelled.max_retries, cancelled.backoff),
+        (9, custom.backoff)
+    );
+}

@@ -18,7 +18,8 @@
 -- ARGV:
 --   ARGV[1]  string   task id
 --
--- Returns: {now_ms, 'cancelled' | 'again', fields} (fields: the task hash, flat, after the change)
+-- Returns: {now_ms, 'cancelled' | 'again', fields} (fields: the task after the change, as lib.lua's
+--   `task_view` gives it)
 -- Errors: NOTFOUND; CONFLICT <status> (the task is completed or dead, or its status is not one
 --   orq knows); INVALID (no id); CORRUPT (a key it writes holds foreign data, or the task has no
 --   tenant; nothing written).
@@ -37,7 +38,7 @@ if not t.status then
   return redis.error_reply('NOTFOUND task ' .. id)
 end
 if t.status == 'cancelled' then
-  return {now, 'again', redis.call('HGETALL', task_key(id))}
+  return {now, 'again', task_view(id)}
 end
 local CANCELLABLE = {queued = true, scheduled = true, retrying = true, leased = true}
 if not CANCELLABLE[t.status] then
@@ -59,4 +60,4 @@ redis.call('ZADD', K_CANCELLED, istr(now), id)
 redis.call('HSET', task_key(id), 'finished_at', istr(now), 'updated_at', istr(now))
 set_status(id, t.tenant, t.status, 'cancelled')
 emit(now, 'cancelled', id, t.tenant, num(t.attempt, 0), {'from', t.status})
-return {now, 'cancelled', redis.call('HGETALL', task_key(id))}
+return {now, 'cancelled', task_view(id)}

@@ -111,13 +111,13 @@ if mode == 'queue' then
       local ids = redis.call('ZRANGE', rk, 0, -1)
       for j = 1, #ids do
         -- A task hash that is missing or of another type keeps its entry (lease drops it).
-        local t = fields(ids[j], {'priority', 'updated_at'}) or {}
+        local t = fields(ids[j], {'priority', 'updated_at', 'created_at'}) or {}
         local p = priority_of(t.priority)
         -- FIFO among equals follows the order the tasks had.
         local seq = hincr(K_STATS, 'seq', 1)
         if step > 0 then
-          -- Enqueue time (a ready task's updated_at is when it became ready) minus p steps.
-          redis.call('ZADD', rk, aged_score(num(t.updated_at, now), p, step, seq), ids[j])
+          -- Enqueue time (a ready task's updated_at, or created_at when never updated, is when it became ready) minus p steps.
+          redis.call('ZADD', rk, aged_score(num(t.updated_at or t.created_at, now), p, step, seq), ids[j])
         else
           redis.call('ZADD', rk, istr((9 - p) * PRIO_SPAN + seq), ids[j])
         end

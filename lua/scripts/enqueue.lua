@@ -17,7 +17,8 @@
 --   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:
---   ARGV[1]  string   queue name (stored on the task)
+--   ARGV[1]  string   queue name (not stored: the task key names the queue; kept so that the
+--                     argument layout of every recorded call and fuzz seed stays valid)
 --   ARGV[2]  integer  n, number of tasks (1..1000)
 --   then n groups of 16 values, one group per task:
 --     id           string   ULID made by the client
@@ -41,8 +42,8 @@
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {1, status, run_at_ms}
 --   for a new task (status queued or scheduled; the rest of the record is what the caller sent,
 --   with created_at = updated_at = now_ms, so it is not sent back), or {0, fields} when an
---   idempotency key (or the id) matched an existing task, fields being that task's hash as a
---   flat name/value array (HGETALL); fresh is 1 when the
+--   idempotency key (or the id) matched an existing task, fields being that task as lib.lua's
+--   `task_view` gives it (the compact hash, flat, then id); fresh is 1 when the
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
 --   or the first since the store lost its data, so the caller records the queue in the registry
 --   orq:queues again), else 0.
@@ -52,12 +53,17 @@
 -- Emits: queued or scheduled, one per new task.
 
 local GROUP = 16
+-- The per-task settings stored only when they differ from lib.lua's TASK_DEFAULTS (as numbers).
+local POLICY = {'priority', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
+local POLICY_DEFAULTS = {}
+for i = 1, #POLICY do
+  POLICY_DEFAULTS[POLICY[i]] = tonumber(TASK_DEFAULTS[POLICY[i]])
+end
 local BATCH_MAX = 1000
 -- The Retry-After suggested to a submit refused by max_queued (ms).
 local ADMISSION_RETRY_MS = 1000
 
 local now = now_ms()
-local queue = ARGV[1]
 local n, e = arg_int(ARGV[2], 'count', 1, BATCH_MAX)
 if not n then
   return redis.error_reply(e)
@@ -209,18 +215,30 @@ for i = 1, n do
     existing = it.existed or (created_ids[it.id] and it.id)
   end
   if existing then
-    out[i] = {0, redis.call('HGETALL', task_key(existing))}
+    out[i] = {0, task_view(existing)}
   else
     local key = task_key(it.id)
     local status = 'queued'
     if it.run_at > now then
       status = 'scheduled'
     end
-    local fieldsv = {'id', it.id, 'queue', queue, 'tenant', it.tenant, 'type', it.type,
-      'payload', it.payload, 'priority', istr(it.priority), 'attempt', '0',
-      'max_retries', istr(it.max_retries), 'b_init', istr(it.b_init), 'b_mult', fstr(it.b_mult),
-      'b_max', istr(it.b_max), 'b_jitter', fstr(it.b_jitter), 'lease_ms', istr(it.lease_ms),
-      'created_at', istr(now), 'updated_at', istr(now), 'run_at', istr(it.run_at), 'epoch', '0'}
+    -- The compact record (lib.lua, TASK_DEFAULTS): no id or queue (the key names both), no
+    -- updated_at (it is created_at until the first change), and a policy field only where it
+    -- differs from the default.
+    local fieldsv = {'tenant', it.tenant, 'type', it.type, 'payload', it.payload,
+      'created_at', istr(now), 'run_at', istr(it.run_at)}
+    for f = 1, #POLICY do
+      local name = POLICY[f]
+      local v = it[name]
+      if v ~= POLICY_DEFAULTS[name] then
+        fieldsv[#fieldsv + 1] = name
+        if name == 'b_mult' or name == 'b_jitter' then
+          fieldsv[#fieldsv + 1] = fstr(v)
+        else
+          fieldsv[#fieldsv + 1] = istr(v)
+        end
+      end
+    end
     if it.timeout_ms then
       fieldsv[#fieldsv + 1] = 'timeout_ms'
       fieldsv[#fieldsv + 1] = istr(it.timeout_ms)

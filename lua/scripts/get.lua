@@ -8,7 +8,8 @@
 -- ARGV:
 --   ARGV[1]  string  task id
 --
--- Returns: {now_ms, fields} where fields is the task hash, flat (HGETALL), empty when not found.
+-- Returns: {now_ms, fields} where fields is the task as `task_view` gives it (lib.lua: the hash,
+--   flat, then id), empty when not found.
 -- Errors: INVALID (no id); CORRUPT (the task key holds another Redis type than a hash).
 -- Emits: nothing.
 
@@ -19,4 +20,4 @@ if bad then return bad end
 local t
 t, bad = fields(ARGV[1], {'status'})
 if bad then return bad end
-return {now_ms(), redis.call('HGETALL', task_key(ARGV[1]))}
+return {now_ms(), task_view(ARGV[1])}

@@ -35,7 +35,7 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), 30000)
+  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), tonumber(TASK_DEFAULTS.lease_ms))
   if ext < 1 or ext > 86400000 then ext = 30000 end
   ext = math.floor(ext)
 end

@@ -39,7 +39,7 @@
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
 --
 -- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields} (fields is the
---   task hash as a flat name/value array, lease included), and next_ms says when to ask again:
+--   task as lib.lua's `task_view` gives it: the compact hash, flat, lease included, then id), and next_ms says when to ask again:
 --   now_ms when the call filled its n and ready work is left; else the earliest of the next
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
@@ -189,10 +189,11 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           served = served + 1
           local epoch = next_count(key, 'epoch', at.epoch and flat[at.epoch])
           local attempt = next_count(key, 'attempt', at.attempt and flat[at.attempt])
-          local lease_ms = num(at.lease_ms and flat[at.lease_ms], 30000)
-          if lease_ms < 1 or lease_ms > 86400000 then lease_ms = 30000 end
+          local lease_ms = num(at.lease_ms and flat[at.lease_ms], tonumber(TASK_DEFAULTS.lease_ms))
+          if lease_ms < 1 or lease_ms > 86400000 then lease_ms = tonumber(TASK_DEFAULTS.lease_ms) end
           local exp = now + math.floor(lease_ms)
-          local updated_at = at.updated_at and flat[at.updated_at]
+          -- When the task became ready: its last change, or its creation when never changed.
+          local updated_at = (at.updated_at and flat[at.updated_at]) or (at.created_at and flat[at.created_at])
           -- epoch and attempt first: where they are missing, HINCRBY would have added them first.
           local set = {'epoch', istr(epoch), 'attempt', istr(attempt), 'token', istr(epoch) .. '-' .. bits,
             'worker', worker, 'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now),
@@ -214,6 +215,8 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           local wait = math.max(0, now - num(updated_at, now))
           emit(now, 'leased', id, tenant, attempt,
             {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
+          flat[#flat + 1] = 'id'
+          flat[#flat + 1] = id
           out[#out + 1] = {exp, flat}
         else
           -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.

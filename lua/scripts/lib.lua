@@ -433,9 +433,18 @@ local function from_ready(id, tenant)
   end
 end
 
--- Read the named fields of a task hash into a Lua table (absent fields are false). When the key
--- holds another Redis type, returns nil and a CORRUPT error reply instead; a missing hash reads
--- as a table of falses (callers test `status`).
+-- The compact task record. A task hash stores only what differs from these values, which every
+-- reader fills in for an absent field: enqueue omits them, so a task submitted with the default
+-- retry policy stores none of them (orq::task::DEFAULT_* on the Rust side must agree; the
+-- conformance test `a_default_task_stores_only_what_differs_from_the_defaults` checks both).
+-- `id` and `queue` are not stored either: the key names both (`task_view` adds the id to replies,
+-- the client knows the queue), and an absent `updated_at` is `created_at`.
+local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries = '3',
+  b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}
+
+-- Read the named fields of a task hash into a Lua table (absent fields read as their
+-- TASK_DEFAULTS value, or false). When the key holds another Redis type, returns nil and a CORRUPT
+-- error reply instead; a missing hash reads as absent fields (callers test `status`).
 local function fields(id, names)
   local key = task_key(id)
   local vals = redis.pcall('HMGET', key, unpack(names))
@@ -446,7 +455,23 @@ local function fields(id, names)
   for i = 1, #names do
     t[names[i]] = vals[i]
   end
+  for i = 1, #names do
+    if not t[names[i]] and TASK_DEFAULTS[names[i]] then
+      t[names[i]] = TASK_DEFAULTS[names[i]]
+    end
+  end
   return t, nil
+end
+
+-- A task as replies show it: its hash, flat (HGETALL), then `id`, <id>; empty when there is no
+-- such hash. Absent fields stay absent (the reader fills in TASK_DEFAULTS).
+local function task_view(id)
+  local flat = redis.call('HGETALL', task_key(id))
+  if #flat > 0 then
+    flat[#flat + 1] = 'id'
+    flat[#flat + 1] = id
+  end
+  return flat
 end
 
 -- Longest backoff ever computed (ms): a year, whatever the stored fields say.

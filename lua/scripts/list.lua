@@ -26,7 +26,8 @@
 --   ARGV[5]  integer  page size (1..1000)
 --   ARGV[6]  integer  most index entries examined (1..100000)
 --
--- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task hash, flat, and
+-- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task as lib.lua's `task_view`
+--   gives it (the hash, flat, then id), and
 --   next_cursor is '' when the listing is complete.
 -- Errors: INVALID; CORRUPT <key> (an index holds another Redis type than a ZSET). Entries whose
 --   task hash is missing or of another type, and ready sets of another type, are skipped.
@@ -118,7 +119,7 @@ while #out < limit and scanned < scan and src <= last do
         if status ~= '' then want_status = {[status] = true} end
         if t.status and want_status[t.status] and (tenant == '' or t.tenant == tenant)
             and (ttype == '' or t.type == ttype) then
-          out[#out + 1] = redis.call('HGETALL', task_key(id))
+          out[#out + 1] = task_view(id)
           if #out >= limit then break end
         end
       end

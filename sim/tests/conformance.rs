@@ -403,7 +403,23 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
-            "orq:{q}:task:A" hash id=A queue=q tenant=t1 type=echo payload="{}" priority=5 attempt=0 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 status=queued
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "enqueue: a task with the default settings stores only what differs from them (the compact record)",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
+        reply: r#"[{now} [[1 queued {now}]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -419,30 +435,30 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={t+60000}
             "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1
-            "orq:{q}:task:A" hash id=A queue=q tenant=t1 type=echo payload="{}" priority=5 attempt=0 max_retries=0 b_init=1000 b_mult=2 b_max=60000 b_jitter=0.5 lease_ms=30000 created_at={now} updated_at={now} run_at={t+60000} epoch=0 timeout_ms=5000 status=scheduled
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={t+60000} priority=5 max_retries=0 b_max=60000 b_jitter=0.5 timeout_ms=5000 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
     },
     Case {
         name: "enqueue: an idempotency key that is live returns the existing task and writes nothing",
         seed: &[
-            "HSET orq:{q}:task:A id A status queued tenant t1",
+            "HSET orq:{q}:task:A status queued tenant t1",
             "SET orq:{q}:idem:t1:k A PX 600000",
             "HSET orq:{q}:stats total:enqueued 1",
         ],
         script: "enqueue",
         argv: "q 1 B t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' k 600000",
-        reply: r#"[{now} [[0 [id A status queued tenant t1]]] 0]"#,
+        reply: r#"[{now} [[0 [status queued tenant t1 id A]]] 0]"#,
         keys: r#"
             "orq:{q}:idem:t1:k" string A expires={t+600000}
             "orq:{q}:stats" hash total:enqueued=1
-            "orq:{q}:task:A" hash id=A status=queued tenant=t1
+            "orq:{q}:task:A" hash status=queued tenant=t1
         "#,
     },
     Case {
         name: "enqueue: an expired idempotency key is gone, so a new task is created",
         seed: &[
-            "HSET orq:{q}:task:A id A status queued tenant t1",
+            "HSET orq:{q}:task:A status queued tenant t1",
             "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
         ],
         script: "enqueue",
@@ -454,8 +470,8 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:t2" zset B=9895604649985
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
-            "orq:{q}:task:A" hash id=A status=queued tenant=t1
-            "orq:{q}:task:B" hash id=B queue=q tenant=t2 type=echo payload="{}" priority=0 attempt=0 max_retries=0 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 lease_ms=30000 created_at={now} updated_at={now} run_at={now} epoch=0 idem=k status=queued
+            "orq:{q}:task:A" hash status=queued tenant=t1
+            "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} run_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
             "orq:{q}:tenants" zset t2=0
         "#,
@@ -490,7 +506,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome ""]]] {now}]"#,
+        reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id B]]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
@@ -522,7 +538,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status leased tenant t3 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome ""]]] {t+1000}]"#,
+        reply: r#"[{now} [[{now+5000} [status leased tenant t3 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id C]]] {t+1000}]"#,
         keys: r#"
             "orq:{q}:events" stream {k=leased ts={now} id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset C={now+5000}
@@ -574,7 +590,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 0f 0 10 0",
-        reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome ""]]] -1]"#,
+        reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome "" id A]]] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
@@ -710,7 +726,7 @@ const CASES: &[Case] = &[
         ],
         script: "cancel",
         argv: "A",
-        reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now}]]"#,
+        reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now} id A]]"#,
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
             "orq:{q}:events" stream {k=cancelled ts={now} id=A t=t1 a=0 from=queued}
@@ -818,17 +834,17 @@ const CASES: &[Case] = &[
         seed: &[
             "ZADD orq:{q}:known_tenants 0 t1",
             "ZADD orq:{q}:ready:t1 1 A 2 B",
-            "HSET orq:{q}:task:A id A status queued tenant t1 type echo",
-            "HSET orq:{q}:task:B id B status queued tenant t1 type echo",
+            "HSET orq:{q}:task:A status queued tenant t1 type echo",
+            "HSET orq:{q}:task:B status queued tenant t1 type echo",
         ],
         script: "list",
         argv: "queued '' '' '' 1 100",
-        reply: r#"[{now} [[id A status queued tenant t1 type echo]] 1:0:1]"#,
+        reply: r#"[{now} [[status queued tenant t1 type echo id A]] 1:0:1]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=1 B=2
-            "orq:{q}:task:A" hash id=A status=queued tenant=t1 type=echo
-            "orq:{q}:task:B" hash id=B status=queued tenant=t1 type=echo
+            "orq:{q}:task:A" hash status=queued tenant=t1 type=echo
+            "orq:{q}:task:B" hash status=queued tenant=t1 type=echo
         "#,
     },
     Case {

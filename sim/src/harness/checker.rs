@@ -567,8 +567,11 @@ pub fn check_store_state(
                 ));
             }
             // Check 3: attempt within budget, and equal to the leases the harness saw.
-            let attempt = parse_i64(f.get(b"attempt".as_slice()));
-            let max_retries = parse_i64(f.get(b"max_retries".as_slice()));
+            // An absent field is its default (lib.lua's TASK_DEFAULTS: the compact record).
+            let attempt = f.get(b"attempt".as_slice()).map_or(0, |v| parse_i64(Some(v)));
+            let max_retries = f
+                .get(b"max_retries".as_slice())
+                .map_or(i64::from(orq::task::DEFAULT_MAX_RETRIES), |v| parse_i64(Some(v)));
             if attempt > max_retries + 1 {
                 return Err(format!("task {ids} has attempt {attempt} > max_retries {max_retries} + 1"));
             }
