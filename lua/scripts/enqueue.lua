@@ -124,6 +124,15 @@ if redis.call('EXISTS', K_STATS) == 0 then
   fresh = 1
 end
 
+-- Whether any item's task key exists: one EXISTS for the batch, so that in the common case (fresh
+-- ULIDs) no item pays for its own TYPE call. Only when one exists does each item check its key.
+local task_keys = {}
+for i = 1, n do
+  task_keys[i] = task_key(items[i].id)
+end
+local any_task_key = redis.call('EXISTS', unpack(task_keys)) > 0
+local created_ids = {}    -- ids created by earlier items of this batch
+
 -- Which items match an existing task (idempotency key or id): those add nothing. Returns the
 -- task id or nil, and a CORRUPT error reply when the idempotency key or the task key holds
 -- another Redis type than orq's.
@@ -142,6 +151,12 @@ local function existing_task(it)
         return nil, type_error(task_key(prior), 'hash')
       end
     end
+  end
+  if created_ids[it.id] then
+    return it.id, nil
+  end
+  if not any_task_key then
+    return nil, nil
   end
   local t = key_type(task_key(it.id))
   if t == 'hash' then
@@ -202,7 +217,6 @@ local vtime = nil
 local ready = {}          -- tenant -> {score, id, score, id, ...}, tenants in first-use order
 local scheduled = {}      -- {score, id, ...}
 local known = {}          -- tenant -> true once ZADDed to the known tenants this call
-local created_ids = {}    -- ids created by earlier items of this batch
 local out = {}
 for i = 1, n do
   local it = items[i]

@@ -425,6 +425,23 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
+        name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
+        seed: &["HSET orq:{q}:task:C status queued tenant t1 type echo"],
+        script: "enqueue",
+        argv: "q 3 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 C t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
+        reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} run_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} status=queued
+            "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
         name: "enqueue: a task with a future run_at is scheduled",
         seed: &["HSET orq:{q}:stats total:enqueued 4"],
         script: "enqueue",
