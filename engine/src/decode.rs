@@ -66,7 +66,7 @@ pub fn field_map(op: &'static str, flat: &[Resp]) -> Result<HashMap<String, Stri
 /// A task of queue `queue` from its fields as lib.lua's `task_view` gives them: the compact
 /// hash, flat, then `id`. An absent setting is its default ([`crate::task::DEFAULT_MAX_RETRIES`],
 /// [`crate::task::DEFAULT_LEASE_MS`], [`Backoff::default`], priority, attempt and epoch 0); an
-/// absent `updated_at` is `created_at`.
+/// absent `updated_at` or `run_at` is `created_at`.
 pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
     let f = field_map(op, flat)?;
     let text = |name: &str| -> Result<String> {
@@ -118,7 +118,7 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         status,
         attempt: num_or("attempt", 0)? as u32,
         max_retries: num_or("max_retries", u64::from(DEFAULT_MAX_RETRIES))? as u32,
-        run_at_ms: num("run_at")?,
+        run_at_ms: num_or("run_at", created_at)?,
         created_at_ms: created_at,
         updated_at_ms: num_or("updated_at", created_at)?,
         finished_at_ms: opt_num("finished_at"),

@@ -296,7 +296,7 @@ async fn idempotency_key_returns_the_first_task() {
 }
 
 // Goal: the compact task record. A task submitted with the default settings stores only what
-// differs from them (no id, queue, attempt, epoch, updated_at or retry policy fields), and every
+// differs from them (no id, queue, attempt, epoch, updated_at, run_at or retry policy fields), and every
 // read (get, list, an idempotent re-submit, lease, cancel) gives back the task the submit
 // answered; a task with its own settings stores and reads them back exactly.
 // Method: submit one default and one customised task on a private Redis; read each raw hash with
@@ -337,14 +337,7 @@ async fn compact_records_store_only_what_differs_and_read_back_whole() {
     let names: Vec<&str> = stored.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        [
-            "created_at",
-            "payload",
-            "run_at",
-            "status",
-            "tenant",
-            "type"
-        ],
+        ["created_at", "payload", "status", "tenant", "type"],
         "a default task stores only what differs from the defaults: {stored:?}"
     );
     let stored: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")
@@ -369,8 +362,21 @@ async fn compact_records_store_only_what_differs_and_read_back_whole() {
         );
     }
 
+    let mut later_spec = TaskSpec::new("{}").queue("q").task_type("echo");
+    later_spec.delay_ms = 60_000;
+    let later = env.client.submit(later_spec).await.unwrap().task;
+    assert_eq!(later.status, Status::Scheduled);
+    let run_at: String = redis::cmd("HGET")
+        .arg(format!("orq:{{q}}:task:{}", later.id))
+        .arg("run_at")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(run_at, later.run_at_ms.to_string());
+    assert!(later.run_at_ms >= later.created_at_ms + 60_000);
+
     // Reads give back what submit answered.
-    for sub in [&plain, &custom] {
+    for sub in [&plain, &custom, &later] {
         assert_eq!(&env.get("q", &sub.id).await, sub);
     }
     assert_eq!(plain.max_retries, orq::task::DEFAULT_MAX_RETRIES);
@@ -388,7 +394,7 @@ async fn compact_records_store_only_what_differs_and_read_back_whole() {
     let page = env.client.list(&query).await.unwrap();
     let mut listed = page.tasks.clone();
     listed.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut want = vec![plain.clone(), custom.clone()];
+    let mut want = vec![plain.clone(), custom.clone(), later.clone()];
     want.sort_by(|a, b| a.id.cmp(&b.id));
     assert_eq!(listed, want);
     let again = env

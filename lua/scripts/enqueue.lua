@@ -237,10 +237,14 @@ for i = 1, n do
       status = 'scheduled'
     end
     -- The compact record (lib.lua, TASK_DEFAULTS): no id or queue (the key names both), no
-    -- updated_at (it is created_at until the first change), and a policy field only where it
-    -- differs from the default.
+    -- updated_at (it is created_at until the first change), no run_at when it is created_at, and
+    -- a policy field only where it differs from the default.
     local fieldsv = {'tenant', it.tenant, 'type', it.type, 'payload', it.payload,
-      'created_at', istr(now), 'run_at', istr(it.run_at)}
+      'created_at', istr(now)}
+    if it.run_at ~= now then
+      fieldsv[#fieldsv + 1] = 'run_at'
+      fieldsv[#fieldsv + 1] = istr(it.run_at)
+    end
     for f = 1, #POLICY do
       local name = POLICY[f]
       local v = it[name]

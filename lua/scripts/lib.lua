@@ -438,7 +438,7 @@ end
 -- retry policy stores none of them (orq::task::DEFAULT_* on the Rust side must agree; the
 -- conformance test `a_default_task_stores_only_what_differs_from_the_defaults` checks both).
 -- `id` and `queue` are not stored either: the key names both (`task_view` adds the id to replies,
--- the client knows the queue), and an absent `updated_at` is `created_at`.
+-- the client knows the queue), and an absent `updated_at` or `run_at` is `created_at`.
 local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries = '3',
   b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}
 

@@ -403,7 +403,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -419,7 +419,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} status=queued
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -429,13 +429,13 @@ const CASES: &[Case] = &[
         seed: &["HSET orq:{q}:task:C status queued tenant t1 type echo"],
         script: "enqueue",
         argv: "q 3 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 C t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
-        reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} run_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
+        reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now} status=queued
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -488,7 +488,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:t2" zset B=9895604649985
             "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash status=queued tenant=t1
-            "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} run_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
+            "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
             "orq:{q}:tenants" zset t2=0
         "#,
