@@ -10,8 +10,9 @@ use crate::store::Store;
 use crate::task::Task;
 use async_trait::async_trait;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -102,7 +103,9 @@ pub struct WorkerConfig {
     /// poll while the pool has nothing to run, so a new queue's first task waits at most about
     /// [`Self::idle_poll_ms`], and every [`Self::idle_poll_ms`] × 20 while it is busy).
     pub queues: Vec<String>,
-    /// Most tasks run at once.
+    /// Most handlers running at once. A task whose handler has returned gives its slot back
+    /// while its outcome is recorded (at most this many such tasks wait), so refilling the slot
+    /// does not wait for the completion's reply.
     pub concurrency: usize,
     /// Longest wait between lease attempts when there is no work (ms).
     pub idle_poll_ms: u64,
@@ -237,6 +240,33 @@ async fn complete_in_batches(
     }
 }
 
+/// The handler slots of a pool: how many handlers run, and a wake-up for the lease loop when one
+/// returns. A task holds its slot from its lease until its handler returns, not until its outcome
+/// is recorded, so the lease call that refills a slot overlaps the completion call of the task
+/// that left it (both go over one multiplexed connection) instead of waiting for its reply.
+#[derive(Default)]
+struct Slots {
+    running: AtomicUsize,
+    freed: Notify,
+}
+
+/// One taken slot; dropping it gives the slot back and wakes the lease loop.
+struct Slot(Arc<Slots>);
+
+impl Slot {
+    fn take(slots: &Arc<Slots>) -> Slot {
+        slots.running.fetch_add(1, Ordering::SeqCst);
+        Slot(slots.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.freed.notify_one();
+    }
+}
+
 /// A pool of workers. Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
@@ -298,13 +328,21 @@ impl Worker {
         // local time before which the queue is not asked again. Only looked up, never iterated.
         let mut refused: HashMap<String, (u32, u64)> = HashMap::new();
         tracing::info!(worker = %inner.config.id, concurrency = inner.config.concurrency, "worker started");
+        let slots = Arc::new(Slots::default());
+        let concurrency = inner.config.concurrency;
         while !shutdown.is_cancelled() {
             while in_flight.try_join_next().is_some() {}
-            let free = inner.config.concurrency.saturating_sub(in_flight.len());
+            // Free slots: handlers not running. Tasks whose handler returned but whose outcome is
+            // still being recorded hold none, but at most `concurrency` of them may wait, so a
+            // store that stops answering cannot pile up leased work.
+            let free = concurrency
+                .saturating_sub(slots.running.load(Ordering::SeqCst))
+                .min((2 * concurrency).saturating_sub(in_flight.len()));
             if free == 0 {
                 tokio::select! {
                     biased;
-                    _ = in_flight.join_next() => {}
+                    _ = in_flight.join_next(), if !in_flight.is_empty() => {}
+                    _ = slots.freed.notified() => {}
                     _ = shutdown.cancelled() => {}
                 }
                 continue;
@@ -368,8 +406,11 @@ impl Worker {
                                 .as_ref()
                                 .map(|l| now + l.expires_at_ms.saturating_sub(batch.now_ms))
                                 .unwrap_or(now);
+                            let slot = Slot::take(&slots);
                             in_flight.spawn(async move {
-                                inner.run_task(task, local_deadline_ms, hard, done).await;
+                                inner
+                                    .run_task(task, slot, local_deadline_ms, hard, done)
+                                    .await;
                             });
                         }
                     }
@@ -393,6 +434,7 @@ impl Worker {
                     biased;
                     _ = sleep => {}
                     _ = shutdown.cancelled() => {}
+                    _ = slots.freed.notified() => {}
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
                 }
             }
@@ -446,10 +488,11 @@ impl Worker {
 }
 
 impl Inner {
-    /// Run one leased task to its reported outcome.
+    /// Run one leased task to its reported outcome, holding `slot` while its handler runs.
     async fn run_task(
         self: Arc<Self>,
         task: Task,
+        slot: Slot,
         local_deadline_ms: u64,
         hard_stop: CancellationToken,
         done: mpsc::UnboundedSender<PendingCompletion>,
@@ -462,6 +505,7 @@ impl Inner {
         let outcome = self
             .execute(task, lease.clone(), local_deadline_ms, hard_stop)
             .await;
+        drop(slot);
         self.report(&queue, &id, &lease.token, outcome, &done).await;
     }
 

@@ -437,3 +437,96 @@ async fn compact_records_store_only_what_differs_and_read_back_whole() {
         (9, custom.backoff)
     );
 }
+
+/// A store that holds every completion call until the test opens the gate.
+struct GatedCompletions {
+    inner: std::sync::Arc<dyn orq::Store>,
+    gate: tokio::sync::Semaphore,
+    held: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for GatedCompletions {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        if script.name == "complete_batch" || script.name == "complete" {
+            self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _pass = self.gate.acquire().await.expect("gate open");
+        }
+        self.inner.eval(script, keys, args).await
+    }
+}
+
+// Goal: a handler slot is refilled while the finished task's completion is still being recorded
+// (the next lease overlaps the completion call instead of waiting for its reply), and no more
+// than `concurrency` finished tasks wait for their outcome to be recorded.
+// Method: a pool of concurrency 1 over a store that holds every completion call until the test
+// opens the gate; submit three tasks. The second handler must start while the first task's
+// completion is held (the first task still leased); the third must not start while two finished
+// tasks wait. Opening the gate completes all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
+    use std::sync::atomic::Ordering;
+    let env = Env::start().await;
+    let gated = std::sync::Arc::new(GatedCompletions {
+        inner: env.store.clone(),
+        gate: tokio::sync::Semaphore::new(0),
+        held: Default::default(),
+    });
+    let echo = Echo::default();
+    let worker = env.worker_on(
+        gated.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("echo", echo.clone()),
+        |c| c.concurrency = 1,
+    );
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let sub = env
+            .client
+            .submit(spec("q", "echo", &format!("{{\"n\":{n}}}")))
+            .await
+            .unwrap();
+        ids.push(sub.task.id);
+    }
+    common::eventually(
+        "two handlers to have run with a completion held",
+        || async {
+            (echo.runs.total() >= 2 && gated.held.load(Ordering::SeqCst) >= 1).then_some(())
+        },
+    )
+    .await;
+    let leased = env
+        .client
+        .list(&ListQuery {
+            queue: "q".into(),
+            status: Some(Status::Leased),
+            limit: 10,
+            ..ListQuery::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        leased.tasks.len(),
+        2,
+        "both run tasks are leased, none completed yet"
+    );
+    // Two finished tasks wait for their outcome: the third may not start.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        echo.runs.total(),
+        2,
+        "at most `concurrency` finished tasks wait"
+    );
+    gated.gate.add_permits(1_000);
+    for id in &ids {
+        env.wait_status("q", id, Status::Completed).await;
+    }
+    assert_eq!(echo.runs.total(), 3);
+    worker.stop().await;
+}

@@ -94,6 +94,19 @@ impl Env {
         handlers: Handlers,
         tune: impl FnOnce(&mut WorkerConfig),
     ) -> RunningWorker {
+        self.worker_on(self.store.clone(), id, queue, handlers, tune)
+    }
+
+    /// [`Env::worker`] talking to the private server through `store` (a wrapper around
+    /// [`Env::store`] that delays or counts calls).
+    pub fn worker_on(
+        &self,
+        store: Arc<dyn Store>,
+        id: &str,
+        queue: &str,
+        handlers: Handlers,
+        tune: impl FnOnce(&mut WorkerConfig),
+    ) -> RunningWorker {
         let mut config = WorkerConfig {
             id: id.to_string(),
             queues: vec![queue.to_string()],
@@ -105,7 +118,7 @@ impl Env {
         };
         tune(&mut config);
         let worker = Worker::new(
-            self.store.clone(),
+            store,
             Arc::new(SystemClock),
             Arc::new(Entropy::from_os()),
             handlers,
