@@ -324,7 +324,8 @@ pub struct WebArgs {
 /// Worker options.
 #[derive(Debug, Args, Clone)]
 pub struct PoolArgs {
-    /// Most tasks run at once.
+    /// Most handlers running at once (a task whose handler returned frees its slot while its
+    /// outcome is recorded).
     #[arg(long, env = "ORQ_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
     /// Worker id recorded on leases (default: generated from the process id).
