@@ -6,7 +6,8 @@
 // uncaught exception. Screenshots of every view go to test-results/screenshots/.
 
 import assert from "node:assert/strict";
-import { copyFileSync, readFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
@@ -136,31 +137,45 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
 
   test("the replay view loads a simulator timeline and shows faults, task states at a chosen time, and a violation", async () => {
     // Two timelines from this run's simulator: a passing seed with faults (served by orq from its
-    // --timelines directory) and a planted bug that the checker catches (opened as a file).
-    const clean = simulate(world.timelinesDir, "seed7.jsonl", ["--seed", "7"]);
-    const planted = simulate(world.timelinesDir, "planted.jsonl", ["--seed", "1", "--planted", "lease_ignores_run_at"]);
-    const lines = readFileSync(clean, "utf8").trim().split("\n").map((l) => JSON.parse(l) as TimelineLine & { kind: string });
-    const events = lines.slice(1);
-    // A task's state at a time chosen between two of its events: leased, not yet finished.
+    // --timelines directory) and a planted bug that the checker catches (opened as a file). The
+    // passing seed is the first from 1 whose run has a worker crash, a lost reply and a lease that
+    // lasts, so that a change to the engine's schedules does not break the test.
+    const scratch = mkdtempSync(join(tmpdir(), "orq-seeds-"));
+    let seed = 0;
+    let clean = "";
     let chosen: { task: string; t: number } | null = null;
-    for (const [i, e] of events.entries()) {
-      if (e.kind !== "leased" || !e.task) continue;
-      const next = events.slice(i + 1).find((x) => x.task === e.task && ["completed", "retrying", "dead", "queued", "released", "leased", "cancelled"].includes(x.kind));
-      if (next && next.t_ms - e.t_ms >= 20) {
-        chosen = { task: e.task, t: e.t_ms + Math.floor((next.t_ms - e.t_ms) / 2) };
-        break;
+    let crash: (TimelineLine & { kind: string }) | undefined;
+    for (let s = 1; s <= 40 && !chosen; s++) {
+      const file = simulate(scratch, `seed${s}.jsonl`, ["--seed", String(s)]);
+      const lines = readFileSync(file, "utf8").trim().split("\n").map((l) => JSON.parse(l) as TimelineLine & { kind: string });
+      const events = lines.slice(1);
+      crash = events.find((e) => e.kind === "crash");
+      if (!crash || !events.some((e) => e.kind === "lost_reply")) continue;
+      // A task's state at a time chosen between two of its events: leased, not yet finished.
+      for (const [i, e] of events.entries()) {
+        if (e.kind !== "leased" || !e.task) continue;
+        const next = events.slice(i + 1).find((x) => x.task === e.task && ["completed", "retrying", "dead", "queued", "released", "leased", "cancelled"].includes(x.kind));
+        if (next && next.t_ms - e.t_ms >= 20) {
+          chosen = { task: e.task, t: e.t_ms + Math.floor((next.t_ms - e.t_ms) / 2) };
+          break;
+        }
+      }
+      if (chosen) {
+        seed = s;
+        clean = join(world.timelinesDir, `seed${s}.jsonl`);
+        copyFileSync(file, clean);
       }
     }
-    assert.ok(chosen, "the timeline has a lease that lasts");
-    const crash = events.find((e) => e.kind === "crash");
-    assert.ok(crash, "seed 7 crashes a worker");
+    rmSync(scratch, { recursive: true, force: true });
+    assert.ok(chosen && crash, "a seed in 1..40 crashes a worker, loses a reply and has a lease that lasts");
+    const planted = simulate(world.timelinesDir, "planted.jsonl", ["--seed", "1", "--planted", "lease_ignores_run_at"]);
 
     await withPage(async ({ page }) => {
       await page.goto("/replay/");
-      await page.getByTestId("timeline-seed7.jsonl").click();
-      await waitText(page, '[data-testid="timeline-seed"]', (t) => t === "7", "the seed of the opened timeline");
+      await page.getByTestId(`timeline-seed${seed}.jsonl`).click();
+      await waitText(page, '[data-testid="timeline-seed"]', (t) => t === String(seed), "the seed of the opened timeline");
       await page.getByTestId("verdict-pass").waitFor();
-      assert.equal(await page.getByTestId("replay-command").textContent(), "cargo run -p orq-sim -- run --seed 7");
+      assert.equal(await page.getByTestId("replay-command").textContent(), `cargo run -p orq-sim -- run --seed ${seed}`);
       // Faults are on the time axis.
       assert.ok((await page.locator('[data-testid="marker"][data-kind="crash"]').count()) >= 1, "a crash marker");
       assert.ok((await page.locator('[data-testid="marker"][data-kind="lost_reply"]').count()) >= 1, "a lost_reply marker");
@@ -184,7 +199,7 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
 
       // The same file opens through the file input too.
       await page.getByTestId("timeline-file").setInputFiles(clean);
-      await page.getByText("Run passed — seed7.jsonl").waitFor();
+      await page.getByText(`Run passed — seed${seed}.jsonl`).waitFor();
       // The planted bug: the violation, its seed and the command that reproduces it.
       await page.getByTestId("timeline-file").setInputFiles(planted);
       await page.getByTestId("violation").waitFor();
