@@ -59,5 +59,5 @@ end
 redis.call('ZADD', K_CANCELLED, istr(now), id)
 redis.call('HSET', task_key(id), 'finished_at', istr(now), 'updated_at', istr(now))
 set_status(id, t.tenant, t.status, 'cancelled')
-emit(now, 'cancelled', id, t.tenant, num(t.attempt, 0), {'from', t.status})
+emit(now, 'cancelled', id, t.tenant, num(t.attempt, 0), 'from', t.status)
 return {now, 'cancelled', task_view(id)}

@@ -129,7 +129,7 @@ if mode == 'queue' then
   elseif defaults ~= '' then
     redis.call('HSET', K_CONFIG, 'defaults', defaults)
   end
-  emit(now, kind, '', '', 0, nil)
+  emit(now, kind, '', '', 0)
   return {now, redis.call('HGETALL', K_CONFIG)}
 elseif mode == 'tenant' then
   local tenant = ARGV[2]
@@ -175,7 +175,7 @@ elseif mode == 'tenant' then
   redis.call('ZADD', K_KNOWN, 0, tenant)
   -- New limits are judged by the next lease call, not by the reason the tenant was parked.
   unpark(tenant)
-  emit(now, 'tenant_configured', '', tenant, 0, nil)
+  emit(now, 'tenant_configured', '', tenant, 0)
   return {now, redis.call('HGETALL', key)}
 end
 return redis.error_reply('INVALID mode must be queue or tenant')

@@ -279,7 +279,7 @@ for i = 1, n do
     if status == 'scheduled' then
       scheduled[#scheduled + 1] = istr(it.run_at)
       scheduled[#scheduled + 1] = it.id
-      emit(now, 'scheduled', it.id, it.tenant, 0, {'run_at', istr(it.run_at)})
+      emit(now, 'scheduled', it.id, it.tenant, 0, 'run_at', istr(it.run_at))
     else
       -- The queue sequence: one HINCRBY for the first ready task (which repairs a garbage
       -- counter), then counted locally and written back once.
@@ -309,7 +309,7 @@ for i = 1, n do
       end
       r[#r + 1] = score
       r[#r + 1] = it.id
-      emit(now, 'queued', it.id, it.tenant, 0, nil)
+      emit(now, 'queued', it.id, it.tenant, 0)
     end
     out[i] = {1, status, it.run_at}
   end

@@ -213,8 +213,8 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           lease_scores[#lease_scores + 1] = id
           count_status(tenant, 'queued', 'leased')
           local wait = math.max(0, now - num(updated_at, now))
-          emit(now, 'leased', id, tenant, attempt,
-            {'w', worker, 'epoch', istr(epoch), 'wait_ms', istr(wait)})
+          emit(now, 'leased', id, tenant, attempt, 'w', worker, 'epoch', istr(epoch),
+            'wait_ms', istr(wait))
           flat[#flat + 1] = 'id'
           flat[#flat + 1] = id
           out[#out + 1] = {exp, flat}

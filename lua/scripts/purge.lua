@@ -44,7 +44,7 @@ for i = 1, #ARGV do
       hincr(tenant_key(t.tenant), 'n:dead', -1)
     end
     hincr(K_STATS, 'total:purged', 1)
-    emit(now, 'purged', id, t.tenant or '', num(t.attempt, 0), nil)
+    emit(now, 'purged', id, t.tenant or '', num(t.attempt, 0))
     out[i] = 'purged'
   end
 end

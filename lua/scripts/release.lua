@@ -42,5 +42,5 @@ redis.call('ZREM', K_LEASES, id)
 redis.call('HSET', task_key(id), 'attempt', istr(attempt), 'outcome', 'released', 'lease_exp', '',
   'worker', '')
 to_ready(id, t.tenant, priority_of(t.priority), 'leased', now)
-emit(now, 'released', id, t.tenant, attempt, {'w', t.worker or ''})
+emit(now, 'released', id, t.tenant, attempt, 'w', t.worker or '')
 return {now, 'released'}

@@ -56,7 +56,7 @@ local function replay_one(id)
   redis.call('HSET', task_key(id), 'attempt', '0', 'finished_at', '', 'outcome', 'replayed')
   to_ready(id, t.tenant, priority_of(t.priority), 'dead', now)
   hincr(K_STATS, 'total:replayed', 1)
-  emit(now, 'replayed', id, t.tenant, 0, nil)
+  emit(now, 'replayed', id, t.tenant, 0)
   return 'replayed'
 end
 
