@@ -162,7 +162,7 @@ async fn permanent_error_sends_the_task_to_the_dlq_after_one_attempt() {
 }
 
 // Goal: replaying a dead task puts it back in the queue with a fresh retry budget, keeping its
-// history, and a worker then completes it.
+// history and moving its run_at to the replay time, and a worker then completes it.
 // Method: `fail` with times 1 and max_retries 0 dies after one run; Client::replay; the second
 // run (counted by the handler) succeeds. A replay of a task that is not dead is a conflict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,6 +190,11 @@ async fn replayed_dead_task_runs_again_and_completes() {
         Status::Queued | Status::Leased | Status::Completed
     ));
     assert_eq!(replayed.replays, 1);
+    // Due again at the replay: run_at moves from the first submit to the replay time.
+    assert!(
+        replayed.run_at_ms >= dead.finished_at_ms.unwrap(),
+        "{replayed:?}"
+    );
 
     let done = env.wait_status("q", &id, Status::Completed).await;
     worker.stop().await;

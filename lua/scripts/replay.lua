@@ -1,7 +1,8 @@
 -- replay: put dead tasks back in the queue with a fresh retry budget.
 --
 -- Transition: dead -> queued. attempt restarts at 0 (so max_retries applies again), `replays`
--- counts the replays, and the attempt history and last_error are kept.
+-- counts the replays, run_at becomes the replay time, and the attempt history and last_error are
+-- kept.
 -- Two modes: by ids, or by filter over the DLQ (oldest first, bounded scan).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
@@ -53,7 +54,9 @@ local function replay_one(id)
   end
   redis.call('ZREM', K_DEAD, id)
   hincr(task_key(id), 'replays', 1)
-  redis.call('HSET', task_key(id), 'attempt', '0', 'finished_at', '', 'outcome', 'replayed')
+  -- Due again now: run_at says when the task became due (Task::run_at_ms).
+  redis.call('HSET', task_key(id), 'attempt', '0', 'finished_at', '', 'outcome', 'replayed',
+    'run_at', istr(now))
   to_ready(id, t.tenant, priority_of(t.priority), 'dead', now)
   hincr(K_STATS, 'total:replayed', 1)
   emit(now, 'replayed', id, t.tenant, 0)

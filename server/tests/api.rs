@@ -64,6 +64,42 @@ async fn submitted_task_completes_with_its_result() {
     assert!(done["lease"].is_null());
 }
 
+// Goal: backoff numbers are stored and answered exactly as sent, including values one float step
+// from a default (which must not be mistaken for the default and dropped from the record).
+// Method: submit backoffs whose multiplier and jitter need all 17 significant digits; compare the
+// submit answer and a GET with what was sent, bit for bit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backoff_floats_round_trip_exactly() {
+    let app = TestApp::start(false, vec![]).await;
+    for (multiplier, jitter) in [
+        (1.999_999_999_999_999_8_f64, 0.381_204_237_688_212_43_f64),
+        (2.000_000_000_000_000_4, 0.999_999_999_999_999_9),
+        (1.1, 0.200_000_000_000_000_04),
+    ] {
+        let body = json!({
+            "payload": 1,
+            "backoff": {"initial_ms": 10, "multiplier": multiplier, "max_ms": 1000, "jitter": jitter},
+        });
+        let t = submit(&app, body).await;
+        let (status, got) = app
+            .call(GET, &format!("/api/v1/tasks/{}", id(&t)), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{got}");
+        for answer in [&t, &got] {
+            assert_eq!(
+                answer["backoff"]["multiplier"].as_f64(),
+                Some(multiplier),
+                "{answer}"
+            );
+            assert_eq!(
+                answer["backoff"]["jitter"].as_f64(),
+                Some(jitter),
+                "{answer}"
+            );
+        }
+    }
+}
+
 // Goal: the idempotency key returns the first task (200) instead of creating a second (201).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotency_key_returns_the_existing_task() {

@@ -775,7 +775,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=replayed ts={now} id=A t=t1 a=0}
             "orq:{q}:ready:t1" zset A=4398046511105
             "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1
-            "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed updated_at={now}
+            "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
