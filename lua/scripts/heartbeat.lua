@@ -35,7 +35,7 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), tonumber(TASK_DEFAULTS.lease_ms))
+  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), LEASE_MS_DEFAULT)
   if ext < 1 or ext > 86400000 then ext = 30000 end
   ext = math.floor(ext)
 end

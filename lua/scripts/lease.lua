@@ -189,8 +189,8 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           served = served + 1
           local epoch = next_count(key, 'epoch', at.epoch and flat[at.epoch])
           local attempt = next_count(key, 'attempt', at.attempt and flat[at.attempt])
-          local lease_ms = num(at.lease_ms and flat[at.lease_ms], tonumber(TASK_DEFAULTS.lease_ms))
-          if lease_ms < 1 or lease_ms > 86400000 then lease_ms = tonumber(TASK_DEFAULTS.lease_ms) end
+          local lease_ms = num(at.lease_ms and flat[at.lease_ms], LEASE_MS_DEFAULT)
+          if lease_ms < 1 or lease_ms > 86400000 then lease_ms = LEASE_MS_DEFAULT end
           local exp = now + math.floor(lease_ms)
           -- When the task became ready: its last change, or its creation when never changed.
           local updated_at = (at.updated_at and flat[at.updated_at]) or (at.created_at and flat[at.created_at])

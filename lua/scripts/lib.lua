@@ -436,6 +436,8 @@ end
 -- the client knows the queue), and an absent `updated_at` or `run_at` is `created_at`.
 local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries = '3',
   b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}
+-- A task's lease length when its own is absent or not a valid one (ms).
+local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 
 -- Read the named fields of a task hash into a Lua table (absent fields read as their
 -- TASK_DEFAULTS value, or false). When the key holds another Redis type, returns nil and a CORRUPT
