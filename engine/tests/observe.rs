@@ -145,3 +145,138 @@ async fn workers_are_listed_with_their_leases_and_heartbeats() {
         Err(Error::Invalid { .. })
     ));
 }
+
+// Goal: a call's events share stream entries (up to 100 events each, the entry's id is the
+// number of its last event), read back one by one with consecutive ids, page across entry
+// boundaries and from the middle of an entry, continue after entries of the older one-event
+// format (even one numbered ahead of the store's clock), and the stream keeps the entries holding
+// the last 10,000 events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_of_a_call_share_entries_and_read_back_one_by_one() {
+    use redis::AsyncCommands;
+    let env = Env::start().await;
+    let key = "orq:{q}:events";
+    let mut raw = env.raw().await;
+    // An entry of the older format, numbered ahead of the clock: numbering continues after it.
+    let now = env.store_now_ms("q").await;
+    let old_id = format!("{}-3", now + 1_000_000);
+    let _: String = redis::cmd("XADD")
+        .arg(key)
+        .arg(&old_id)
+        .arg(&["k", "queued", "ts", "5", "id", "OLD", "t", "t0", "a", "0"])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let top = now + 1_000_000;
+
+    let specs: Vec<_> = (0..250)
+        .map(|i| spec("q", "echo", &format!("{{\"i\":{i}}}")))
+        .collect();
+    let ids: Vec<String> = env
+        .client
+        .submit_batch(specs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.task.id)
+        .collect();
+    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let entry_ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
+    // ts, then per event k, id, t, a: 2 + 4 pairs per event.
+    let sizes: Vec<usize> = entries.iter().map(|(_, f)| f.len()).collect();
+    assert_eq!(sizes, [10, 2 + 800, 2 + 800, 2 + 400]);
+    let want: Vec<String> = [top + 100, top + 200, top + 250]
+        .iter()
+        .map(|n| format!("{n}-0"))
+        .collect();
+    assert_eq!(entry_ids[0], old_id);
+    assert_eq!(
+        entry_ids[1..],
+        want.iter().map(String::as_str).collect::<Vec<_>>()[..]
+    );
+    let counter: String = raw.hget("orq:{q}:stats", "events").await.unwrap();
+    assert_eq!(counter, (top + 250).to_string());
+
+    // One by one: the old entry as itself, then 250 events numbered top+1 ..= top+250.
+    let all = env.client.events("q", None, 1000).await.unwrap();
+    assert_eq!(all.len(), 251);
+    assert_eq!(
+        (
+            all[0].stream_id.as_str(),
+            all[0].task_id.as_str(),
+            all[0].ts_ms
+        ),
+        (old_id.as_str(), "OLD", 5)
+    );
+    for (i, e) in all[1..].iter().enumerate() {
+        assert_eq!(e.stream_id, format!("{}-0", top + 1 + i as u64));
+        assert_eq!(e.task_id, ids[i]);
+        assert_eq!((e.kind.as_str(), e.tenant.as_str()), ("queued", "default"));
+        assert!(e.ts_ms > 5);
+    }
+    // Pages of 7 cross the entry boundaries and give the same events.
+    let mut paged = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = env.client.events("q", after.as_deref(), 7).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 7);
+        after = Some(page.last().unwrap().stream_id.clone());
+        paged.extend(page);
+    }
+    assert_eq!(paged, all);
+    // From the middle of an entry, and from an id between numbers (after `<n>-5` comes n+1).
+    let mid = env
+        .client
+        .events("q", Some(&format!("{}-0", top + 150)), 2)
+        .await
+        .unwrap();
+    assert_eq!(mid, all[151..153].to_vec());
+    let between = env
+        .client
+        .events("q", Some(&format!("{}-5", top + 150)), 1)
+        .await
+        .unwrap();
+    assert_eq!(between, all[151..152].to_vec());
+
+    // 10,000 more events: the stream keeps the entries holding the last 10,000.
+    for _ in 0..10 {
+        let specs: Vec<_> = (0..1000).map(|_| spec("q", "echo", "{}")).collect();
+        env.client.submit_batch(specs).await.unwrap();
+    }
+    let last = top + 250 + 10_000;
+    let mut held = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = env
+            .client
+            .events("q", after.as_deref(), 1000)
+            .await
+            .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = Some(page.last().unwrap().stream_id.clone());
+        held.extend(page);
+    }
+    assert!(
+        (10_000..10_100).contains(&held.len()),
+        "held {} events",
+        held.len()
+    );
+    assert_eq!(held.last().unwrap().stream_id, format!("{last}-0"));
+    for (i, e) in held.iter().enumerate() {
+        let n = last + 1 + i as u64 - held.len() as u64;
+        assert_eq!(e.stream_id, format!("{n}-0"));
+    }
+    let len: usize = raw.xlen(key).await.unwrap();
+    assert_eq!(len, 100, "10,000 events in entries of 100");
+}
