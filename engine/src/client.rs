@@ -154,8 +154,7 @@ pub const WORKERS_MAX: u64 = 1000;
 /// One entry of a queue's event stream (`orq:{q}:events`, written by every transition script).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct QueueEvent {
-    /// The event's id, `<n>-<seq>` (a stream id: `<n>-0` for the n-th event of the queue, or the
-    /// entry id of an event written before events were numbered): pass it as `after` to read on.
+    /// The Redis stream id, `<ms>-<seq>`: pass it as `after` to read on.
     pub stream_id: String,
     /// What happened: a status the task entered (`queued`, `leased`, `completed`, ...) or a
     /// queue setting (`paused`, `resumed`, `configured`, `tenant_configured`).

@@ -3,8 +3,8 @@
 --
 -- Transition: leased -> completed, per item, exactly as `complete` (the same lib function); each
 -- item succeeds or fails on its own. Idempotent per item: a retried item with the same token
--- answers 'again' and changes nothing. Status counters are added once per call, the events are
--- written together (one stream entry per 100, lib.lua), and finished tasks past retention are trimmed once (bounded).
+-- answers 'again' and changes nothing. Status counters are added once per call, the event stream
+-- is trimmed once per call, and finished tasks past retention are trimmed once (bounded).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>

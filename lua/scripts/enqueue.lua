@@ -206,9 +206,9 @@ for i = 1, n do
   end
 end
 
--- The writes. Per task: one HSET of the whole record (status included); per call: the ready sets
--- (one ZADD per tenant), the scheduled set, the known tenants, the sequence and the status
--- counters (deferred, lib.lua), and the events (one stream entry per 100, lib.lua).
+-- The writes. Per task: one HSET of the whole record (status included), one XADD; per call: the
+-- ready sets (one ZADD per tenant), the scheduled set, the known tenants, the sequence and the
+-- status counters (deferred, lib.lua), and one trim of the event stream.
 defer_events()
 defer_counts()
 local step = aging_step()

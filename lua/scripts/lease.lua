@@ -75,8 +75,6 @@ if not worker or worker == '' then return redis.error_reply('INVALID worker id i
 local bad = check_keys({3, 4, 5, 6, 11, 12, 14, 15, 16})
 if bad then return bad end
 
--- This call's events (promoted, reaped, leased) are written together at its end (lib.lua).
-defer_events()
 if promote_bound > 0 then promote_due(now, promote_bound) end
 note_worker(worker, now)
 if reap_bound > 0 then reap_expired(now, reap_bound, seed) end
@@ -86,6 +84,7 @@ local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
 unpark_due(now, TENANT_SCAN_MAX)
 -- Status counters and `served` are added once at the end (lib.lua); the tenant's live leases
 -- are read from its hash plus the leases this call made (tenant -> count).
+defer_events()
 defer_counts()
 local leased_now = {}
 local lease_scores = {}

@@ -16,10 +16,8 @@
 --   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
 --   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
 --   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, counters)
---   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime,
---                                    events: number of the last event written)
---   KEYS[12] orq:{q}:events          STREAM one entry per call, its transitions' events; keeps the
---                                    last EVENTS_MAX events (see `emit`)
+--   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
+--   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
 --   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
 --   KEYS[15] orq:{q}:parked          ZSET tenants with ready work held back by a limit, score=ms
@@ -48,8 +46,7 @@
 -- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
 -- their defaults.
 
--- Events the stream keeps (it holds the entries with the last EVENTS_MAX events); trimmed
--- exactly (XTRIM MINID) so that the simulator can model it.
+-- Longest the event stream grows (entries); XADD trims exactly so the simulator can model it.
 local EVENTS_MAX = 10000
 -- Width of one priority band in a ready ZSET score: score = (9 - priority) * PRIO_SPAN + seq.
 local PRIO_SPAN = 1099511627776
@@ -275,112 +272,37 @@ local function queue_vtime()
   return num(redis.call('HGET', K_STATS, 'vtime'), 0)
 end
 
--- The event stream. Events are numbered consecutively per queue (the stats hash field `events`
--- holds the number of the last one written; see `write_entry` for the first); one stream entry
--- holds the events of one call, up
--- to EVENTS_PER_ENTRY, and its ID is `<n>-0` where n is the number of its last event. An entry's
--- fields are `ts <ms>` (the call's store time), then per event `k <kind> id <task> t <tenant>
--- a <attempt>` and the kind's extra pairs: each `k` starts an event. The events script reads an
--- entry of m events as the events numbered n-m+1 .. n, each with the ID `<number>-0`. Entries
--- written before this format (`k` first, one event, an ID from the clock) read as themselves;
--- numbering continues after the stream's top ID. The stream is trimmed exactly, by MINID, to the
--- entries that hold the last EVENTS_MAX events. One XADD per call instead of one per event:
--- design note 22 and docs/measurements.md give what it saves.
-local EVENTS_PER_ENTRY = 100
--- Number of the last event written (read from the stats hash at the first write of the call).
-local event_no = nil
--- Whether this call collects its events and writes them at its end (`defer_events`), and the
--- entry being collected: its fields, and how many events it holds.
+-- Whether this call trims the event stream once at its end (`events_deferred`) instead of with
+-- every XADD: a batch script calls `defer_events()` first and `flush_events()` before it returns.
+-- Exact trimming costs Redis about 4 us per XADD; one XTRIM per call costs about that per call.
 local events_deferred = false
-local entry, entry_now, entry_events = nil, 0, 0
+local events_emitted = 0
 
--- Collect this call's events and write them as entries of up to EVENTS_PER_ENTRY events; a
--- script that calls this must call `flush_events()` before it returns.
+-- Trim the event stream once at the end of the call (see `flush_events`).
 local function defer_events()
   events_deferred = true
 end
 
--- Largest event number written (2^52; a counter there is treated as garbage).
-local EVENT_NO_MAX = 4503599627370496
-
--- Write `fields` (ts, then m events) as one stream entry after the last event written. A queue
--- without a counter starts numbering at the store time `now` (ms), as a clock-numbered stream
--- would, so that a reader's position from before the stream was lost stays behind the new IDs.
-local function write_entry(now, fields, m)
-  if event_no == nil then
-    local v = tonumber(redis.call('HGET', K_STATS, 'events'))
-    if v == nil or v ~= math.floor(v) or v < 0 or v >= EVENT_NO_MAX then
-      v = now
-    end
-    event_no = v
-  end
-  local n = event_no + m
-  local added = redis.pcall('XADD', K_EVENTS, istr(n) .. '-0', unpack(fields))
-  if type(added) == 'table' and added.err then
-    -- The stream's top ID is not below ours (entries of the older clock-numbered format, or a
-    -- counter lost with the stats hash): continue after the top, or, when the top is beyond any
-    -- number orq writes (foreign data), start the stream again and count the repair.
-    local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
-    local top_ms = top[1] and tonumber(string.match(top[1][1], '^(%d+)'))
-    if top_ms == nil or top_ms >= EVENT_NO_MAX then
-      redis.call('DEL', K_EVENTS)
-      repaired(1)
-      top_ms = 0
-    end
-    n = top_ms + m
-    redis.call('XADD', K_EVENTS, istr(n) .. '-0', unpack(fields))
-  end
-  event_no = n
-end
-
--- Record the last event number and trim the stream to the entries holding the last EVENTS_MAX
--- events (nothing to do when the call wrote no entry).
-local function settle_events()
-  redis.call('HSET', K_STATS, 'events', istr(event_no))
-  if event_no > EVENTS_MAX then
-    redis.call('XTRIM', K_EVENTS, 'MINID', istr(event_no - EVENTS_MAX + 1))
-  end
-end
-
--- Append one event to the queue's stream; `...` are extra name/value pairs (strings, none nil).
--- Deferred, the event joins the call's entry (written when it holds EVENTS_PER_ENTRY events, or
--- by `flush_events`); otherwise it is written at once as an entry of its own.
+-- Append one event to the queue's stream; `...` are extra name/value pairs (strings, none nil),
+-- passed straight to XADD so that no argument table is built per event. The stream is trimmed
+-- to EVENTS_MAX exactly, with the XADD or (deferred) by `flush_events`.
 local function emit(now, kind, id, tenant, attempt, ...)
-  if not events_deferred then
-    write_entry(now, {'ts', istr(now), 'k', kind, 'id', id, 't', tenant, 'a', istr(attempt), ...}, 1)
-    settle_events()
-    return
+  if events_deferred then
+    redis.call('XADD', K_EVENTS, '*', 'k', kind, 'ts', istr(now), 'id', id, 't', tenant,
+      'a', istr(attempt), ...)
+  else
+    redis.call('XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
+      't', tenant, 'a', istr(attempt), ...)
   end
-  if entry == nil then
-    entry = {'ts', istr(now)}
-    entry_now = now
-    entry_events = 0
-  end
-  local e = entry
-  local i = #e
-  e[i + 1], e[i + 2], e[i + 3], e[i + 4] = 'k', kind, 'id', id
-  e[i + 5], e[i + 6], e[i + 7], e[i + 8] = 't', tenant, 'a', istr(attempt)
-  i = i + 8
-  for j = 1, select('#', ...) do
-    e[i + j] = (select(j, ...))
-  end
-  entry_events = entry_events + 1
-  if entry_events >= EVENTS_PER_ENTRY then
-    write_entry(now, entry, entry_events)
-    entry = nil
-  end
+  events_emitted = events_emitted + 1
 end
 
--- Write the events this call collected (see `defer_events`), record the last event number and
--- trim the stream.
+-- Trim the event stream to EVENTS_MAX when this call deferred trimming and emitted events.
 local function flush_events()
-  if entry ~= nil then
-    write_entry(entry_now, entry, entry_events)
-    entry = nil
+  if events_deferred and events_emitted > 0 then
+    redis.call('XTRIM', K_EVENTS, 'MAXLEN', EVENTS_MAX)
   end
-  if event_no ~= nil then
-    settle_events()
-  end
+  events_emitted = 0
 end
 
 -- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored

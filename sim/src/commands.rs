@@ -7,7 +7,7 @@
 //! `t_stream.c`, `expire.c`, `db.c`) and is checked against a real `redis-server` by
 //! `sim/tests/command_differential.rs`.
 
-use crate::db::{Db, Hash, Stream, StreamFields, StreamId, Value, ZSet};
+use crate::db::{Db, Hash, Stream, StreamId, Value, ZSet};
 use crate::num::{format_g17, parse_f64_strict, parse_i64, strtod};
 use orq::Resp;
 use std::collections::{BTreeSet, VecDeque};
@@ -131,7 +131,6 @@ pub static COMMANDS: &[Command] = &[
     cmd!("xlen", 2, First, xlen),
     cmd!("xtrim", -4, First, xtrim),
     cmd!("xrange", -4, First, xrange),
-    cmd!("xrevrange", -4, First, xrevrange),
     cmd!("lpush", -3, First, lpush),
     cmd!("rpush", -3, First, rpush),
     cmd!("lpop", -2, First, lpop),
@@ -976,8 +975,7 @@ fn parse_stream_id(
 }
 
 /// The reply to the XADD trimming forms the model refuses.
-const APPROX_TRIM: &str =
-    "ERR orq-sim models only exact trimming (no '~' or LIMIT, no MINID in XADD)";
+const APPROX_TRIM: &str = "ERR orq-sim models only exact MAXLEN trimming (no '~', MINID or LIMIT)";
 
 /// XADD key [NOMKSTREAM] [MAXLEN [=] n] <* | id> field value [field value ...]
 /// (`streamParseAddOrTrimArgsOrReply` and `xaddCommand` in t_stream.c). Approximate trimming
@@ -1106,18 +1104,18 @@ fn xadd(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     Resp::Bulk(id.to_string().into_bytes())
 }
 
-/// XTRIM key <MAXLEN [=] n | MINID [=] id> (`xtrimCommand` in t_stream.c): remove the oldest
-/// entries until at most n remain, or every entry whose ID is below `id` (a bare `<ms>` is
-/// `<ms>-0`); replies with the count removed (0 for a missing key). Approximate trimming (`~`) is
-/// refused, as for XADD; LIMIT without `~` is Redis's own syntax error.
+/// XTRIM key MAXLEN [=] n (`xtrimCommand` in t_stream.c): remove the oldest entries until at
+/// most n remain; replies with the count removed (0 for a missing key). Approximate trimming
+/// (`~`) and MINID are refused, as for XADD; LIMIT without `~` is Redis's own syntax error.
 fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     let o = args[2].as_slice();
-    let by_id = o.eq_ignore_ascii_case(b"minid");
-    if !by_id && !o.eq_ignore_ascii_case(b"maxlen") {
+    if o.eq_ignore_ascii_case(b"minid") {
+        return err(APPROX_TRIM);
+    }
+    if !o.eq_ignore_ascii_case(b"maxlen") {
         return err("ERR syntax error");
     }
-    // `~` and `=` are operators only when a threshold follows them
-    // (`streamParseAddOrTrimArgsOrReply`).
+    // `~` and `=` are operators only when a count follows them (`streamParseAddOrTrimArgsOrReply`).
     let mut i = 3;
     if args.len() > 4 {
         match args[3].as_slice() {
@@ -1126,18 +1124,10 @@ fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
             _ => {}
         }
     }
-    let (maxlen, min_id) = if by_id {
-        match parse_stream_id(&args[i], 0, true, false) {
-            Some(IdArg { id, .. }) => (None, Some(id)),
-            None => return err(INVALID_STREAM_ID),
-        }
-    } else {
-        let n = tri!(arg_i64(&args[i]));
-        if n < 0 {
-            return err("ERR The MAXLEN argument must be >= 0.");
-        }
-        (Some(n), None)
-    };
+    let n = tri!(arg_i64(&args[i]));
+    if n < 0 {
+        return err("ERR The MAXLEN argument must be >= 0.");
+    }
     match &args[i + 1..] {
         [] => {}
         [limit, count] if limit.eq_ignore_ascii_case(b"limit") => {
@@ -1152,10 +1142,7 @@ fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     let Some(Value::Stream(s)) = ex.db.get_mut(&args[1]) else {
         unreachable!("checked type")
     };
-    match (maxlen, min_id) {
-        (_, Some(id)) => int(s.trim_below(id)),
-        (n, None) => int(s.trim_to(usize::try_from(n.unwrap_or(0)).unwrap_or(usize::MAX))),
-    }
+    int(s.trim_to(usize::try_from(n).unwrap_or(usize::MAX)))
 }
 
 fn xlen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
@@ -1164,24 +1151,6 @@ fn xlen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
 
 /// XRANGE key start end [COUNT n] (`xrangeGenericCommand` in t_stream.c).
 fn xrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
-    range_entries(ex, &args[1], &args[2], &args[3], &args[4..], false)
-}
-
-/// XREVRANGE key end start [COUNT n]: XRANGE's interval, newest first.
-fn xrevrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
-    range_entries(ex, &args[1], &args[3], &args[2], &args[4..], true)
-}
-
-/// The entries of the stream at `key` from `start_arg` to `end_arg` (`-`, `+`, IDs, `(`
-/// exclusive), at most COUNT of them when `opts` says so, oldest first or (`rev`) newest first.
-fn range_entries(
-    ex: &mut Exec<'_>,
-    key: &[u8],
-    start_arg: &[u8],
-    end_arg: &[u8],
-    opts: &[Vec<u8>],
-    rev: bool,
-) -> Resp {
     let interval = |a: &[u8], missing_seq: u64| -> Option<(StreamId, bool)> {
         if a.len() > 1 && a[0] == b'(' {
             parse_stream_id(&a[1..], missing_seq, true, false).map(|i| (i.id, true))
@@ -1189,7 +1158,7 @@ fn range_entries(
             parse_stream_id(a, missing_seq, false, false).map(|i| (i.id, false))
         }
     };
-    let Some((mut start, start_ex)) = interval(start_arg, 0) else {
+    let Some((mut start, start_ex)) = interval(&args[2], 0) else {
         return err(INVALID_STREAM_ID);
     };
     if start_ex {
@@ -1205,7 +1174,7 @@ fn range_entries(
             start.seq += 1;
         }
     }
-    let Some((mut end, end_ex)) = interval(end_arg, u64::MAX) else {
+    let Some((mut end, end_ex)) = interval(&args[3], u64::MAX) else {
         return err(INVALID_STREAM_ID);
     };
     if end_ex {
@@ -1222,18 +1191,18 @@ fn range_entries(
         }
     }
     let mut count: i64 = -1;
-    let mut j = 0;
-    while j < opts.len() {
-        let more = opts.len() - j - 1;
-        if opts[j].eq_ignore_ascii_case(b"count") && more >= 1 {
-            count = tri!(arg_i64(&opts[j + 1])).max(0);
+    let mut j = 4;
+    while j < args.len() {
+        let more = args.len() - j - 1;
+        if args[j].eq_ignore_ascii_case(b"count") && more >= 1 {
+            count = tri!(arg_i64(&args[j + 1])).max(0);
             j += 1;
         } else {
             return err(SYNTAX);
         }
         j += 1;
     }
-    let Some(s) = tri!(read_stream(ex.db, key)) else {
+    let Some(s) = tri!(read_stream(ex.db, &args[1])) else {
         return Resp::Array(Vec::new());
     };
     if count == 0 {
@@ -1247,22 +1216,22 @@ fn range_entries(
     } else {
         count as usize
     };
-    let entry = |(id, fields): (&StreamId, &StreamFields)| {
-        let flat = fields
-            .iter()
-            .flat_map(|(f, v)| [bulk(f), bulk(v)])
-            .collect();
-        Resp::Array(vec![
-            Resp::Bulk(id.to_string().into_bytes()),
-            Resp::Array(flat),
-        ])
-    };
-    let range = s.entries().range(start..=end);
-    Resp::Array(if rev {
-        range.rev().take(take).map(entry).collect()
-    } else {
-        range.take(take).map(entry).collect()
-    })
+    Resp::Array(
+        s.entries()
+            .range(start..=end)
+            .take(take)
+            .map(|(id, fields)| {
+                let flat = fields
+                    .iter()
+                    .flat_map(|(f, v)| [bulk(f), bulk(v)])
+                    .collect();
+                Resp::Array(vec![
+                    Resp::Bulk(id.to_string().into_bytes()),
+                    Resp::Array(flat),
+                ])
+            })
+            .collect(),
+    )
 }
 
 // ----- lists --------------------------------------------------------------------------------

@@ -266,13 +266,6 @@ impl Stream {
         self.last_id = id;
     }
 
-    /// Remove every entry whose ID is below `min`; returns how many were removed.
-    pub(crate) fn trim_below(&mut self, min: StreamId) -> usize {
-        let before = self.entries.len();
-        self.entries = self.entries.split_off(&min);
-        before - self.entries.len()
-    }
-
     /// Remove the oldest entries until at most `maxlen` remain; returns how many were removed.
     pub(crate) fn trim_to(&mut self, maxlen: usize) -> usize {
         let mut removed = 0;

@@ -399,10 +399,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 5 '' 0 2 1000 2 60000 0 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=A t=t1 a=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -415,10 +415,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=A t=t1 a=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -431,10 +431,10 @@ const CASES: &[Case] = &[
         argv: "q 3 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 C t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=A t=t1 a=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
             "orq:{q}:tenant:t1" hash n:queued=1
@@ -448,10 +448,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 5 {t+60000} 0 0 1000 2 60000 0.5 30000 5000 '' 86400000",
         reply: r#"[{now} [[1 scheduled {t+60000}]] 0]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=scheduled id=A t=t1 a=0 run_at={t+60000}}
+            "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={t+60000}}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={t+60000}
-            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1 events={now+1}
+            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={t+60000} priority=5 max_retries=0 b_max=60000 b_jitter=0.5 timeout_ms=5000 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -482,11 +482,11 @@ const CASES: &[Case] = &[
         argv: "q 1 B t2 echo {} 0 '' 0 0 1000 2 60000 0 30000 '' k 600000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=B t=t2 a=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=B t=t2 a=0}
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:t2" zset B=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
             "orq:{q}:task:A" hash status=queued tenant=t1
             "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
@@ -525,11 +525,11 @@ const CASES: &[Case] = &[
         argv: "w1 1 ab 0 10 10",
         reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id B]]] {now}]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=leased id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
-            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events={now+1}
+            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
@@ -557,12 +557,12 @@ const CASES: &[Case] = &[
         argv: "w1 1 ab 0 10 10",
         reply: r#"[{now} [[{now+5000} [status leased tenant t3 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id C]]] {t+1000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=leased id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=leased ts={now} id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset C={now+5000}
             "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
             "orq:{q}:ready:t1" zset A=1
             "orq:{q}:ready:t2" zset B=2
-            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events={now+1}
+            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
@@ -588,9 +588,9 @@ const CASES: &[Case] = &[
         reply: r#"[{now} completed]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:t1" zset B=1
-            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events={now+1}
+            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1
             "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result=ok finished_at={now} updated_at={now} outcome=completed
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
@@ -609,9 +609,9 @@ const CASES: &[Case] = &[
         argv: "w1 2 0f 0 10 0",
         reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome "" id A]]] -1]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=A t=t1 a=0 from=scheduled k=leased id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1 events={now+2}
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
@@ -661,8 +661,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} completed]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
-            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events={now+1}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
+            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result="{\"ok\":1}" finished_at={now} updated_at={now} outcome=completed
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
@@ -691,9 +691,9 @@ const CASES: &[Case] = &[
         argv: "A 2-ab boom 1 0.5",
         reply: r#"[{now} retrying {now+1000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+1000} m=boom}
+            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+1000} m=boom}
             "orq:{q}:scheduled" zset A={now+1000}
-            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1 events={now+1}
+            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1
             "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 attempt=1 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 worker="" history="1 {now} w1 failed boom" last_error=boom updated_at={now} outcome=failed lease_exp="" run_at={now+1000}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
@@ -709,8 +709,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} dead -1]"#,
         keys: r#"
             "orq:{q}:dead" zset A={now}
-            "orq:{q}:events" stream {ts={now} k=dead id=A t=t1 a=1 m="bad input"}
-            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1 events={now+1}
+            "orq:{q}:events" stream {k=dead ts={now} id=A t=t1 a=1 m="bad input"}
+            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1
             "orq:{q}:task:A" hash status=dead token=2-ab tenant=t1 attempt=1 max_retries=5 worker="" history="1 {now} w1 failed bad input" last_error="bad input" updated_at={now} outcome=failed lease_exp="" finished_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:dead=1
         "#,
@@ -726,9 +726,9 @@ const CASES: &[Case] = &[
         argv: "A 2-ab",
         reply: r#"[{now} released]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=released id=A t=t1 a=1 w=w1}
+            "orq:{q}:events" stream {k=released ts={now} id=A t=t1 a=1 w=w1}
             "orq:{q}:ready:t1" zset A=11
-            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1
             "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
             "orq:{q}:tenants" zset t1=3.5
@@ -746,8 +746,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now} id A]]"#,
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
-            "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
-            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now+1}
+            "orq:{q}:events" stream {k=cancelled ts={now} id=A t=t1 a=0 from=queued}
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1
             "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
         "#,
@@ -772,9 +772,9 @@ const CASES: &[Case] = &[
         argv: "ids A B",
         reply: r#"[{now} [replayed notfound]]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=replayed id=A t=t1 a=0}
+            "orq:{q}:events" stream {k=replayed ts={now} id=A t=t1 a=0}
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -791,8 +791,8 @@ const CASES: &[Case] = &[
         argv: "A B C",
         reply: r#"[{now} [purged queued notfound]]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=purged id=A t=t1 a=3}
-            "orq:{q}:stats" hash n:dead=-1 total:purged=1 events={now+1}
+            "orq:{q}:events" stream {k=purged ts={now} id=A t=t1 a=3}
+            "orq:{q}:stats" hash n:dead=-1 total:purged=1
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:dead=-1
         "#,
@@ -808,10 +808,10 @@ const CASES: &[Case] = &[
         argv: "10 0 86400000 10",
         reply: r#"[{now} 1 0 {t+60000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+100} m="lease expired"}
+            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+100} m="lease expired"}
             "orq:{q}:leases" zset B={t+60000}
             "orq:{q}:scheduled" zset A={now+100}
-            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1 events={now+1}
+            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1
             "orq:{q}:task:A" hash status=retrying token=1-aa tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w1 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
             "orq:{q}:task:B" hash status=leased tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
@@ -828,10 +828,10 @@ const CASES: &[Case] = &[
         argv: "10",
         reply: r#"[{now} 1 {t+60000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {ts={now} k=queued id=A t=t1 a=1 from=retrying}
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=1 from=retrying}
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:scheduled" zset B={t+60000}
-            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1 events={now+1}
+            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
             "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
             "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1

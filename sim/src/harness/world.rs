@@ -411,38 +411,42 @@ impl World {
             if id == last {
                 continue;
             }
-            for f in entry_events(fields.as_array().unwrap_or_default()) {
-                lines.push(self.timeline_line(actor, &f));
+            let mut f = BTreeMap::new();
+            for pair in fields.as_array().unwrap_or_default().chunks(2) {
+                if let [k, v] = pair {
+                    f.insert(
+                        k.as_str().unwrap_or_default().to_string(),
+                        v.as_str().unwrap_or_default().to_string(),
+                    );
+                }
             }
+            let mut details = Map::new();
+            for (k, v) in &f {
+                if !matches!(k.as_str(), "k" | "id" | "t" | "a" | "ts") {
+                    details.insert(k.clone(), Value::String(v.clone()));
+                }
+            }
+            details.insert(
+                "store_ms".into(),
+                json!(f.get("ts").and_then(|t| t.parse::<u64>().ok())),
+            );
+            lines.push(
+                json!({
+                    "t_ms": self.vt.elapsed_ms(),
+                    "actor": actor,
+                    "kind": f.get("k").cloned().unwrap_or_default(),
+                    "task": f.get("id"),
+                    "tenant": f.get("t"),
+                    "attempt": f.get("a").and_then(|a| a.parse::<u64>().ok()),
+                    "details": details,
+                })
+                .to_string(),
+            );
             new_last = id;
         }
         let mut st = self.state.lock().unwrap();
         st.timeline.extend(lines);
         st.stream_last = new_last;
-    }
-
-    /// The timeline line of one event (its stream fields by name).
-    fn timeline_line(&self, actor: &str, f: &BTreeMap<String, String>) -> String {
-        let mut details = Map::new();
-        for (k, v) in f {
-            if !matches!(k.as_str(), "k" | "id" | "t" | "a" | "ts") {
-                details.insert(k.clone(), Value::String(v.clone()));
-            }
-        }
-        details.insert(
-            "store_ms".into(),
-            json!(f.get("ts").and_then(|t| t.parse::<u64>().ok())),
-        );
-        json!({
-            "t_ms": self.vt.elapsed_ms(),
-            "actor": actor,
-            "kind": f.get("k").cloned().unwrap_or_default(),
-            "task": f.get("id"),
-            "tenant": f.get("t"),
-            "attempt": f.get("a").and_then(|a| a.parse::<u64>().ok()),
-            "details": details,
-        })
-        .to_string()
     }
 
     /// Forget the stream position (after a lossy restart rolled the stream back).
@@ -606,35 +610,3 @@ pub type Accepted = BTreeMap<String, u64>;
 
 /// A set of task ids.
 pub type Ids = BTreeSet<String>;
-
-/// The events of one stream entry, each as its fields by name: an entry of the per-call format
-/// (`ts` first, then one group per event, each starting at `k`; lib.lua's `emit`) gives one map
-/// per group with the shared `ts`; an entry of the older format (one event) gives its fields.
-fn entry_events(flat: &[Resp]) -> Vec<BTreeMap<String, String>> {
-    let pairs: Vec<(String, String)> = flat
-        .chunks(2)
-        .filter_map(|p| match p {
-            [k, v] => Some((
-                k.as_str().unwrap_or_default().to_string(),
-                v.as_str().unwrap_or_default().to_string(),
-            )),
-            _ => None,
-        })
-        .collect();
-    let shared_ts = match pairs.first() {
-        Some((k, v)) if k == "ts" => Some(v.clone()),
-        _ => None,
-    };
-    let mut out: Vec<BTreeMap<String, String>> = Vec::new();
-    for (k, v) in pairs.into_iter().skip(usize::from(shared_ts.is_some())) {
-        if k == "k" || out.is_empty() {
-            let mut f = BTreeMap::new();
-            if let Some(ts) = &shared_ts {
-                f.insert("ts".to_string(), ts.clone());
-            }
-            out.push(f);
-        }
-        out.last_mut().expect("pushed above").insert(k, v);
-    }
-    out
-}
