@@ -324,14 +324,31 @@ end
 
 -- Move one task's count from status `old` (nil for a new task) to `new`, in the queue's stats
 -- hash and the tenant's hash (deferred to the end of the call when counters are deferred).
+-- Status -> its counter field `n:<status>`, and tenant -> its hash key, memoised for the call
+-- (building the strings per task was about 3 % of the Redis instructions of a leased task).
+local status_fields, tenant_keys = {}, {}
 local function count_status(tenant, old, new)
-  local tk = tenant_key(tenant)
-  if old then
-    count(K_STATS, 'n:' .. old, -1)
-    count(tk, 'n:' .. old, -1)
+  local tk = tenant_keys[tenant]
+  if not tk then
+    tk = tenant_key(tenant)
+    tenant_keys[tenant] = tk
   end
-  count(K_STATS, 'n:' .. new, 1)
-  count(tk, 'n:' .. new, 1)
+  if old then
+    local f = status_fields[old]
+    if not f then
+      f = 'n:' .. old
+      status_fields[old] = f
+    end
+    count(K_STATS, f, -1)
+    count(tk, f, -1)
+  end
+  local f = status_fields[new]
+  if not f then
+    f = 'n:' .. new
+    status_fields[new] = f
+  end
+  count(K_STATS, f, 1)
+  count(tk, f, 1)
 end
 
 -- Move a task's status counter from `old` (may be nil for a new task) to `new` and record the
