@@ -322,11 +322,21 @@ local function unpark_due(now, bound)
   return #due
 end
 
--- Move one task's count from status `old` (nil for a new task) to `new`, in the queue's stats
--- hash and the tenant's hash (deferred to the end of the call when counters are deferred).
 -- Status -> its counter field `n:<status>`, and tenant -> its hash key, memoised for the call
 -- (building the strings per task was about 3 % of the Redis instructions of a leased task).
 local status_fields, tenant_keys = {}, {}
+
+local function status_field(status)
+  local f = status_fields[status]
+  if not f then
+    f = 'n:' .. status
+    status_fields[status] = f
+  end
+  return f
+end
+
+-- Move one task's count from status `old` (nil for a new task) to `new`, in the queue's stats
+-- hash and the tenant's hash (deferred to the end of the call when counters are deferred).
 local function count_status(tenant, old, new)
   local tk = tenant_keys[tenant]
   if not tk then
@@ -334,19 +344,11 @@ local function count_status(tenant, old, new)
     tenant_keys[tenant] = tk
   end
   if old then
-    local f = status_fields[old]
-    if not f then
-      f = 'n:' .. old
-      status_fields[old] = f
-    end
+    local f = status_field(old)
     count(K_STATS, f, -1)
     count(tk, f, -1)
   end
-  local f = status_fields[new]
-  if not f then
-    f = 'n:' .. new
-    status_fields[new] = f
-  end
+  local f = status_field(new)
   count(K_STATS, f, 1)
   count(tk, f, 1)
 end
