@@ -105,8 +105,17 @@ local function now_ms()
 end
 
 -- An integer as a decimal string (tostring would print large numbers in exponent form).
+-- Memoised for the call: string.format costs Redis about 1,650 instructions (callgrind), a
+-- table lookup a tenth of that, and a call formats its `now` and small counters many times.
+local istr_memo = {}
 local function istr(x)
-  return string.format('%d', x)
+  local s = istr_memo[x]
+  if s == nil then
+    s = string.format('%d', x)
+    -- NaN cannot be a table key (and never equals itself).
+    if x == x then istr_memo[x] = s end
+  end
+  return s
 end
 
 -- A float as a string that round-trips exactly.
