@@ -7,6 +7,7 @@ use crate::decode::{self, array_at, int_at, items, str_at};
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::task::Task;
+use crate::Resp;
 
 /// Most tasks one lease call may return.
 pub const LEASE_BATCH_MAX: usize = 100;
@@ -50,6 +51,51 @@ pub enum Reported {
     AlreadyApplied,
 }
 
+/// What the `lease` script wrote to a task beside its reply (lease.lua's header): the reply
+/// carries the record as it was before the lease, plus these numbers, to spare Redis the strings.
+struct LeaseWrite {
+    expires_at_ms: i64,
+    epoch: i64,
+    attempt: i64,
+    now_ms: i64,
+}
+
+impl LeaseWrite {
+    /// The flat field list of the leased task: `before` (field/value pairs, `id` last) with the
+    /// fields the lease wrote replaced, or added before `id`, in the order the script writes them.
+    fn apply(&self, before: &[Resp], worker: &str, token_bits: &str) -> Vec<Resp> {
+        let written: [(&str, String); 9] = [
+            ("epoch", self.epoch.to_string()),
+            ("attempt", self.attempt.to_string()),
+            ("token", format!("{}-{token_bits}", self.epoch)),
+            ("worker", worker.to_string()),
+            ("lease_exp", self.expires_at_ms.to_string()),
+            ("leased_at", self.now_ms.to_string()),
+            ("updated_at", self.now_ms.to_string()),
+            ("outcome", String::new()),
+            ("status", "leased".to_string()),
+        ];
+        let mut flat: Vec<Resp> = Vec::with_capacity(before.len() + 2 * written.len());
+        let mut id: Option<&[Resp]> = None;
+        for pair in before.chunks(2) {
+            let name = pair[0].as_bytes().unwrap_or_default();
+            if name == b"id" {
+                id = Some(pair);
+            } else if !written.iter().any(|(w, _)| w.as_bytes() == name) {
+                flat.extend(pair.iter().cloned());
+            }
+        }
+        for (name, value) in written {
+            flat.push(Resp::Bulk(name.as_bytes().to_vec()));
+            flat.push(Resp::Bulk(value.into_bytes()));
+        }
+        if let Some(pair) = id {
+            flat.extend(pair.iter().cloned());
+        }
+        flat
+    }
+}
+
 fn arg(s: impl ToString) -> Vec<u8> {
     s.to_string().into_bytes()
 }
@@ -75,18 +121,25 @@ pub async fn lease(
     ];
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
+    let now_ms = int_at(op, it, 0)?;
     let mut tasks = Vec::new();
     let mut corrupt = Vec::new();
     for entry in array_at(op, it, 1)? {
-        let pair = entry
+        let item = entry
             .as_array()
             .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
-        let flat = array_at(op, pair, 1)?;
+        let lease = LeaseWrite {
+            expires_at_ms: int_at(op, item, 0)?,
+            epoch: int_at(op, item, 2)?,
+            attempt: int_at(op, item, 3)?,
+            now_ms,
+        };
+        let flat = lease.apply(array_at(op, item, 1)?, worker, token_bits);
         // One task with garbage fields must not cost the others of the batch their lease.
-        match decode::task(op, queue, flat) {
+        match decode::task(op, queue, &flat) {
             Ok(task) => tasks.push(task),
             Err(error) => {
-                let fields = decode::field_map(op, flat).unwrap_or_default();
+                let fields = decode::field_map(op, &flat).unwrap_or_default();
                 let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
                 corrupt.push(CorruptLease {
                     id: field("id"),
@@ -98,7 +151,7 @@ pub async fn lease(
     }
     let next = int_at(op, it, 2)?;
     Ok(Leased {
-        now_ms: int_at(op, it, 0)? as u64,
+        now_ms: now_ms as u64,
         tasks,
         corrupt,
         next_ms: (next >= 0).then_some(next as u64),
@@ -292,4 +345,72 @@ pub async fn reap(
         trimmed: int_at(op, it, 2)? as u64,
         next_ms: (next >= 0).then_some(next as u64),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flat(pairs: &[(&str, &str)]) -> Vec<Resp> {
+        pairs
+            .iter()
+            .flat_map(|(k, v)| {
+                [
+                    Resp::Bulk(k.as_bytes().to_vec()),
+                    Resp::Bulk(v.as_bytes().to_vec()),
+                ]
+            })
+            .collect()
+    }
+
+    // Goal: the leased task a caller decodes is the record as it was with what the lease wrote
+    // applied: written fields replaced (a stale outcome and token too), absent ones added, the
+    // others kept, `id` still last; the decoded task carries the lease.
+    #[test]
+    fn lease_writes_apply_to_the_record_as_it_was() {
+        let before = flat(&[
+            ("tenant", "t1"),
+            ("type", "echo"),
+            ("payload", "{}"),
+            ("created_at", "100"),
+            ("status", "queued"),
+            ("attempt", "1"),
+            ("epoch", "2"),
+            ("token", "2-old"),
+            ("outcome", "released"),
+            ("id", "A"),
+        ]);
+        let w = LeaseWrite {
+            expires_at_ms: 5_300,
+            epoch: 3,
+            attempt: 2,
+            now_ms: 300,
+        };
+        let got = w.apply(&before, "w1", "ab");
+        let want = flat(&[
+            ("tenant", "t1"),
+            ("type", "echo"),
+            ("payload", "{}"),
+            ("created_at", "100"),
+            ("epoch", "3"),
+            ("attempt", "2"),
+            ("token", "3-ab"),
+            ("worker", "w1"),
+            ("lease_exp", "5300"),
+            ("leased_at", "300"),
+            ("updated_at", "300"),
+            ("outcome", ""),
+            ("status", "leased"),
+            ("id", "A"),
+        ]);
+        assert_eq!(got, want);
+        let task = decode::task("lease", "q", &got).unwrap();
+        let lease = task.lease.expect("leased");
+        assert_eq!(
+            (task.attempt, lease.epoch, lease.token.as_str()),
+            (2, 3, "3-ab")
+        );
+        assert_eq!((lease.worker.as_str(), lease.expires_at_ms), ("w1", 5_300));
+        assert_eq!((task.id.as_str(), task.updated_at_ms), ("A", 300));
+    }
 }

@@ -38,8 +38,12 @@
 --   ARGV[5]  integer  promote bound: most due scheduled tasks moved per call (0..1000)
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
 --
--- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields} (fields is the
---   task as lib.lua's `task_view` gives it: the compact hash, flat, lease included, then id), and next_ms says when to ask again:
+-- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields, epoch, attempt}:
+--   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it),
+--   then id; the lease wrote epoch, attempt, token = "<epoch>-<ARGV[3]>", worker = ARGV[1],
+--   lease_exp = expires_at_ms, leased_at = updated_at = now_ms, outcome = '' and
+--   status = leased, which the caller applies (`orq::ops::lease`): replying with them cost Redis
+--   ~11,000 instructions per task. next_ms says when to ask again:
 --   now_ms when the call filled its n and ready work is left; else the earliest of the next
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
@@ -173,8 +177,8 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
       for j = 1, #popped, 2 do
         local id = popped[j]
         local key = task_key(id)
-        -- One HGETALL gives the fields the lease needs and the reply; the reply is then patched
-        -- with what the HSET below writes, in the order HGETALL would return it.
+        -- One HGETALL gives the fields the lease needs and the reply (the record as it was; the
+        -- caller applies what the HSET below writes, from the epoch and attempt in the reply).
         local flat = redis.pcall('HGETALL', key)
         local at = {}
         if flat.err then
@@ -199,16 +203,6 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
             'worker', worker, 'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now),
             'outcome', '', 'status', 'leased'}
           redis.call('HSET', key, unpack(set))
-          for j2 = 1, #set, 2 do
-            local pos = at[set[j2]]
-            if pos then
-              flat[pos] = set[j2 + 1]
-            else
-              flat[#flat + 1] = set[j2]
-              flat[#flat + 1] = set[j2 + 1]
-              at[set[j2]] = #flat
-            end
-          end
           lease_scores[#lease_scores + 1] = istr(exp)
           lease_scores[#lease_scores + 1] = id
           count_status(tenant, 'queued', 'leased')
@@ -217,7 +211,7 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
             'wait_ms', istr(wait))
           flat[#flat + 1] = 'id'
           flat[#flat + 1] = id
-          out[#out + 1] = {exp, flat}
+          out[#out + 1] = {exp, flat, epoch, attempt}
         else
           -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
           repaired(1)

@@ -207,8 +207,9 @@ fn lease_by_tenants(c: &mut Criterion) {
 }
 
 fn decoding(c: &mut Criterion) {
-    // A leased task as the lease script returns it: the compact hash of a task submitted with the
-    // default settings and a priority, patched with the lease, then its id.
+    // A leased task as the client decodes it: the compact hash of a task submitted with the
+    // default settings and a priority, with what the lease wrote applied (`ops::lease`), then
+    // its id.
     let fields: Vec<(&str, &str)> = vec![
         ("tenant", "t1"),
         ("type", "noop"),

@@ -523,7 +523,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status leased tenant t1 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id B]]] {now}]"#,
+        reply: r#"[{now} [[{now+5000} [status queued tenant t1 lease_ms 5000 attempt 0 epoch 0 id B] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
@@ -555,7 +555,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status leased tenant t3 lease_ms 5000 attempt 1 epoch 1 token 1-ab worker w1 lease_exp {now+5000} leased_at {now} updated_at {now} outcome "" id C]]] {t+1000}]"#,
+        reply: r#"[{now} [[{now+5000} [status queued tenant t3 lease_ms 5000 attempt 0 epoch 0 id C] 1 1]] {t+1000}]"#,
         keys: r#"
             "orq:{q}:events" stream {k=leased ts={now} id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset C={now+5000}
@@ -607,7 +607,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 0f 0 10 0",
-        reply: r#"[{now} [[{now+1000} [status leased tenant t1 priority 5 lease_ms 1000 attempt 1 epoch 1 updated_at {now} token 1-0f worker w1 lease_exp {now+1000} leased_at {now} outcome "" id A]]] -1]"#,
+        reply: r#"[{now} [[{now+1000} [status queued tenant t1 priority 5 lease_ms 1000 attempt 0 epoch 0 updated_at {now} id A] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}

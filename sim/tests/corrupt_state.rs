@@ -174,15 +174,17 @@ fn lease(s: &mut dyn Subject, n: usize) -> Vec<(String, String)> {
         .unwrap()
         .iter()
         .map(|t| {
-            let flat = t.as_array().unwrap()[1].as_array().unwrap();
-            let field = |name: &str| {
-                flat.chunks(2)
-                    .find(|p| p[0].as_str() == Some(name))
-                    .and_then(|p| p[1].as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (field("id"), field("token"))
+            // {expires_at, the record before the lease, epoch, attempt}: the token is
+            // "<epoch>-<the bits sent>" (lease.lua's reply).
+            let item = t.as_array().unwrap();
+            let flat = item[1].as_array().unwrap();
+            let id = flat
+                .chunks(2)
+                .find(|p| p[0].as_str() == Some("id"))
+                .and_then(|p| p[1].as_str())
+                .unwrap_or_default()
+                .to_string();
+            (id, format!("{}-00ff", item[2].as_int().unwrap()))
         })
         .collect()
 }

@@ -385,8 +385,8 @@ impl Known {
         format!("01HZZZZZZZZZZZZZZZZZZZ{:04}", self.next_id)
     }
 
-    /// Learn ids, tokens and cursors from a real reply.
-    fn learn(&mut self, script: &str, reply: &Resp) {
+    /// Learn ids, tokens and cursors from a real reply to a call with `argv`.
+    fn learn(&mut self, script: &str, argv: &[Vec<u8>], reply: &Resp) {
         let Some(items) = reply.as_array() else {
             return;
         };
@@ -395,19 +395,26 @@ impl Known {
         }
         match script {
             "lease" => {
+                // Each task is {expires_at, the record before the lease, epoch, attempt}; its
+                // token is "<epoch>-<ARGV[3]>".
+                let bits = argv.get(2).map(|b| String::from_utf8_lossy(b).into_owned());
                 for t in items.get(1).and_then(Resp::as_array).unwrap_or(&[]) {
-                    let Some(fields) = t.as_array().and_then(|t| t.get(1)).and_then(Resp::as_array)
-                    else {
+                    let Some(item) = t.as_array() else {
                         continue;
                     };
-                    let field = |name: &str| {
-                        fields
-                            .chunks(2)
-                            .find(|p| p[0].as_str() == Some(name))
-                            .and_then(|p| p[1].as_str())
-                            .map(String::from)
+                    let Some(fields) = item.get(1).and_then(Resp::as_array) else {
+                        continue;
                     };
-                    if let (Some(id), Some(token)) = (field("id"), field("token")) {
+                    let id = fields
+                        .chunks(2)
+                        .find(|p| p[0].as_str() == Some("id"))
+                        .and_then(|p| p[1].as_str())
+                        .map(String::from);
+                    let token = match (item.get(2).and_then(Resp::as_int), &bits) {
+                        (Some(epoch), Some(bits)) => Some(format!("{epoch}-{bits}")),
+                        _ => None,
+                    };
+                    if let (Some(id), Some(token)) = (id, token) {
                         self.tokens.entry(id.clone()).or_default().push(token);
                         self.leased.retain(|x| *x != id);
                         self.leased.push(id);
@@ -769,7 +776,7 @@ fn run_sequence(
         if r != m {
             return Err(format!("{}\n  real:  {r:?}\n  model: {m:?}", context()));
         }
-        known.learn(script.name, &r);
+        known.learn(script.name, &argv, &r);
         // Wait out keys about to expire, so that both stores agree on whether they are live, then
         // compare the dumps at one time. Redis set each expiry from its own clock, a little after
         // the script's TIME, so its expiry times are read back.
