@@ -42,8 +42,8 @@
 --   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it),
 --   then id; the lease wrote epoch, attempt, token = "<epoch>-<ARGV[3]>", worker = ARGV[1],
 --   lease_exp = expires_at_ms, leased_at = updated_at = now_ms, outcome = '' and
---   status = leased, which the caller applies (`orq::ops::lease`): replying with them cost Redis
---   ~11,000 instructions per task. next_ms says when to ask again:
+--   status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
+--   into the record, cost Redis ~27,000 instructions per task. next_ms says when to ask again:
 --   now_ms when the call filled its n and ready work is left; else the earliest of the next
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
