@@ -20,24 +20,27 @@
 --   ARGV[1]  string   queue name (not stored: the task key names the queue; kept so that the
 --                     argument layout of every recorded call and fuzz seed stays valid)
 --   ARGV[2]  integer  n, number of tasks (1..1000)
---   then n groups of 16 values, one group per task:
+--   then n groups of 16 values, one group per task. A value marked (default) may be '', which
+--   means that default and costs the script no parsing or validation (the client sends '' for
+--   every setting left at its default: most tasks of a batch then carry four values):
 --     id           string   ULID made by the client
 --     tenant       string   tenant name (validated by the caller: [A-Za-z0-9._-]{1,64})
 --     type         string   handler name
 --     payload      bytes    JSON payload
---     priority     integer  0..9, 9 most urgent
+--     priority     integer  0..9, 9 most urgent (default 0)
 --     run_at       integer  ms since epoch, or '' to use delay
---     delay        integer  ms from the store's now (used when run_at is '')
---     max_retries  integer  0..100
---     b_init       integer  first backoff, ms
---     b_mult       number   backoff multiplier >= 1
---     b_max        integer  backoff cap, ms
---     b_jitter     number   jitter fraction 0..1
---     lease_ms     integer  lease length, ms
---     timeout_ms   integer  handler timeout ms, or '' for none
+--     delay        integer  ms from the store's now, used when run_at is '' (default 0)
+--     max_retries  integer  0..100 (default 3, lib.lua TASK_DEFAULTS)
+--     b_init       integer  first backoff, ms, 0..86400000 (default 1000)
+--     b_mult       number   backoff multiplier, 1..100 (default 2)
+--     b_max        integer  backoff cap, ms, 0..604800000 (default 300000)
+--     b_jitter     number   jitter fraction 0..1 (default 0.2)
+--     lease_ms     integer  lease length, ms, 1..86400000 (default 30000)
+--     timeout_ms   integer  handler timeout ms, 1..86400000, or '' for none
 --     idem         string   idempotency key (validated by the caller), or '' for none; keys are
 --                           scoped by tenant, so two tenants never see each other's tasks
---     idem_ttl_ms  integer  how long the idempotency key is remembered, ms
+--     idem_ttl_ms  integer  how long the idempotency key is remembered, ms, 1..31622400000;
+--                           required with an idempotency key, ignored without one
 --
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {1, status, run_at_ms}
 --   for a new task (status queued or scheduled; the rest of the record is what the caller sent,
@@ -72,7 +75,19 @@ if #ARGV ~= 2 + n * GROUP then
   return redis.error_reply('INVALID expected ' .. istr(2 + n * GROUP) .. ' arguments')
 end
 
--- Validate every item before the first write.
+-- Validate every item before the first write. A setting sent as '' is its default (no parsing);
+-- `custom` records whether any policy setting was sent, so that a default item skips the
+-- comparison with the defaults when it is stored.
+-- ARGV[i] as an integer in [lo, hi], or `default` when it is ''; nil and a message when invalid.
+local function opt_int(v, default, name, lo, hi)
+  if v == '' then return default end
+  return arg_int(v, name, lo, hi)
+end
+local function opt_num(v, default, name, lo, hi)
+  if v == '' then return default end
+  return arg_num(v, name, lo, hi)
+end
+local D = POLICY_DEFAULTS
 local items = {}
 for i = 1, n do
   local b = 2 + (i - 1) * GROUP
@@ -81,36 +96,48 @@ for i = 1, n do
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
   local err
-  it.priority, err = arg_int(ARGV[b + 5], 'priority', 0, 9)
+  local p5, p6, p7, p8 = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
+  local p9, p10, p11, p12, p13 = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
+  it.priority, err = opt_int(p5, 0, 'priority', 0, 9)
   if not it.priority then return redis.error_reply(err) end
-  if ARGV[b + 6] ~= '' then
-    it.run_at, err = arg_int(ARGV[b + 6], 'run_at', 0, 253402300799999)
+  if p6 ~= '' then
+    it.run_at, err = arg_int(p6, 'run_at', 0, 253402300799999)
     if not it.run_at then return redis.error_reply(err) end
+  elseif p7 == '' then
+    it.run_at = now
   else
     local delay
-    delay, err = arg_int(ARGV[b + 7], 'delay', 0, 31622400000)
+    delay, err = arg_int(p7, 'delay', 0, 31622400000)
     if not delay then return redis.error_reply(err) end
     it.run_at = now + delay
   end
-  it.max_retries, err = arg_int(ARGV[b + 8], 'max_retries', 0, 100)
-  if not it.max_retries then return redis.error_reply(err) end
-  it.b_init, err = arg_int(ARGV[b + 9], 'backoff.initial_ms', 0, 86400000)
-  if not it.b_init then return redis.error_reply(err) end
-  it.b_mult, err = arg_num(ARGV[b + 10], 'backoff.multiplier', 1, 100)
-  if not it.b_mult then return redis.error_reply(err) end
-  it.b_max, err = arg_int(ARGV[b + 11], 'backoff.max_ms', 0, 604800000)
-  if not it.b_max then return redis.error_reply(err) end
-  it.b_jitter, err = arg_num(ARGV[b + 12], 'backoff.jitter', 0, 1)
-  if not it.b_jitter then return redis.error_reply(err) end
-  it.lease_ms, err = arg_int(ARGV[b + 13], 'lease_ms', 1, 86400000)
-  if not it.lease_ms then return redis.error_reply(err) end
+  if p8 == '' and p9 == '' and p10 == '' and p11 == '' and p12 == '' and p13 == '' then
+    it.max_retries, it.b_init, it.b_mult = D.max_retries, D.b_init, D.b_mult
+    it.b_max, it.b_jitter, it.lease_ms = D.b_max, D.b_jitter, D.lease_ms
+  else
+    it.custom = true
+    it.max_retries, err = opt_int(p8, D.max_retries, 'max_retries', 0, 100)
+    if not it.max_retries then return redis.error_reply(err) end
+    it.b_init, err = opt_int(p9, D.b_init, 'backoff.initial_ms', 0, 86400000)
+    if not it.b_init then return redis.error_reply(err) end
+    it.b_mult, err = opt_num(p10, D.b_mult, 'backoff.multiplier', 1, 100)
+    if not it.b_mult then return redis.error_reply(err) end
+    it.b_max, err = opt_int(p11, D.b_max, 'backoff.max_ms', 0, 604800000)
+    if not it.b_max then return redis.error_reply(err) end
+    it.b_jitter, err = opt_num(p12, D.b_jitter, 'backoff.jitter', 0, 1)
+    if not it.b_jitter then return redis.error_reply(err) end
+    it.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', 1, 86400000)
+    if not it.lease_ms then return redis.error_reply(err) end
+  end
   if ARGV[b + 14] ~= '' then
     it.timeout_ms, err = arg_int(ARGV[b + 14], 'timeout_ms', 1, 86400000)
     if not it.timeout_ms then return redis.error_reply(err) end
   end
   it.idem = ARGV[b + 15]
-  it.idem_ttl, err = arg_int(ARGV[b + 16], 'idem_ttl_ms', 1, 31622400000)
-  if not it.idem_ttl then return redis.error_reply(err) end
+  if it.idem ~= '' then
+    it.idem_ttl, err = arg_int(ARGV[b + 16], 'idem_ttl_ms', 1, 31622400000)
+    if not it.idem_ttl then return redis.error_reply(err) end
+  end
   items[i] = it
 end
 
@@ -245,7 +272,11 @@ for i = 1, n do
       fieldsv[#fieldsv + 1] = 'run_at'
       fieldsv[#fieldsv + 1] = istr(it.run_at)
     end
-    for f = 1, #POLICY do
+    if it.priority ~= 0 then
+      fieldsv[#fieldsv + 1] = 'priority'
+      fieldsv[#fieldsv + 1] = istr(it.priority)
+    end
+    for f = 2, it.custom and #POLICY or 1 do
       local name = POLICY[f]
       local v = it[name]
       if v ~= POLICY_DEFAULTS[name] then

@@ -425,6 +425,53 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
+        name: "enqueue: a setting sent as '' is its default, as the client sends a default task",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        reply: r#"[{now} [[1 queued {now}]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "enqueue: '' settings beside sent ones: only the sent ones that differ are stored",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} 2 '' 5000 5 '' 3 '' '' 30000 '' '' ''",
+        reply: r#"[{now} [[1 scheduled {now+5000}]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={now+5000}}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:scheduled" zset A={now+5000}
+            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now+5000} priority=2 max_retries=5 b_mult=3 status=scheduled
+            "orq:{q}:tenant:t1" hash n:scheduled=1
+        "#,
+    },
+    Case {
+        name: "enqueue: an idempotency key needs its TTL ('' is not a default for it)",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' k ''",
+        reply: r#"!"INVALID idem_ttl_ms must be an integer in [1, 31622400000]""#,
+        keys: "",
+    },
+    Case {
+        name: "enqueue: a setting that is not '' is still validated",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' 1.5 '' '' '' ''",
+        reply: r#"!"INVALID backoff.jitter must be a number in [0, 1]""#,
+        keys: "",
+    },
+    Case {
         name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
         seed: &["HSET orq:{q}:task:C status queued tenant t1 type echo"],
         script: "enqueue",
