@@ -82,7 +82,7 @@ if #done > 0 then
 end
 for i = 1, #per_tenant.tenants do
   local tenant = per_tenant.tenants[i]
-  count_completion(tenant, now, per_tenant.counts[tenant])
+  count_completed(tenant, now, per_tenant.counts[tenant])
 end
 flush_counts()
 flush_events()

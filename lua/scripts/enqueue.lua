@@ -245,6 +245,9 @@ local ready = {}          -- tenant -> {score, id, score, id, ...}, tenants in f
 local scheduled = {}      -- {score, id, ...}
 local known = {}          -- tenant -> true once ZADDed to the known tenants this call
 local out = {}
+local added = {}          -- {tenant, status} of the new tasks, in first-seen order
+local added_n = {}        -- tenant -> status -> new tasks
+local total_added = 0
 for i = 1, n do
   local it = items[i]
   -- An item without an idempotency key matches only its own id: checked before the writes, or
@@ -305,8 +308,20 @@ for i = 1, n do
       known[it.tenant] = true
       redis.call('ZADD', K_KNOWN, 0, it.tenant)
     end
-    count(K_STATS, 'total:enqueued', 1)
-    count_status(it.tenant, nil, status)
+    -- Counted once per (tenant, status) at the end, in first-seen order.
+    local by_status = added_n[it.tenant]
+    if not by_status then
+      by_status = {}
+      added_n[it.tenant] = by_status
+    end
+    local c = by_status[status]
+    if not c then
+      added[#added + 1] = {it.tenant, status}
+      by_status[status] = 1
+    else
+      by_status[status] = c + 1
+    end
+    total_added = total_added + 1
     if status == 'scheduled' then
       scheduled[#scheduled + 1] = istr(it.run_at)
       scheduled[#scheduled + 1] = it.id
@@ -351,6 +366,13 @@ for j = 1, #ready do
 end
 if #scheduled > 0 then
   redis.call('ZADD', K_SCHEDULED, unpack(scheduled))
+end
+if total_added > 0 then
+  count(K_STATS, 'total:enqueued', total_added)
+  for j = 1, #added do
+    local a = added[j]
+    count_status(a[1], nil, a[2], added_n[a[1]][a[2]])
+  end
 end
 if seq ~= nil and seq > seq_first then
   -- seq holds the last number handed out; the first HINCRBY stored only the first.

@@ -92,6 +92,7 @@ defer_events()
 defer_counts()
 local leased_now = {}
 local lease_scores = {}
+local now_s = istr(now)
 -- Tenants whose keys this call has checked (tenant -> true).
 local tenant_ok = {}
 local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
@@ -199,15 +200,14 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           -- When the task became ready: its last change, or its creation when never changed.
           local updated_at = (at.updated_at and flat[at.updated_at]) or (at.created_at and flat[at.created_at])
           -- epoch and attempt first: where they are missing, HINCRBY would have added them first.
-          local set = {'epoch', istr(epoch), 'attempt', istr(attempt), 'token', istr(epoch) .. '-' .. bits,
-            'worker', worker, 'lease_exp', istr(exp), 'leased_at', istr(now), 'updated_at', istr(now),
-            'outcome', '', 'status', 'leased'}
-          redis.call('HSET', key, unpack(set))
-          lease_scores[#lease_scores + 1] = istr(exp)
+          local epoch_s, exp_s = istr(epoch), istr(exp)
+          redis.call('HSET', key, 'epoch', epoch_s, 'attempt', istr(attempt), 'token', epoch_s .. '-' .. bits,
+            'worker', worker, 'lease_exp', exp_s, 'leased_at', now_s, 'updated_at', now_s,
+            'outcome', '', 'status', 'leased')
+          lease_scores[#lease_scores + 1] = exp_s
           lease_scores[#lease_scores + 1] = id
-          count_status(tenant, 'queued', 'leased')
           local wait = math.max(0, now - num(updated_at, now))
-          emit(now, 'leased', id, tenant, attempt, 'w', worker, 'epoch', istr(epoch),
+          emit(now, 'leased', id, tenant, attempt, 'w', worker, 'epoch', epoch_s,
             'wait_ms', istr(wait))
           flat[#flat + 1] = 'id'
           flat[#flat + 1] = id
@@ -218,6 +218,7 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
         end
       end
       if served > 0 then
+        count_status(tenant, 'queued', 'leased', served)
         leased_now[tenant] = (leased_now[tenant] or 0) + served
         if tokens then
           redis.call('HSET', tenant_key(tenant), 'tokens', fstr(tokens - served), 'tokens_at', istr(now))

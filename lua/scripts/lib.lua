@@ -344,9 +344,11 @@ local function status_field(status)
   return f
 end
 
--- Move one task's count from status `old` (nil for a new task) to `new`, in the queue's stats
--- hash and the tenant's hash (deferred to the end of the call when counters are deferred).
-local function count_status(tenant, old, new)
+-- Move the count of `n` tasks (default 1) of `tenant` from status `old` (nil for new tasks) to
+-- `new`, in the queue's stats hash and the tenant's hash (deferred to the end of the call when
+-- counters are deferred). Batch scripts call it once per tenant with the batch's count.
+local function count_status(tenant, old, new, n)
+  n = n or 1
   local tk = tenant_keys[tenant]
   if not tk then
     tk = tenant_key(tenant)
@@ -354,12 +356,12 @@ local function count_status(tenant, old, new)
   end
   if old then
     local f = status_field(old)
-    count(K_STATS, f, -1)
-    count(tk, f, -1)
+    count(K_STATS, f, -n)
+    count(tk, f, -n)
   end
   local f = status_field(new)
-  count(K_STATS, f, 1)
-  count(tk, f, 1)
+  count(K_STATS, f, n)
+  count(tk, f, n)
 end
 
 -- Move a task's status counter from `old` (may be nil for a new task) to `new` and record the
@@ -678,6 +680,14 @@ local function count_completion(tenant, now, n)
   end
 end
 
+-- Count `n` completions of `tenant`'s leased tasks: the queue's total, the status counters
+-- (leased -> completed) and the tenant's completion window.
+local function count_completed(tenant, now, n)
+  count(K_STATS, 'total:completed', n)
+  count_completion(tenant, now, n)
+  count_status(tenant, 'leased', 'completed', n)
+end
+
 -- Score of the earliest entry of a ZSET, or -1 when it is empty.
 local function first_score(key)
   local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
@@ -730,7 +740,7 @@ local COMPLETE_FIELDS = {'status', 'token', 'outcome', 'tenant', 'attempt', 'wor
 -- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
 -- then the writes. `per_tenant` (optional, a batch: {ids = {}, tenants = {}, counts = {}}) collects
 -- the completions by tenant (tenants in first-seen order, counts by name) for the caller to count
--- with `count_completion` once per tenant, and the completed ids for the caller to move from the
+-- with `count_completed` once per tenant, and the completed ids for the caller to move from the
 -- leases set to the completed set in one call each; without it both happen here.
 -- Returns 'completed', 'again' (the same token completed it before), or an error reply
 -- (NOTFOUND, STALE, CANCELLED, CORRUPT; nothing written).
@@ -748,8 +758,8 @@ local function complete_task(id, token, result, now, per_tenant)
   end
   redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
     'outcome', 'completed', 'lease_exp', '', 'status', 'completed')
-  count(K_STATS, 'total:completed', 1)
   if per_tenant then
+    -- The caller counts the batch's completions once per tenant (`count_completed`).
     local c = per_tenant.counts
     if not c[t.tenant] then
       per_tenant.tenants[#per_tenant.tenants + 1] = t.tenant
@@ -757,11 +767,11 @@ local function complete_task(id, token, result, now, per_tenant)
     end
     c[t.tenant] = c[t.tenant] + 1
   else
-    count_completion(t.tenant, now, 1)
+    count_completed(t.tenant, now, 1)
   end
-  -- set_status(id, t.tenant, 'leased', 'completed'), with the status written above and the
-  -- parked check made once per tenant and call (nothing in this call parks a tenant).
-  count_status(t.tenant, 'leased', 'completed')
+  -- set_status(id, t.tenant, 'leased', 'completed') without its counters (counted above or by
+  -- the caller), with the status written above and the parked check made once per tenant and
+  -- call (nothing in this call parks a tenant).
   if not unpark_checked[t.tenant] then
     unpark_checked[t.tenant] = true
     if tonumber(redis.call('ZSCORE', K_PARKED, t.tenant)) == PARKED_CAPPED then

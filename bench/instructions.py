@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Redis instructions per task, per transition script: the hot path of `orq bench` (enqueue in
+batches, lease, complete_batch) replayed against a private redis-server running under
+`valgrind --tool=callgrind`, which counts the instructions Redis executes. Unlike a timing,
+the count repeats to within a fraction of a percent whatever else the machine is doing, so it
+can judge a lever of a few percent on a shared, noisy machine (docs/measurements.md).
+
+    python3 bench/instructions.py [--tasks 20000] [--batch 1000] [--lease 50] [--tenants 1]
+        [--redis-server PATH] [--json FILE]
+
+Phases, each measured on its own (the counters are zeroed before and dumped after):
+  enqueue   --tasks tasks in calls of --batch (payload {}, type noop, priorities 0..9 in turn,
+            spread over --tenants tenants; every other setting at its default, sent as '' as the
+            client sends it);
+  lease     the queued tasks, --lease per call (the worker's arguments);
+  complete  the leased tasks, complete_batch calls of --lease items (result null).
+Prints one line per phase: calls, instructions per call, per task; then the sum per task.
+The scripts are read from lua/scripts (lib.lua prepended, as orq-lua does), so a change to a
+script is measured without a build. Needs valgrind (callgrind_control) and redis-server.
+"""
+
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "lua", "scripts")
+SUFFIXES = ["task:", "ready:", "tenants", "scheduled", "leases", "dead", "completed",
+            "cancelled", "idem:", "tenant:", "stats", "events", "known_tenants", "config",
+            "parked", "workers"]
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def source(name):
+    """The source orq sends for script `name`: lib.lua, a newline, the script."""
+    with open(os.path.join(SCRIPTS, "lib.lua")) as f:
+        lib = f.read()
+    with open(os.path.join(SCRIPTS, name + ".lua")) as f:
+        return lib + "\n" + f.read()
+
+
+class Resp:
+    """A minimal RESP2 client: enough for EVALSHA, SCRIPT LOAD, PING and SHUTDOWN."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self.read()
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("redis closed the connection")
+            self.buf += chunk
+        l, self.buf = self.buf.split(b"\r\n", 1)
+        return l
+
+    def read(self):
+        l = self.line()
+        kind, rest = l[:1], l[1:]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.sock.recv(1 << 20)
+            v, self.buf = self.buf[:n], self.buf[n + 2:]
+            return v
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        raise RuntimeError("bad reply %r" % l)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ulid(ms, rng):
+    t = "".join(CROCKFORD[(ms >> (5 * (9 - i))) & 31] for i in range(10))
+    return t + "".join(rng.choice(CROCKFORD) for _ in range(16))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tasks", type=int, default=20000)
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--lease", type=int, default=50, help="tasks per lease and complete_batch call")
+    p.add_argument("--tenants", type=int, default=1)
+    p.add_argument("--redis-server", default="redis-server")
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--keep", help="copy each phase's callgrind file here (for callgrind_annotate)")
+    p.add_argument("--full-args", action="store_true",
+                   help="send every enqueue setting as a value, as clients before 73176ca did")
+    a = p.parse_args()
+    for tool in ("valgrind", "callgrind_control"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is required (Debian: apt-get install valgrind)")
+    if not 1 <= a.batch <= 1000 or not 1 <= a.lease <= 100 or a.tasks < 1 or a.tenants < 1:
+        sys.exit("--batch 1..1000, --lease 1..100, --tasks and --tenants >= 1")
+
+    work = tempfile.mkdtemp(prefix="orq-instr-")
+    port = free_port()
+    out = os.path.join(work, "callgrind.out")
+    vg = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", a.redis_server,
+         "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", work],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = None
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                r = Resp(port)
+                if r.call("PING") == "PONG":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            sys.exit("redis-server under valgrind did not answer within 120 s")
+        sha = {s: r.call("SCRIPT", "LOAD", source(s)).decode()
+               for s in ("enqueue", "lease", "complete_batch")}
+        keys = [f"orq:{{bench}}:{s}" for s in SUFFIXES]
+        rng = random.Random(7)
+        dumps = [0]
+
+        def measure(name, calls):
+            """Run `calls` (a list of argv lists for script `name`), counted; returns (Ir, replies)."""
+            subprocess.run(["callgrind_control", "-z", str(vg.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            replies = [r.call("EVALSHA", sha[name], len(keys), *keys, *argv) for argv in calls]
+            subprocess.run(["callgrind_control", "-d", str(vg.pid)], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            dumps[0] += 1
+            path = f"{out}.{dumps[0]}"
+            for _ in range(100):
+                if os.path.exists(path) and "totals:" in open(path).read():
+                    break
+                time.sleep(0.1)
+            if a.keep:
+                os.makedirs(a.keep, exist_ok=True)
+                shutil.copy(path, os.path.join(a.keep, f"{name}.callgrind"))
+            m = re.search(r"^(?:totals|summary): (\d+)", open(path).read(), re.M)
+            return int(m.group(1)), replies
+
+        now = int(time.time() * 1000)
+        enq = []
+        k = 0
+        while k < a.tasks:
+            n = min(a.batch, a.tasks - k)
+            argv = ["bench", n]
+            for j in range(k, k + n):
+                prio = j % 10
+                if a.full_args:
+                    settings = [prio, "", 0, 3, 1000, 2, 300000, 0.2, 30000, "", "", 86400000]
+                else:
+                    settings = ["" if prio == 0 else prio] + [""] * 11
+                argv += [ulid(now, rng), f"t{j % a.tenants}", "noop", "{}"] + settings
+            enq.append(argv)
+            k += n
+        results = []
+        ir, _ = measure("enqueue", enq)
+        results.append(("enqueue", len(enq), ir))
+
+        lease_calls = -(-a.tasks // a.lease)
+        ir, replies = measure("lease", [
+            ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
+            for _ in range(lease_calls)])
+        leased = []
+        for rep in replies:
+            for task in rep[1]:
+                flat = task[1]
+                leased.append(dict(zip(flat[0::2], flat[1::2]))[b"id"])
+        results.append(("lease", lease_calls, ir))
+        if len(leased) != a.tasks:
+            sys.exit(f"leased {len(leased)} of {a.tasks} tasks")
+        # Each task's lease token, read from its record (outside the counted phases).
+        tokens = [(tid, r.call("HGET", f"orq:{{bench}}:task:{tid.decode()}", "token"))
+                  for tid in leased]
+        comp = []
+        for i in range(0, len(tokens), a.lease):
+            chunk = tokens[i:i + a.lease]
+            argv = [86400000, 100, len(chunk)]
+            for tid, tok in chunk:
+                argv += [tid, tok, "null"]
+            comp.append(argv)
+        ir, replies = measure("complete_batch", comp)
+        results.append(("complete", len(comp), ir))
+        done = sum(1 for rep in replies for it in rep[1] if it == b"completed")
+        if done != a.tasks:
+            sys.exit(f"complete_batch completed {done} of {a.tasks} tasks")
+        total = 0
+        report = {"tasks": a.tasks, "batch": a.batch, "lease": a.lease, "tenants": a.tenants,
+                  "scripts": {}}
+        for name, calls, ir in results:
+            per_task = ir / a.tasks
+            total += per_task
+            report["scripts"][name] = {"calls": calls, "per_call": ir / calls,
+                                       "per_task": per_task}
+            print(f"{name:9} {calls:6} calls  {ir / calls:14,.0f} per call  {per_task:10,.0f} per task")
+        report["per_task"] = total
+        print(f"{'sum':9} {'':6}        {'':14}            {total:10,.0f} per task")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(report, f, indent=2)
+                f.write("\n")
+        try:
+            r.call("SHUTDOWN", "NOSAVE")
+        except (ConnectionError, OSError, RuntimeError):
+            pass
+    finally:
+        try:
+            vg.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            vg.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
