@@ -64,15 +64,13 @@ impl LeaseWrite {
     /// The flat field list of the leased task: `before` (field/value pairs, `id` last) with the
     /// fields the lease wrote replaced, or added before `id`, in the order the script writes them.
     fn apply(&self, before: &[Resp], worker: &str, token_bits: &str) -> Vec<Resp> {
-        let written: [(&str, String); 9] = [
+        let written: [(&str, String); 7] = [
             ("epoch", self.epoch.to_string()),
             ("attempt", self.attempt.to_string()),
             ("token", format!("{}-{token_bits}", self.epoch)),
             ("worker", worker.to_string()),
             ("lease_exp", self.expires_at_ms.to_string()),
-            ("leased_at", self.now_ms.to_string()),
             ("updated_at", self.now_ms.to_string()),
-            ("outcome", String::new()),
             ("status", "leased".to_string()),
         ];
         let mut flat: Vec<Resp> = Vec::with_capacity(before.len() + 2 * written.len());
@@ -364,8 +362,9 @@ mod tests {
     }
 
     // Goal: the leased task a caller decodes is the record as it was with what the lease wrote
-    // applied: written fields replaced (a stale outcome and token too), absent ones added, the
-    // others kept, `id` still last; the decoded task carries the lease.
+    // applied: written fields replaced (a stale token too), absent ones added, the others kept
+    // (the last lease's outcome, which the lease does not write), `id` still last; the decoded
+    // task carries the lease.
     #[test]
     fn lease_writes_apply_to_the_record_as_it_was() {
         let before = flat(&[
@@ -392,14 +391,13 @@ mod tests {
             ("type", "echo"),
             ("payload", "{}"),
             ("created_at", "100"),
+            ("outcome", "released"),
             ("epoch", "3"),
             ("attempt", "2"),
             ("token", "3-ab"),
             ("worker", "w1"),
             ("lease_exp", "5300"),
-            ("leased_at", "300"),
             ("updated_at", "300"),
-            ("outcome", ""),
             ("status", "leased"),
             ("id", "A"),
         ]);

@@ -41,9 +41,10 @@
 -- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields, epoch, attempt}:
 --   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it),
 --   then id; the lease wrote epoch, attempt, token = "<epoch>-<ARGV[3]>", worker = ARGV[1],
---   lease_exp = expires_at_ms, leased_at = updated_at = now_ms, outcome = '' and
+--   lease_exp = expires_at_ms, updated_at = now_ms (the lease's start while it is held) and
 --   status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
---   into the record, cost Redis ~27,000 instructions per task. next_ms says when to ask again:
+--   into the record, cost Redis ~27,000 instructions per task. It writes no outcome (that of
+--   the task's last lease, if any, stays until this lease ends) and no leased_at. next_ms says when to ask again:
 --   now_ms when the call filled its n and ready work is left; else the earliest of the next
 --   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
 --   (nothing waits, the queue is paused, or only in-flight caps hold work back).
@@ -201,9 +202,10 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
           local updated_at = (at.updated_at and flat[at.updated_at]) or (at.created_at and flat[at.created_at])
           -- epoch and attempt first: where they are missing, HINCRBY would have added them first.
           local epoch_s, exp_s = istr(epoch), istr(exp)
+          -- No leased_at (updated_at is when the lease began, as long as it is held) and no
+          -- outcome (it is read only once a lease has ended, and every end writes its own).
           redis.call('HSET', key, 'epoch', epoch_s, 'attempt', istr(attempt), 'token', epoch_s .. '-' .. bits,
-            'worker', worker, 'lease_exp', exp_s, 'leased_at', now_s, 'updated_at', now_s,
-            'outcome', '', 'status', 'leased')
+            'worker', worker, 'lease_exp', exp_s, 'updated_at', now_s, 'status', 'leased')
           lease_scores[#lease_scores + 1] = exp_s
           lease_scores[#lease_scores + 1] = id
           local wait = math.max(0, now - num(updated_at, now))

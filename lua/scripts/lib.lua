@@ -722,20 +722,29 @@ local function check_lease(id, token, op, need_tenant, names)
     end
     return 'ok', t
   end
-  if t.outcome == 'cancelled' then
+  -- The lease has ended: how. A completed task's lease ended by its completion (complete
+  -- writes no outcome); `names` may leave out the outcome, which is then read here.
+  local outcome = t.outcome
+  if t.status == 'completed' then
+    outcome = 'completed'
+  elseif outcome == nil then
+    outcome = redis.call('HGET', task_key(id), 'outcome')
+  end
+  if outcome == 'cancelled' then
     return redis.error_reply('CANCELLED task was cancelled')
   end
-  if t.outcome == op then
+  if outcome == op then
     return 'again'
   end
-  return redis.error_reply('STALE lease ended (' .. (t.outcome or '?') .. ')')
+  return redis.error_reply('STALE lease ended (' .. (outcome or '?') .. ')')
 end
 
 -- Tenants whose parked-at-cap state `complete_task` has checked in this call.
 local unpark_checked = {}
 
--- The fields `complete_task` reads: the lease check's and what the completed event reports.
-local COMPLETE_FIELDS = {'status', 'token', 'outcome', 'tenant', 'attempt', 'worker', 'leased_at'}
+-- The fields `complete_task` reads: the lease check's (its outcome only when the lease has
+-- ended) and what the completed event reports (updated_at is when the lease began).
+local COMPLETE_FIELDS = {'status', 'token', 'tenant', 'attempt', 'worker', 'updated_at'}
 
 -- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
 -- then the writes. `per_tenant` (optional, a batch: {ids = {}, tenants = {}, counts = {}}) collects
@@ -756,8 +765,11 @@ local function complete_task(id, token, result, now, per_tenant)
     redis.call('ZREM', K_LEASES, id)
     redis.call('ZADD', K_COMPLETED, istr(now), id)
   end
-  redis.call('HSET', task_key(id), 'result', result, 'finished_at', istr(now), 'updated_at', istr(now),
-    'outcome', 'completed', 'lease_exp', '', 'status', 'completed')
+  -- No outcome (a completed task's is 'completed', check_lease knows) and lease_exp is left:
+  -- it is read only while the task is leased.
+  local now_s = istr(now)
+  redis.call('HSET', task_key(id), 'result', result, 'finished_at', now_s, 'updated_at', now_s,
+    'status', 'completed')
   if per_tenant then
     -- The caller counts the batch's completions once per tenant (`count_completed`).
     local c = per_tenant.counts
@@ -778,7 +790,7 @@ local function complete_task(id, token, result, now, per_tenant)
       unpark(t.tenant)
     end
   end
-  local run = math.max(0, now - num(t.leased_at, now))
+  local run = math.max(0, now - num(t.updated_at, now))
   emit(now, 'completed', id, t.tenant, num(t.attempt, 0), 'w', t.worker or '', 'run_ms', istr(run))
   return 'completed'
 end

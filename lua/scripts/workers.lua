@@ -35,9 +35,10 @@ local leases = {}
 if max_leases > 0 then
   local ids = redis.call('ZRANGE', K_LEASES, 0, max_leases - 1)
   for i = 1, #ids do
-    local t = fields(ids[i], {'worker', 'type', 'tenant', 'leased_at', 'lease_exp', 'hb_at'}) or {}
+    -- While a task is leased its updated_at is when the lease began (lease.lua).
+    local t = fields(ids[i], {'worker', 'type', 'tenant', 'updated_at', 'lease_exp', 'hb_at'}) or {}
     if t.tenant then
-      local leased_at = num(t.leased_at, 0)
+      local leased_at = num(t.updated_at, 0)
       -- hb_at may be left from an earlier lease of the task: only a later one counts.
       local hb = num(t.hb_at, nil)
       if not hb or hb < leased_at then hb = leased_at end

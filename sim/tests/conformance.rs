@@ -578,7 +578,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:t2" zset C=3
             "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
+            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
@@ -612,7 +612,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} leased_at={now} updated_at={now} outcome=""
+            "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
             "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
             "orq:{q}:tenant:t3" hash n:queued=0 n:leased=1 served=1
@@ -638,7 +638,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:t1" zset B=1
             "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1
-            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result=ok finished_at={now} updated_at={now} outcome=completed
+            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
             "orq:{q}:tenants" zset t1=7.5
@@ -659,7 +659,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1
-            "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000} leased_at={now} outcome=""
+            "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -710,7 +710,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp="" result="{\"ok\":1}" finished_at={now} updated_at={now} outcome=completed
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
     },
@@ -726,6 +726,48 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:completed" zset A={t-10}
             "orq:{q}:task:A" hash status=completed token=2-ab outcome=completed tenant=t1
+        "#,
+    },
+    Case {
+        name: "complete: a completed record stores no outcome; a retried call with its token still answers again",
+        seed: &[
+            "HSET orq:{q}:task:A status completed token 2-ab tenant t1 lease_exp {t-100}",
+            "ZADD orq:{q}:completed {t-10} A",
+        ],
+        script: "complete_batch",
+        argv: "1000 10 1 A 2-ab ''",
+        reply: r#"[{now} [again]]"#,
+        keys: r#"
+            "orq:{q}:completed" zset A={t-10}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 lease_exp={t-100}
+        "#,
+    },
+    Case {
+        name: "fail: a completed task's token is stale for fail, whatever outcome its record holds",
+        seed: &[
+            "HSET orq:{q}:task:A status completed token 2-ab tenant t1 outcome released",
+            "ZADD orq:{q}:completed {t-10} A",
+        ],
+        script: "fail",
+        argv: "A 2-ab boom 1 0.5",
+        reply: r#"!"STALE lease ended (completed)""#,
+        keys: r#"
+            "orq:{q}:completed" zset A={t-10}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 outcome=released
+        "#,
+    },
+    Case {
+        name: "complete: a task retrying after a failed lease answers that lease's outcome to its old token",
+        seed: &[
+            "HSET orq:{q}:task:A status retrying token 2-ab tenant t1 outcome failed",
+            "ZADD orq:{q}:scheduled {t+1000} A",
+        ],
+        script: "complete_batch",
+        argv: "1000 10 1 A 2-ab ''",
+        reply: r#"[{now} ["STALE lease ended (failed)"]]"#,
+        keys: r#"
+            "orq:{q}:scheduled" zset A={t+1000}
+            "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 outcome=failed
         "#,
     },
     Case {
