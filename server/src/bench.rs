@@ -9,7 +9,8 @@
 //! 2. **end to end**: a worker pool of concurrency C runs while N more tasks are submitted →
 //!    `complete_per_s` (N / first submit to last completion), `wait_ms` (handler start minus
 //!    the task's `created_at`, i.e. submit → handler start), `script_calls_per_task` (every
-//!    script call of the phase, idle polls included, / N).
+//!    script call of the phase, idle polls included, / N) and `script_calls` (the same calls
+//!    by script name: N / `script_calls.lease` is the tasks per lease call).
 //! 3. **delayed** (with `--delayed D`): D tasks due `delay_ms` .. `delay_ms + spread` after
 //!    submit, spread evenly, workers running → `lateness_ms` (handler start minus `run_at`).
 //!
@@ -24,6 +25,7 @@ use orq::{
 };
 use orq_lua::Script;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -107,12 +109,16 @@ pub struct BenchReport {
     pub mem_bytes_per_task: Option<f64>,
     /// Phase 2: script calls per task.
     pub script_calls_per_task: f64,
+    /// Phase 2: script calls by script name (`lease`, `complete_batch`, `enqueue`, ...), so the
+    /// tasks per lease call are `tasks / script_calls.lease`.
+    pub script_calls: BTreeMap<&'static str, u64>,
 }
 
-/// A store that counts the script calls going through it.
+/// A store that counts the script calls going through it, in all and by script.
 pub struct CountingStore {
     inner: Arc<dyn Store>,
     calls: AtomicU64,
+    by_script: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl CountingStore {
@@ -121,12 +127,18 @@ impl CountingStore {
         CountingStore {
             inner,
             calls: AtomicU64::new(0),
+            by_script: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Script calls so far.
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
+    }
+
+    /// Script calls so far, by script name.
+    pub fn calls_by_script(&self) -> BTreeMap<&'static str, u64> {
+        self.by_script.lock().unwrap().clone()
     }
 }
 
@@ -139,6 +151,12 @@ impl Store for CountingStore {
         args: &[Vec<u8>],
     ) -> Result<Resp, StoreError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        *self
+            .by_script
+            .lock()
+            .unwrap()
+            .entry(script.name)
+            .or_insert(0) += 1;
         self.inner.eval(script, keys, args).await
     }
 }
@@ -273,6 +291,7 @@ pub async fn run(
         lateness_ms: lateness,
         mem_bytes_per_task,
         script_calls_per_task: e2e.calls as f64 / plan.tasks as f64,
+        script_calls: e2e.by_script,
     })
 }
 
@@ -284,6 +303,8 @@ struct PhaseResult {
     seconds: f64,
     /// Script calls during the phase.
     calls: u64,
+    /// The same, by script name.
+    by_script: BTreeMap<&'static str, u64>,
 }
 
 /// What the phases with workers share.
@@ -328,6 +349,7 @@ impl Phase<'_> {
             async move { pool.run(stop).await }
         });
         let calls0 = self.store.calls();
+        let by_script0 = self.store.calls_by_script();
         self.progress.phase(name, n);
         let t0 = Instant::now();
         let base = delayed.then(|| self.clock.now_ms());
@@ -338,6 +360,11 @@ impl Phase<'_> {
         .await;
         let seconds = t0.elapsed().as_secs_f64();
         let calls = self.store.calls() - calls0;
+        let mut by_script = self.store.calls_by_script();
+        for (name, c) in by_script.iter_mut() {
+            *c -= by_script0.get(name).copied().unwrap_or(0);
+        }
+        by_script.retain(|_, c| *c > 0);
         stop.cancel();
         let _ = running.await;
         done?;
@@ -346,6 +373,7 @@ impl Phase<'_> {
             latency,
             seconds,
             calls,
+            by_script,
         })
     }
 }
@@ -568,6 +596,14 @@ pub fn table(r: &BenchReport) -> String {
         (
             "script calls per task",
             format!("{:.3}", r.script_calls_per_task),
+        ),
+        (
+            "script calls (end to end)",
+            r.script_calls
+                .iter()
+                .map(|(name, c)| format!("{name} {c}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         ),
     ];
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
