@@ -489,7 +489,7 @@ impl Progress for Bar {
 }
 
 /// `orq bench`: run the plan from the command line, print the table, write the JSON. Against
-/// Redis the run's queues (`orqbench-<ulid>-*`) are deleted at the end, whatever happened.
+/// Redis the run's queues (`ob-<id>-*`) are deleted at the end, whatever happened.
 /// Errors are for the user (exit code 2).
 pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
     let plan = BenchPlan {
@@ -502,8 +502,16 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         delay_spread_ms: a.delay_spread_ms,
     };
     let clock: Arc<dyn Clock> = Arc::new(orq::SystemClock);
-    let id = Entropy::from_os().ulid(clock.now_ms());
-    let prefix = format!("orqbench-{}", id.to_string().to_lowercase());
+    // The run's queues are `ob-<8 random base32 digits>-<phase>`: unique per run, and about as
+    // long as BullMQ's `orqbench` (bench/bullmq). Every task key holds its queue's name, and
+    // jemalloc rounds a key up to its size class (16-byte steps here): the earlier names,
+    // `orqbench-<ulid>-submit`, cost orq 32 bytes of `mem_bytes_per_task` per task that
+    // BullMQ's short name does not.
+    let id = Entropy::from_os()
+        .ulid(clock.now_ms())
+        .to_string()
+        .to_lowercase();
+    let prefix = format!("ob-{}", &id[id.len() - 8..]);
     let progress: Box<dyn Progress> = if a.no_progress {
         Box::new(Quiet)
     } else {

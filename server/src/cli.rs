@@ -57,7 +57,7 @@ pub enum Command {
     Key(KeyCommand),
     /// Load generator: submit, end-to-end and delayed-task phases with a no-op handler on queues
     /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
-    /// keys of queues named orqbench-<id>-*, and deletes them at the end) or the embedded store.
+    /// keys of queues named ob-<id>-*, and deletes them at the end) or the embedded store.
     Bench(BenchArgs),
 }
 
