@@ -109,6 +109,12 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Longest wait between lease attempts when there is no work (ms).
     pub idle_poll_ms: u64,
+    /// Lease batching, like a producer's linger: while the pool is busy (its last round leased
+    /// work) and some handlers still run, the lease loop waits up to this long for more slots
+    /// to free before it asks, so one lease call carries more tasks (a call's fixed cost in
+    /// Redis is about five tasks' worth, docs/measurements.md). An idle pool asks at once.
+    /// 0 turns it off (ms).
+    pub lease_linger_ms: u64,
     /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
     pub heartbeat_divisor: u64,
     /// On shutdown, how long in-flight handlers may run before they are aborted and their tasks
@@ -131,6 +137,7 @@ impl Default for WorkerConfig {
             queues: Vec::new(),
             concurrency: 8,
             idle_poll_ms: 100,
+            lease_linger_ms: 1,
             heartbeat_divisor: 3,
             shutdown_grace_ms: 10_000,
             planted_ignore_lost_lease: false,
@@ -335,9 +342,12 @@ impl Worker {
             // Free slots: handlers not running. Tasks whose handler returned but whose outcome is
             // still being recorded hold none, but at most `concurrency` of them may wait, so a
             // store that stops answering cannot pile up leased work.
-            let free = concurrency
-                .saturating_sub(slots.running.load(Ordering::SeqCst))
-                .min((2 * concurrency).saturating_sub(in_flight.len()));
+            let free_now = |in_flight: &JoinSet<()>| {
+                concurrency
+                    .saturating_sub(slots.running.load(Ordering::SeqCst))
+                    .min((2 * concurrency).saturating_sub(in_flight.len()))
+            };
+            let mut free = free_now(&in_flight);
             if free == 0 {
                 tokio::select! {
                     biased;
@@ -346,6 +356,27 @@ impl Worker {
                     _ = shutdown.cancelled() => {}
                 }
                 continue;
+            }
+            // Lease batching (WorkerConfig::lease_linger_ms): busy, with handlers running, wait
+            // a moment for more slots to free so that the next call carries more tasks.
+            let linger = inner.config.lease_linger_ms;
+            if !idle && linger > 0 && free < concurrency && slots.running.load(Ordering::SeqCst) > 0
+            {
+                let until = inner.clock.sleep(linger);
+                tokio::pin!(until);
+                while free < concurrency {
+                    tokio::select! {
+                        biased;
+                        _ = shutdown.cancelled() => break,
+                        _ = &mut until => break,
+                        _ = slots.freed.notified() => {}
+                        _ = in_flight.join_next(), if !in_flight.is_empty() => {}
+                    }
+                    free = free_now(&in_flight);
+                }
+                if free == 0 {
+                    continue;
+                }
             }
             let now = inner.clock.now_ms();
             let refresh_ms = if idle {
@@ -366,7 +397,6 @@ impl Worker {
             }
             let mut wait_ms = inner.config.idle_poll_ms;
             let mut leased_any = false;
-            let mut free = free;
             for k in 0..queues.len() {
                 if free == 0 {
                     break;

@@ -530,3 +530,177 @@ async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
     assert_eq!(echo.runs.total(), 3);
     worker.stop().await;
 }
+
+/// Records the `n` (ARGV[2]) of every `lease` call, and passes every call on.
+struct LeaseSizes {
+    inner: std::sync::Arc<dyn orq::Store>,
+    sizes: std::sync::Mutex<Vec<usize>>,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for LeaseSizes {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        if script.name == "lease" {
+            let n = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
+            self.sizes.lock().unwrap().push(n);
+        }
+        self.inner.eval(script, keys, args).await
+    }
+}
+
+/// A handler that counts its starts and returns when the test gives it a permit.
+#[derive(Clone)]
+struct Gated {
+    started: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+#[async_trait::async_trait]
+impl orq::Handler for Gated {
+    async fn handle(&self, _: orq::TaskContext) -> Result<serde_json::Value, orq::HandlerError> {
+        self.started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.permits.acquire().await.expect("open").forget();
+        Ok(serde_json::Value::Null)
+    }
+}
+
+impl Default for Gated {
+    fn default() -> Self {
+        Gated {
+            started: Default::default(),
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+}
+
+impl Gated {
+    fn started(&self) -> usize {
+        self.started.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A pool of concurrency 4 with `linger_ms`, over a store that records lease sizes, with eight
+/// gated tasks submitted; returns once the first four handlers run.
+async fn gated_pool(
+    env: &Env,
+    linger_ms: u64,
+) -> (
+    std::sync::Arc<LeaseSizes>,
+    Gated,
+    common::RunningWorker,
+    Vec<String>,
+) {
+    let sizes = std::sync::Arc::new(LeaseSizes {
+        inner: env.store.clone(),
+        sizes: Default::default(),
+    });
+    let gated = Gated::default();
+    let worker = env.worker_on(
+        sizes.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("gated", gated.clone()),
+        |c| {
+            c.concurrency = 4;
+            c.lease_linger_ms = linger_ms;
+        },
+    );
+    let specs = (0..8)
+        .map(|n| spec("q", "gated", &format!("{{\"n\":{n}}}")))
+        .collect();
+    let ids = env
+        .client
+        .submit_batch(specs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.task.id)
+        .collect();
+    common::eventually("four handlers to run", || async {
+        (gated.started() == 4).then_some(())
+    })
+    .await;
+    (sizes, gated, worker, ids)
+}
+
+// Goal: lease batching. A busy pool whose handlers still run waits (up to lease_linger_ms) for
+// more slots to free before it leases, so that one call carries more tasks; an idle pool leases
+// at once.
+// Method: concurrency 4, a linger far longer than the test, eight gated tasks. The idle pool
+// leases four at once. Handlers are then let go one at a time: while any of the four still
+// runs, no lease call goes out and no fifth handler starts; when the last returns, one call
+// leases four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot() {
+    let env = Env::start().await;
+    let (sizes, gated, worker, ids) = gated_pool(&env, 600_000).await;
+    assert_eq!(
+        sizes.sizes.lock().unwrap()[0],
+        4,
+        "the idle pool asks for all its slots"
+    );
+    let calls = sizes.sizes.lock().unwrap().len();
+    for _ in 0..3 {
+        gated.permits.add_permits(1);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        gated.started(),
+        4,
+        "no fifth handler while three of four still run"
+    );
+    assert_eq!(
+        sizes.sizes.lock().unwrap().len(),
+        calls,
+        "no lease call while the pool lingers"
+    );
+    gated.permits.add_permits(1);
+    common::eventually("the next four handlers to run", || async {
+        (gated.started() == 8).then_some(())
+    })
+    .await;
+    let leased: Vec<usize> = sizes.sizes.lock().unwrap()[calls..].to_vec();
+    assert_eq!(
+        leased.first(),
+        Some(&4),
+        "one call leases the four free slots: {leased:?}"
+    );
+    gated.permits.add_permits(100);
+    for id in &ids {
+        env.wait_status("q", id, Status::Completed).await;
+    }
+    worker.stop().await;
+}
+
+// Goal: the linger is bounded: a freed slot is refilled after lease_linger_ms even while the
+// other handlers keep running.
+// Method: concurrency 4, a 200 ms linger, eight gated tasks; let one handler go and hold the
+// other three: a fifth handler starts, leased by a call for one task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
+    let env = Env::start().await;
+    let (sizes, gated, worker, ids) = gated_pool(&env, 200).await;
+    let calls = sizes.sizes.lock().unwrap().len();
+    gated.permits.add_permits(1);
+    common::eventually("a fifth handler to run", || async {
+        (gated.started() == 5).then_some(())
+    })
+    .await;
+    let later: Vec<usize> = sizes.sizes.lock().unwrap()[calls..].to_vec();
+    assert_eq!(
+        later.first(),
+        Some(&1),
+        "one free slot, one task asked: {later:?}"
+    );
+    gated.permits.add_permits(100);
+    for id in &ids {
+        env.wait_status("q", id, Status::Completed).await;
+    }
+    worker.stop().await;
+}

@@ -107,6 +107,7 @@ fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<
         queues: vec![QUEUE.into()],
         concurrency: world.config.concurrency as usize,
         idle_poll_ms: 50,
+        lease_linger_ms: WorkerConfig::default().lease_linger_ms,
         heartbeat_divisor: 3,
         shutdown_grace_ms: 100,
         planted_ignore_lost_lease: world.config.planted == PlantedBug::WorkerIgnoresLostLease,
