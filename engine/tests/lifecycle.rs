@@ -629,6 +629,15 @@ async fn gated_pool(
     (sizes, gated, worker, ids)
 }
 
+/// Let every gated handler return, wait until all `ids` completed, stop the pool.
+async fn finish_gated(env: &Env, gated: &Gated, worker: common::RunningWorker, ids: &[String]) {
+    gated.permits.add_permits(100);
+    for id in ids {
+        env.wait_status("q", id, Status::Completed).await;
+    }
+    worker.stop().await;
+}
+
 // Goal: lease batching. A busy pool whose handlers still run waits (up to lease_linger_ms) for
 // more slots to free before it leases, so that one call carries more tasks; an idle pool leases
 // at once.
@@ -671,11 +680,7 @@ async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot() {
         Some(&4),
         "one call leases the four free slots: {leased:?}"
     );
-    gated.permits.add_permits(100);
-    for id in &ids {
-        env.wait_status("q", id, Status::Completed).await;
-    }
-    worker.stop().await;
+    finish_gated(&env, &gated, worker, &ids).await;
 }
 
 // Goal: the linger is bounded: a freed slot is refilled after lease_linger_ms even while the
@@ -698,9 +703,5 @@ async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
         Some(&1),
         "one free slot, one task asked: {later:?}"
     );
-    gated.permits.add_permits(100);
-    for id in &ids {
-        env.wait_status("q", id, Status::Completed).await;
-    }
-    worker.stop().await;
+    finish_gated(&env, &gated, worker, &ids).await;
 }
