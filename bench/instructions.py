@@ -214,7 +214,9 @@ def main():
         results.append(("complete", len(comp), ir))
         done = sum(1 for rep in replies for it in rep[1] if it == b"completed")
         if done != a.tasks:
-            sys.exit(f"complete_batch completed {done} of {a.tasks} tasks")
+            sys.exit(f"complete_batch completed {done} of {a.tasks} tasks: leases (30 s) ran out "
+                     "before their completion under valgrind and were reaped; use fewer --tasks "
+                     "on a busy machine")
         total = 0
         report = {"tasks": a.tasks, "batch": a.batch, "lease": a.lease, "tenants": a.tenants,
                   "scripts": {}}

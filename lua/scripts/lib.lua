@@ -480,12 +480,8 @@ local function fields(id, names)
   end
   local t = {}
   for i = 1, #names do
-    t[names[i]] = vals[i]
-  end
-  for i = 1, #names do
-    if not t[names[i]] and TASK_DEFAULTS[names[i]] then
-      t[names[i]] = TASK_DEFAULTS[names[i]]
-    end
+    local name = names[i]
+    t[name] = vals[i] or TASK_DEFAULTS[name] or false
   end
   return t, nil
 end
