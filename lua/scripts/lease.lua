@@ -182,7 +182,10 @@ for _ = 1, 2 * n + TENANT_SCAN_MAX do
         -- One HGETALL gives the fields the lease needs and the reply (the record as it was; the
         -- caller applies what the HSET below writes, from the epoch and attempt in the reply).
         local flat = redis.pcall('HGETALL', key)
-        local at = {}
+        -- Field -> index of its value in flat. The constructor sizes the table for a record's
+        -- usual fields (the nils reserve their slots), sparing the rehashes of a growing one.
+        local at = {tenant = nil, type = nil, payload = nil, created_at = nil, status = nil,
+          priority = nil, attempt = nil, epoch = nil}
         if flat.err then
           flat = nil
         else
