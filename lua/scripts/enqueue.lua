@@ -91,7 +91,12 @@ local D = POLICY_DEFAULTS
 local items = {}
 for i = 1, n do
   local b = 2 + (i - 1) * GROUP
-  local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4]}
+  -- Every field an item gets, named in the constructor (the nils reserve their slots), so the
+  -- table is sized once instead of rehashed as it fills.
+  local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],
+    priority = nil, run_at = nil, max_retries = nil, b_init = nil, b_mult = nil, b_max = nil,
+    b_jitter = nil, lease_ms = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, custom = nil,
+    existed = nil}
   if it.id == '' or it.tenant == '' or it.type == '' then
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
