@@ -331,6 +331,15 @@ pub struct PoolArgs {
     /// Worker id recorded on leases (default: generated from the process id).
     #[arg(long = "worker-id", env = "ORQ_WORKER_ID")]
     pub worker_id: Option<String>,
+    /// Lease batching, ms (0..=1000; 0 turns it off): while the pool is busy and some handlers
+    /// still run, wait up to this long for more slots to free before leasing, so that one lease
+    /// call carries more tasks (less Redis work per task, at most this much more queue wait)
+    #[arg(
+        long = "lease-linger-ms",
+        env = "ORQ_LEASE_LINGER_MS",
+        default_value_t = 1
+    )]
+    pub lease_linger_ms: u64,
 }
 
 /// The warning for a Redis `maxmemory-policy` that can evict orq's keys, `None` for
@@ -490,9 +499,13 @@ fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> 
     if pool.concurrency == 0 || pool.concurrency > 10_000 {
         return Err("--concurrency: must be 1..=10000".into());
     }
+    if pool.lease_linger_ms > 1_000 {
+        return Err("--lease-linger-ms: must be 0..=1000".into());
+    }
     let mut c = WorkerConfig {
         queues: rt.queues.clone(),
         concurrency: pool.concurrency,
+        lease_linger_ms: pool.lease_linger_ms,
         ..WorkerConfig::default()
     };
     if let Some(id) = &pool.worker_id {
