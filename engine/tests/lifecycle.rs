@@ -583,6 +583,21 @@ impl Gated {
     fn started(&self) -> usize {
         self.started.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// Wait until `n` handlers have started.
+    async fn wait_started(&self, n: usize) {
+        common::eventually(&format!("{n} handlers to have started"), || async {
+            (self.started() == n).then_some(())
+        })
+        .await;
+    }
+}
+
+impl LeaseSizes {
+    /// The sizes of the lease calls after the first `calls`.
+    fn since(&self, calls: usize) -> Vec<usize> {
+        self.sizes.lock().unwrap()[calls..].to_vec()
+    }
 }
 
 /// A pool of concurrency 4 with `linger_ms`, over a store that records lease sizes, with eight
@@ -622,10 +637,7 @@ async fn gated_pool(
         .into_iter()
         .map(|s| s.task.id)
         .collect();
-    common::eventually("four handlers to run", || async {
-        (gated.started() == 4).then_some(())
-    })
-    .await;
+    gated.wait_started(4).await;
     (sizes, gated, worker, ids)
 }
 
@@ -670,11 +682,8 @@ async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot() {
         "no lease call while the pool lingers"
     );
     gated.permits.add_permits(1);
-    common::eventually("the next four handlers to run", || async {
-        (gated.started() == 8).then_some(())
-    })
-    .await;
-    let leased: Vec<usize> = sizes.sizes.lock().unwrap()[calls..].to_vec();
+    gated.wait_started(8).await;
+    let leased = sizes.since(calls);
     assert_eq!(
         leased.first(),
         Some(&4),
@@ -693,11 +702,8 @@ async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
     let (sizes, gated, worker, ids) = gated_pool(&env, 200).await;
     let calls = sizes.sizes.lock().unwrap().len();
     gated.permits.add_permits(1);
-    common::eventually("a fifth handler to run", || async {
-        (gated.started() == 5).then_some(())
-    })
-    .await;
-    let later: Vec<usize> = sizes.sizes.lock().unwrap()[calls..].to_vec();
+    gated.wait_started(5).await;
+    let later = sizes.since(calls);
     assert_eq!(
         later.first(),
         Some(&1),
