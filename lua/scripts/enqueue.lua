@@ -56,8 +56,9 @@
 -- Emits: queued or scheduled, one per new task.
 
 local GROUP = 16
--- The per-task settings stored only when they differ from lib.lua's TASK_DEFAULTS (as numbers).
-local POLICY = {'priority', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
+-- The retry-policy settings, stored only when they differ from lib.lua's TASK_DEFAULTS (as
+-- numbers); priority, stored the same way, is handled on its own.
+local POLICY = {'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
 local POLICY_DEFAULTS = {}
 for i = 1, #POLICY do
   POLICY_DEFAULTS[POLICY[i]] = tonumber(TASK_DEFAULTS[POLICY[i]])
@@ -284,7 +285,8 @@ for i = 1, n do
       fieldsv[#fieldsv + 1] = 'priority'
       fieldsv[#fieldsv + 1] = istr(it.priority)
     end
-    for f = 2, it.custom and #POLICY or 1 do
+    -- The retry policy: an item that sent none of it (`custom` unset) has the defaults.
+    for f = 1, it.custom and #POLICY or 0 do
       local name = POLICY[f]
       local v = it[name]
       if v ~= POLICY_DEFAULTS[name] then

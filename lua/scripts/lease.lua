@@ -44,10 +44,11 @@
 --   lease_exp = expires_at_ms, updated_at = now_ms (the lease's start while it is held) and
 --   status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
 --   into the record, cost Redis ~27,000 instructions per task. It writes no outcome (that of
---   the task's last lease, if any, stays until this lease ends) and no leased_at. next_ms says when to ask again:
---   now_ms when the call filled its n and ready work is left; else the earliest of the next
---   scheduled run_at and the time a rate-limited tenant has a token again; -1 when unknown
---   (nothing waits, the queue is paused, or only in-flight caps hold work back).
+--   the task's last lease, if any, stays until this lease ends) and no leased_at.
+--   next_ms says when to ask again: now_ms when the call filled its n and ready work is left;
+--   else the earliest of the next scheduled run_at and the time a rate-limited tenant has a
+--   token again; -1 when unknown (nothing waits, the queue is paused, or only in-flight caps
+--   hold work back).
 -- Errors: INVALID <message>; CORRUPT <key> (a queue key of another Redis type; nothing written).
 --   Entries met in the scheduled set, the leases set, a ready set or the tenants set that cannot
 --   be acted on (lib.lua: corrupt or foreign state) are dropped and counted in stats `total:repaired`.
