@@ -14,6 +14,9 @@ Phases, each measured on its own (the counters are zeroed before and dumped afte
             client sends it);
   lease     the queued tasks, --lease per call (the worker's arguments);
   complete  the leased tasks, complete_batch calls of --lease items (result null).
+With --refill, lease and complete are one phase, as a worker pool whose completions refill its
+slots runs them: one lease call, then complete_batch calls that each complete the previous
+call's tasks and lease --lease more (the last one only completes).
 Prints one line per phase: calls, instructions per call, per task; then the sum per task.
 The scripts are read from lua/scripts (lib.lua prepended, as orq-lua does), so a change to a
 script is measured without a build. Needs valgrind (callgrind_control) and redis-server.
@@ -115,6 +118,9 @@ def main():
     p.add_argument("--redis-server", default="redis-server")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--keep", help="copy each phase's callgrind file here (for callgrind_annotate)")
+    p.add_argument("--refill", action="store_true",
+                   help="lease with the completions (complete_batch with a lease), as a pool "
+                        "serving one queue does")
     p.add_argument("--full-args", action="store_true",
                    help="send every enqueue setting as a value, as clients before 73176ca did")
     a = p.parse_args()
@@ -150,11 +156,18 @@ def main():
         rng = random.Random(7)
         dumps = [0]
 
+        def evalsha(name, argv):
+            return r.call("EVALSHA", sha[name], len(keys), *keys, *argv)
+
         def measure(name, calls):
-            """Run `calls` (a list of argv lists for script `name`), counted; returns (Ir, replies)."""
+            """Run `calls` (a list of argv lists for script `name`, or a function that makes the
+            calls and returns their replies), counted; returns (Ir, replies)."""
             subprocess.run(["callgrind_control", "-z", str(vg.pid)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            replies = [r.call("EVALSHA", sha[name], len(keys), *keys, *argv) for argv in calls]
+            if callable(calls):
+                replies = calls()
+            else:
+                replies = [evalsha(name, argv) for argv in calls]
             subprocess.run(["callgrind_control", "-d", str(vg.pid)], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             dumps[0] += 1
@@ -188,35 +201,66 @@ def main():
         ir, _ = measure("enqueue", enq)
         results.append(("enqueue", len(enq), ir))
 
-        lease_calls = -(-a.tasks // a.lease)
-        ir, replies = measure("lease", [
-            ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
-            for _ in range(lease_calls)])
-        leased = []
-        for rep in replies:
-            for task in rep[1]:
-                flat = task[1]
-                leased.append(dict(zip(flat[0::2], flat[1::2]))[b"id"])
-        results.append(("lease", lease_calls, ir))
-        if len(leased) != a.tasks:
-            sys.exit(f"leased {len(leased)} of {a.tasks} tasks")
-        # Each task's lease token, read from its record (outside the counted phases).
-        tokens = [(tid, r.call("HGET", f"orq:{{bench}}:task:{tid.decode()}", "token"))
-                  for tid in leased]
-        comp = []
-        for i in range(0, len(tokens), a.lease):
-            chunk = tokens[i:i + a.lease]
-            argv = [86400000, 100, len(chunk)]
-            for tid, tok in chunk:
-                argv += [tid, tok, "null"]
-            comp.append(argv)
-        ir, replies = measure("complete_batch", comp)
-        results.append(("complete", len(comp), ir))
-        done = sum(1 for rep in replies for it in rep[1] if it == b"completed")
-        if done != a.tasks:
-            sys.exit(f"complete_batch completed {done} of {a.tasks} tasks: leases (30 s) ran out "
-                     "before their completion under valgrind and were reaped; use fewer --tasks "
-                     "on a busy machine")
+        if a.refill:
+            def lease_argv():
+                return ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
+
+            def tokens_of(tasks, bits):
+                return [(dict(zip(t[1][0::2], t[1][1::2]))[b"id"], f"{t[2]}-{bits}") for t in tasks]
+
+            def refill_phase():
+                argv = lease_argv()
+                rep = evalsha("lease", argv)
+                pending, leased, replies = tokens_of(rep[1], argv[2]), len(rep[1]), [rep]
+                while pending:
+                    call = [86400000, 100, len(pending)]
+                    for tid, tok in pending:
+                        call += [tid, tok, "null"]
+                    more = leased < a.tasks
+                    if more:
+                        extra = lease_argv()
+                        call += extra
+                    rep = evalsha("complete_batch", call)
+                    replies.append(rep)
+                    pending = tokens_of(rep[2], extra[2]) if more else []
+                    leased += len(pending)
+                return replies
+
+            ir, replies = measure("complete_batch", refill_phase)
+            done = sum(1 for rep in replies[1:] for it in rep[1] if it == b"completed")
+            if done != a.tasks:
+                sys.exit(f"completed {done} of {a.tasks} tasks")
+            results.append(("complete+lease", len(replies), ir))
+        else:
+            lease_calls = -(-a.tasks // a.lease)
+            ir, replies = measure("lease", [
+                ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
+                for _ in range(lease_calls)])
+            leased = []
+            for rep in replies:
+                for task in rep[1]:
+                    flat = task[1]
+                    leased.append(dict(zip(flat[0::2], flat[1::2]))[b"id"])
+            results.append(("lease", lease_calls, ir))
+            if len(leased) != a.tasks:
+                sys.exit(f"leased {len(leased)} of {a.tasks} tasks")
+            # Each task's lease token, read from its record (outside the counted phases).
+            tokens = [(tid, r.call("HGET", f"orq:{{bench}}:task:{tid.decode()}", "token"))
+                      for tid in leased]
+            comp = []
+            for i in range(0, len(tokens), a.lease):
+                chunk = tokens[i:i + a.lease]
+                argv = [86400000, 100, len(chunk)]
+                for tid, tok in chunk:
+                    argv += [tid, tok, "null"]
+                comp.append(argv)
+            ir, replies = measure("complete_batch", comp)
+            results.append(("complete", len(comp), ir))
+            done = sum(1 for rep in replies for it in rep[1] if it == b"completed")
+            if done != a.tasks:
+                sys.exit(f"complete_batch completed {done} of {a.tasks} tasks: leases (30 s) ran out "
+                         "before their completion under valgrind and were reaped; use fewer --tasks "
+                         "on a busy machine")
         total = 0
         report = {"tasks": a.tasks, "batch": a.batch, "lease": a.lease, "tenants": a.tenants,
                   "scripts": {}}

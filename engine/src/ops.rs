@@ -120,9 +120,31 @@ pub async fn lease(
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
     let now_ms = int_at(op, it, 0)?;
+    leased(
+        op,
+        queue,
+        worker,
+        token_bits,
+        now_ms,
+        array_at(op, it, 1)?,
+        int_at(op, it, 2)?,
+    )
+}
+
+/// Decode a lease reply's tasks (`{expires_at_ms, fields, epoch, attempt}` each, lease.lua) and
+/// its next_ms (-1: unknown) into a [`Leased`].
+fn leased(
+    op: &'static str,
+    queue: &str,
+    worker: &str,
+    token_bits: &str,
+    now_ms: i64,
+    entries: &[Resp],
+    next: i64,
+) -> Result<Leased> {
     let mut tasks = Vec::new();
     let mut corrupt = Vec::new();
-    for entry in array_at(op, it, 1)? {
+    for entry in entries {
         let item = entry
             .as_array()
             .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
@@ -147,7 +169,6 @@ pub async fn lease(
             }
         }
     }
-    let next = int_at(op, it, 2)?;
     Ok(Leased {
         now_ms: now_ms as u64,
         tasks,
@@ -224,6 +245,49 @@ pub async fn complete_batch(
     queue: &str,
     batch: &[Completion],
 ) -> Result<(u64, Vec<Result<Reported>>)> {
+    let (now, results, _) = complete_batch_call(store, queue, batch, None).await?;
+    Ok((now, results))
+}
+
+/// What a [`complete_and_lease`] call leases after its completions: the arguments of [`lease`].
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRequest<'a> {
+    /// The worker id recorded on the leases.
+    pub worker: &'a str,
+    /// Most tasks to lease (1..=[`LEASE_BATCH_MAX`]).
+    pub n: usize,
+    /// 1..=32 lowercase hex digits of randomness for the lease tokens.
+    pub token_bits: &'a str,
+    /// In `[0, 1)`: jitters the retries of reaped tasks.
+    pub seed: f64,
+}
+
+/// [`complete_batch`] and then [`lease`] in one script call (one round trip, one atomic step):
+/// records the successes of `batch` and leases up to `lease.n` tasks of the same queue for the
+/// slots they freed, exactly as a `lease` call made right after the completions would. Returns
+/// the store's time (ms), one result per item, and the lease. Errors for the whole call (nothing
+/// written): those of [`complete_batch`] and of [`lease`] (`Invalid` arguments, `Protocol`).
+/// Retrying after a lost reply is safe for the completions (they answer `AlreadyApplied`); the
+/// tasks leased by the lost call stay leased until their leases expire and are reaped, as with
+/// a lost [`lease`] reply.
+pub async fn complete_and_lease(
+    store: &dyn Store,
+    queue: &str,
+    batch: &[Completion],
+    lease: &LeaseRequest<'_>,
+) -> Result<(u64, Vec<Result<Reported>>, Leased)> {
+    let (now, results, leased) = complete_batch_call(store, queue, batch, Some(lease)).await?;
+    let leased =
+        leased.ok_or_else(|| Error::protocol("complete_batch", "the reply has no lease"))?;
+    Ok((now, results, leased))
+}
+
+async fn complete_batch_call(
+    store: &dyn Store,
+    queue: &str,
+    batch: &[Completion],
+    lease: Option<&LeaseRequest<'_>>,
+) -> Result<(u64, Vec<Result<Reported>>, Option<Leased>)> {
     let op = "complete_batch";
     if batch.is_empty() || batch.len() > COMPLETE_BATCH_MAX {
         return Err(Error::invalid(
@@ -234,7 +298,7 @@ pub async fn complete_batch(
             ),
         ));
     }
-    let mut args = Vec::with_capacity(3 + 3 * batch.len());
+    let mut args = Vec::with_capacity(3 + 3 * batch.len() + 6);
     args.push(arg(RETENTION_MS));
     args.push(arg(TRIM_BOUND));
     args.push(arg(batch.len()));
@@ -243,9 +307,19 @@ pub async fn complete_batch(
         args.push(arg(&c.token));
         args.push(c.result.clone().into_bytes());
     }
+    if let Some(l) = lease {
+        args.extend([
+            arg(l.worker),
+            arg(l.n.clamp(1, LEASE_BATCH_MAX)),
+            arg(l.token_bits),
+            arg(l.seed),
+            arg(LEASE_PROMOTE_BOUND),
+            arg(LEASE_REAP_BOUND),
+        ]);
+    }
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
-    let now = int_at(op, it, 0)? as u64;
+    let now = int_at(op, it, 0)?;
     let outcomes = array_at(op, it, 1)?;
     if outcomes.len() != batch.len() {
         return Err(Error::protocol(
@@ -263,7 +337,19 @@ pub async fn complete_batch(
             None => Err(Error::protocol(op, "an outcome is not text")),
         })
         .collect();
-    Ok((now, results))
+    let leased = match lease {
+        Some(l) => Some(leased(
+            op,
+            queue,
+            l.worker,
+            l.token_bits,
+            now,
+            array_at(op, it, 2)?,
+            int_at(op, it, 3)?,
+        )?),
+        None => None,
+    };
+    Ok((now as u64, results, leased))
 }
 
 /// Record a failed attempt. `retryable: false` sends the task straight to the DLQ; `jitter` in

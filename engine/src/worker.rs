@@ -9,6 +9,7 @@ use crate::ops::{self, Completion, Reported, COMPLETE_BATCH_MAX, LEASE_BATCH_MAX
 use crate::store::Store;
 use crate::task::Task;
 use async_trait::async_trait;
+use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -113,7 +114,9 @@ pub struct WorkerConfig {
     /// work) and some handlers still run, the lease loop waits up to this long for more slots
     /// to free before it asks, so one lease call carries more tasks (a call's fixed cost in
     /// Redis is about five tasks' worth, docs/measurements.md). An idle pool asks at once.
-    /// 0 turns it off (ms).
+    /// When completions refill the slots (a pool of one queue with ready work, see
+    /// `complete_in_batches`), the completer lingers the same way before its call. 0 turns it
+    /// off (ms).
     pub lease_linger_ms: u64,
     /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
     pub heartbeat_divisor: u64,
@@ -203,18 +206,88 @@ pub fn lease_still_held(reply: &Result<(u64, u64), Error>) -> bool {
 /// A success waiting for the completer: the queue, the completion, and where to send its result.
 type PendingCompletion = (String, Completion, oneshot::Sender<Result<Reported, Error>>);
 
+/// Tasks the completer leased for the pool (a `complete_batch` that also leased): the queue, the
+/// lease reply, the slots reserved for them (one per task, in order; those left over are given
+/// back), and the local time (ms) just before the call, from which lease deadlines are reckoned.
+struct Refilled {
+    queue: String,
+    leased: ops::Leased,
+    slots: Vec<Slot>,
+    pool: Arc<Slots>,
+    local_ms: u64,
+}
+
+/// What the completer needs to refill the slots its completions free in the same call
+/// (`ops::complete_and_lease`), and when it may: only for the queue the lease loop has put in
+/// [`Refill::queue`] (a pool serving one queue whose last lease left ready work), never after
+/// shutdown began.
+struct Refill {
+    slots: Arc<Slots>,
+    concurrency: usize,
+    worker: String,
+    entropy: Arc<Entropy>,
+    clock: Arc<dyn Clock>,
+    linger_ms: u64,
+    queue: std::sync::Mutex<Option<String>>,
+    shutdown: CancellationToken,
+    leased: mpsc::UnboundedSender<Refilled>,
+}
+
+impl Refill {
+    /// Whether the completer may lease for `queue` now.
+    fn allowed(&self, queue: &str) -> bool {
+        !self.shutdown.is_cancelled()
+            && self
+                .queue
+                .lock()
+                .map(|q| q.as_deref() == Some(queue))
+                .unwrap_or(false)
+    }
+
+    fn set(&self, queue: Option<String>) {
+        if let Ok(mut q) = self.queue.lock() {
+            *q = queue;
+        }
+    }
+}
+
 /// The group commit of successes: takes every completion waiting when it is free, and records
 /// them with one `complete_batch` call per queue (up to [`COMPLETE_BATCH_MAX`] items each), so
 /// under load one call carries many tasks while a lone completion is sent at once. Each sender
 /// gets its item's own result (or the call's error). Runs until every sender is gone.
+///
+/// With `refill` allowed for the queue, the last call of a queue's group also leases tasks for
+/// every free slot of the pool (reserved before the call, so the lease loop cannot lease them
+/// too), and hands them to the lease loop to run: the slots a batch of completions frees are
+/// refilled in the same round trip. It then first lingers, as the lease loop does
+/// ([`WorkerConfig::lease_linger_ms`]), until every handler has returned or the linger is over,
+/// so that one call carries the completions of most of the pool.
 async fn complete_in_batches(
     store: Arc<dyn Store>,
     mut rx: mpsc::UnboundedReceiver<PendingCompletion>,
+    refill: Arc<Refill>,
 ) {
     while let Some(first) = rx.recv().await {
         let mut pending = vec![first];
         while let Ok(next) = rx.try_recv() {
             pending.push(next);
+        }
+        if refill.linger_ms > 0 && refill.allowed(&pending[0].0) {
+            let until = refill.clock.sleep(refill.linger_ms);
+            tokio::pin!(until);
+            while refill.slots.handlers() > 0 {
+                tokio::select! {
+                    biased;
+                    _ = &mut until => break,
+                    next = rx.recv() => match next {
+                        Some(p) => pending.push(p),
+                        None => break,
+                    },
+                }
+            }
+            while let Ok(next) = rx.try_recv() {
+                pending.push(next);
+            }
         }
         // Grouped by queue in first-seen order (deterministic under the simulator).
         let mut groups: Vec<(String, Vec<PendingCompletion>)> = Vec::new();
@@ -230,7 +303,14 @@ async fn complete_in_batches(
                 let chunk: Vec<PendingCompletion> =
                     group.by_ref().take(COMPLETE_BATCH_MAX).collect();
                 let batch: Vec<Completion> = chunk.iter().map(|p| p.1.clone()).collect();
-                match ops::complete_batch(&*store, &queue, &batch).await {
+                let last = group.peek().is_none();
+                let reply = match last.then(|| reserve(&refill, &queue)).flatten() {
+                    Some((slots, local_ms)) => {
+                        complete_and_refill(&*store, &refill, &queue, &batch, slots, local_ms).await
+                    }
+                    None => ops::complete_batch(&*store, &queue, &batch).await,
+                };
+                match reply {
                     Ok((_, results)) => {
                         for (p, r) in chunk.into_iter().zip(results) {
                             let _ = p.2.send(r);
@@ -247,30 +327,153 @@ async fn complete_in_batches(
     }
 }
 
+/// Reserve every free slot of the pool (at most [`LEASE_BATCH_MAX`]) for a refill of `queue`;
+/// `None` when refilling it is not allowed or no slot is free. Also returns the local time.
+fn reserve(refill: &Refill, queue: &str) -> Option<(Vec<Slot>, u64)> {
+    if !refill.allowed(queue) {
+        return None;
+    }
+    let free = refill
+        .concurrency
+        .saturating_sub(refill.slots.running.load(Ordering::SeqCst))
+        .min(LEASE_BATCH_MAX);
+    if free == 0 {
+        return None;
+    }
+    let slots = (0..free).map(|_| Slot::reserve(&refill.slots)).collect();
+    Some((slots, refill.clock.now_ms()))
+}
+
+/// One `complete_and_lease` call: the completions' results, the leased tasks sent to the lease
+/// loop with their reserved slots. When the call is refused (not an outage), the completions are
+/// sent again without the lease, so a lease-side refusal costs no completion.
+async fn complete_and_refill(
+    store: &dyn Store,
+    refill: &Refill,
+    queue: &str,
+    batch: &[Completion],
+    slots: Vec<Slot>,
+    local_ms: u64,
+) -> Result<(u64, Vec<Result<Reported, Error>>), Error> {
+    let bits = refill.entropy.token_bits();
+    let request = ops::LeaseRequest {
+        worker: &refill.worker,
+        n: slots.len(),
+        token_bits: &bits,
+        seed: refill.entropy.unit(),
+    };
+    match ops::complete_and_lease(store, queue, batch, &request).await {
+        Ok((now, results, leased)) => {
+            // No ready work left: the lease loop takes over (it waits for what is due next).
+            if leased.next_ms != Some(leased.now_ms) {
+                refill.set(None);
+            }
+            let refilled = Refilled {
+                queue: queue.to_string(),
+                leased,
+                slots,
+                pool: refill.slots.clone(),
+                local_ms,
+            };
+            if let Err(mpsc::error::SendError(r)) = refill.leased.send(refilled) {
+                // The pool has stopped: nobody will run these; their leases expire.
+                tracing::warn!(queue = %queue, tasks = r.leased.tasks.len(),
+                    "leased tasks after the pool stopped; their leases will expire");
+                r.slots.into_iter().for_each(Slot::give_back);
+            }
+            Ok((now, results))
+        }
+        // The reserved slots go back with a wake-up: the lease loop may be waiting for them.
+        Err(e) if e.is_unavailable() => {
+            drop(slots);
+            Err(e)
+        }
+        Err(e) => {
+            drop(slots);
+            refill.set(None);
+            tracing::warn!(queue = %queue, error = %e,
+                "complete with lease refused; completing without it");
+            ops::complete_batch(store, queue, batch).await
+        }
+    }
+}
+
 /// The handler slots of a pool: how many handlers run, and a wake-up for the lease loop when one
 /// returns. A task holds its slot from its lease until its handler returns, not until its outcome
 /// is recorded, so the lease call that refills a slot overlaps the completion call of the task
-/// that left it (both go over one multiplexed connection) instead of waiting for its reply.
+/// that left it (both go over one multiplexed connection) instead of waiting for its reply. A
+/// lease call reserves its slots before it is sent (`reserved` of the `running` ones), so the
+/// lease loop and the completer never lease the same free slot twice.
 #[derive(Default)]
 struct Slots {
     running: AtomicUsize,
+    reserved: AtomicUsize,
     freed: Notify,
 }
 
-/// One taken slot; dropping it gives the slot back and wakes the lease loop.
-struct Slot(Arc<Slots>);
+impl Slots {
+    /// Handlers running: taken slots that are not reservations.
+    fn handlers(&self) -> usize {
+        self.running
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.reserved.load(Ordering::SeqCst))
+    }
+}
+
+/// One taken slot; dropping it gives the slot back and wakes the lease loop. A reserved slot
+/// (for a lease call in flight) becomes a handler's with [`Slot::assign`], or goes back quietly
+/// with [`Slot::give_back`].
+struct Slot {
+    slots: Arc<Slots>,
+    reserved: bool,
+    quiet: bool,
+}
 
 impl Slot {
     fn take(slots: &Arc<Slots>) -> Slot {
         slots.running.fetch_add(1, Ordering::SeqCst);
-        Slot(slots.clone())
+        Slot {
+            slots: slots.clone(),
+            reserved: false,
+            quiet: false,
+        }
+    }
+
+    fn reserve(slots: &Arc<Slots>) -> Slot {
+        slots.reserved.fetch_add(1, Ordering::SeqCst);
+        slots.running.fetch_add(1, Ordering::SeqCst);
+        Slot {
+            slots: slots.clone(),
+            reserved: true,
+            quiet: false,
+        }
+    }
+
+    /// A reserved slot now held by a running handler.
+    fn assign(mut self) -> Slot {
+        if self.reserved {
+            self.slots.reserved.fetch_sub(1, Ordering::SeqCst);
+            self.reserved = false;
+        }
+        self
+    }
+
+    /// Give a slot back without waking the lease loop (a reservation the lease did not fill:
+    /// the queue had no more ready work, so waking the loop would only poll it again).
+    fn give_back(mut self) {
+        self.quiet = true;
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
-        self.0.freed.notify_one();
+        if self.reserved {
+            self.slots.reserved.fetch_sub(1, Ordering::SeqCst);
+        }
+        self.slots.running.fetch_sub(1, Ordering::SeqCst);
+        if !self.quiet {
+            self.slots.freed.notify_one();
+        }
     }
 }
 
@@ -325,7 +528,24 @@ impl Worker {
         // The completer lives in a set of its own, so that it stops when this future is dropped.
         let mut completer: JoinSet<()> = JoinSet::new();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        completer.spawn(complete_in_batches(inner.store.clone(), done_rx));
+        let (leased_tx, mut leased_rx) = mpsc::unbounded_channel::<Refilled>();
+        let slots = Arc::new(Slots::default());
+        let refill = Arc::new(Refill {
+            slots: slots.clone(),
+            concurrency: inner.config.concurrency,
+            worker: inner.config.id.clone(),
+            entropy: inner.entropy.clone(),
+            clock: inner.clock.clone(),
+            linger_ms: inner.config.lease_linger_ms,
+            queue: std::sync::Mutex::new(None),
+            shutdown: shutdown.clone(),
+            leased: leased_tx,
+        });
+        completer.spawn(complete_in_batches(
+            inner.store.clone(),
+            done_rx,
+            refill.clone(),
+        ));
         let mut queues: Vec<String> = inner.config.queues.clone();
         let mut queues_refreshed_ms = 0u64;
         // Whether the last round leased nothing (the pool is idle).
@@ -335,10 +555,51 @@ impl Worker {
         // local time before which the queue is not asked again. Only looked up, never iterated.
         let mut refused: HashMap<String, (u32, u64)> = HashMap::new();
         tracing::info!(worker = %inner.config.id, concurrency = inner.config.concurrency, "worker started");
-        let slots = Arc::new(Slots::default());
         let concurrency = inner.config.concurrency;
+        // While the loop leaves the free slots to the completer: the timer that bounds it, and
+        // whether it has run out (the loop then leases itself until the wait is over).
+        let mut stand_back: Option<BoxFuture<'static, ()>> = None;
+        let mut stood_back = false;
         while !shutdown.is_cancelled() {
             while in_flight.try_join_next().is_some() {}
+            while let Ok(r) = leased_rx.try_recv() {
+                self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                    .await;
+            }
+            // While the completer refills the slots (one queue, ready work left), the loop
+            // stands back as long as completions are on their way to it (tasks whose handler
+            // returned and whose outcome is being reported); it leases again itself once none
+            // are, so slots freed by failures or long handlers never wait for a success.
+            // It stands back for at most the linger plus an idle poll in a row (one timer, so a
+            // clock that stands still cannot keep it waiting), so a completion call that hangs
+            // does not hold the free slots.
+            let reporting = in_flight.len().saturating_sub(slots.handlers());
+            let refilling = refill.queue.lock().map(|q| q.is_some()).unwrap_or(false);
+            if reporting > 0 && refilling {
+                if stand_back.is_none() {
+                    let ms = inner.config.lease_linger_ms + inner.config.idle_poll_ms.max(1);
+                    stand_back = Some(inner.clock.sleep(ms));
+                }
+            } else {
+                stand_back = None;
+                stood_back = false;
+            }
+            if let (Some(timer), false) = (stand_back.as_mut(), stood_back) {
+                let mut got = None;
+                tokio::select! {
+                    biased;
+                    r = leased_rx.recv() => got = r,
+                    _ = in_flight.join_next(), if !in_flight.is_empty() => {}
+                    _ = slots.freed.notified() => {}
+                    _ = shutdown.cancelled() => {}
+                    _ = timer => stood_back = true,
+                }
+                if let Some(r) = got {
+                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                        .await;
+                }
+                continue;
+            }
             // Free slots: handlers not running. Tasks whose handler returned but whose outcome is
             // still being recorded hold none, but at most `concurrency` of them may wait, so a
             // store that stops answering cannot pile up leased work.
@@ -349,11 +610,17 @@ impl Worker {
             };
             let mut free = free_now(&in_flight);
             if free == 0 {
+                let mut got = None;
                 tokio::select! {
                     biased;
+                    r = leased_rx.recv() => got = r,
                     _ = in_flight.join_next(), if !in_flight.is_empty() => {}
                     _ = slots.freed.notified() => {}
                     _ = shutdown.cancelled() => {}
+                }
+                if let Some(r) = got {
+                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                        .await;
                 }
                 continue;
             }
@@ -406,6 +673,8 @@ impl Worker {
                     continue;
                 }
                 let n = free.min(LEASE_BATCH_MAX);
+                // Reserved before the call, so the completer cannot lease these slots too.
+                let mut reserved: Vec<Slot> = (0..n).map(|_| Slot::reserve(&slots)).collect();
                 let bits = inner.entropy.token_bits();
                 match ops::lease(
                     &*inner.store,
@@ -419,6 +688,11 @@ impl Worker {
                 {
                     Ok(batch) => {
                         refused.remove(queue);
+                        // The completer refills this queue's slots while it has ready work and
+                        // is the pool's only queue (with several, this loop's rotation keeps
+                        // them fair).
+                        let more = batch.next_ms == Some(batch.now_ms);
+                        refill.set((more && queues.len() == 1).then(|| queue.clone()));
                         for bad in batch.corrupt {
                             self.fail_corrupt(queue, bad).await;
                         }
@@ -428,20 +702,19 @@ impl Worker {
                         for task in batch.tasks {
                             leased_any = true;
                             free -= 1;
-                            let inner = self.inner.clone();
-                            let hard = hard_stop.clone();
-                            let done = done_tx.clone();
-                            let local_deadline_ms = task
-                                .lease
-                                .as_ref()
-                                .map(|l| now + l.expires_at_ms.saturating_sub(batch.now_ms))
-                                .unwrap_or(now);
-                            let slot = Slot::take(&slots);
-                            in_flight.spawn(async move {
-                                inner
-                                    .run_task(task, slot, local_deadline_ms, hard, done)
-                                    .await;
-                            });
+                            let slot = match reserved.pop() {
+                                Some(s) => s.assign(),
+                                None => Slot::take(&slots),
+                            };
+                            self.spawn_task(
+                                &mut in_flight,
+                                task,
+                                slot,
+                                now,
+                                batch.now_ms,
+                                &hard_stop,
+                                &done_tx,
+                            );
                         }
                     }
                     Err(e) if e.is_unavailable() => {
@@ -455,24 +728,36 @@ impl Worker {
                         refused.insert(queue.clone(), (refusals, now + wait));
                     }
                 }
+                reserved.into_iter().for_each(Slot::give_back);
             }
             rotate = rotate.wrapping_add(1);
             idle = !leased_any;
             if !leased_any {
                 let sleep = inner.clock.sleep(wait_ms.max(1));
+                let mut got = None;
                 tokio::select! {
                     biased;
                     _ = sleep => {}
                     _ = shutdown.cancelled() => {}
+                    r = leased_rx.recv() => got = r,
                     _ = slots.freed.notified() => {}
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
+                }
+                if let Some(r) = got {
+                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                        .await;
                 }
             }
         }
         // Graceful shutdown: wait for in-flight handlers, then abort and release the rest.
         let grace = inner.clock.sleep(inner.config.shutdown_grace_ms);
         tokio::pin!(grace);
+        // Tasks the completer leased in a call that was in flight when shutdown began run too.
         loop {
+            while let Ok(r) = leased_rx.try_recv() {
+                self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                    .await;
+            }
             if in_flight.is_empty() {
                 break;
             }
@@ -488,7 +773,85 @@ impl Worker {
         }
         drop(done_tx);
         completer.abort_all();
+        // Leased after the last handler finished (the completer's last call): give them back.
+        leased_rx.close();
+        while let Ok(r) = leased_rx.try_recv() {
+            for task in r.leased.tasks {
+                if let Some(lease) = &task.lease {
+                    if let Err(e) =
+                        ops::release(&*inner.store, &r.queue, &task.id, &lease.token).await
+                    {
+                        tracing::warn!(task = %task.id, error = %e, "release at shutdown failed");
+                    }
+                }
+            }
+        }
         tracing::info!(worker = %inner.config.id, "worker stopped");
+    }
+
+    /// Run one leased task in `in_flight`, holding `slot`. Its lease deadline by the local clock
+    /// is `local_ms` (just before the lease call) plus the lease's length by the store's clock.
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_task(
+        &self,
+        in_flight: &mut JoinSet<()>,
+        task: Task,
+        slot: Slot,
+        local_ms: u64,
+        store_now_ms: u64,
+        hard_stop: &CancellationToken,
+        done: &mpsc::UnboundedSender<PendingCompletion>,
+    ) {
+        let inner = self.inner.clone();
+        let hard = hard_stop.clone();
+        let done = done.clone();
+        let local_deadline_ms = task
+            .lease
+            .as_ref()
+            .map(|l| local_ms + l.expires_at_ms.saturating_sub(store_now_ms))
+            .unwrap_or(local_ms);
+        in_flight.spawn(async move {
+            inner
+                .run_task(task, slot, local_deadline_ms, hard, done)
+                .await;
+        });
+    }
+
+    /// Run the tasks the completer leased (each in its reserved slot; unused slots go back), and
+    /// fail the corrupt ones.
+    async fn spawn_refilled(
+        &self,
+        r: Refilled,
+        in_flight: &mut JoinSet<()>,
+        hard_stop: &CancellationToken,
+        done: &mpsc::UnboundedSender<PendingCompletion>,
+    ) {
+        let Refilled {
+            queue,
+            leased,
+            mut slots,
+            pool,
+            local_ms,
+        } = r;
+        for task in leased.tasks {
+            let slot = match slots.pop() {
+                Some(s) => s.assign(),
+                None => Slot::take(&pool),
+            };
+            self.spawn_task(
+                in_flight,
+                task,
+                slot,
+                local_ms,
+                leased.now_ms,
+                hard_stop,
+                done,
+            );
+        }
+        slots.into_iter().for_each(Slot::give_back);
+        for bad in leased.corrupt {
+            self.fail_corrupt(&queue, bad).await;
+        }
     }
 
     /// A leased task no handler can run (its fields could not be decoded): fail it permanently,

@@ -464,8 +464,9 @@ impl orq::Store for GatedCompletions {
 // Goal: a handler slot is refilled while the finished task's completion is still being recorded
 // (the next lease overlaps the completion call instead of waiting for its reply), and no more
 // than `concurrency` finished tasks wait for their outcome to be recorded.
-// Method: a pool of concurrency 1 over a store that holds every completion call until the test
-// opens the gate; submit three tasks. The second handler must start while the first task's
+// Method: a pool of concurrency 1 serving two queues (so completions do not lease: the lease
+// loop refills every slot) over a store that holds every completion call until the test opens
+// the gate; submit three tasks to one queue. The second handler must start while the first task's
 // completion is held (the first task still leased); the third must not start while two finished
 // tasks wait. Opening the gate completes all three.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -483,7 +484,10 @@ async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
         "w-1",
         "q",
         Handlers::new().register("echo", echo.clone()),
-        |c| c.concurrency = 1,
+        |c| {
+            c.concurrency = 1;
+            c.queues.push("other".into());
+        },
     );
     let mut ids = Vec::new();
     for n in 0..3 {
@@ -531,7 +535,8 @@ async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
     worker.stop().await;
 }
 
-/// Records the `n` (ARGV[2]) of every `lease` call, and passes every call on.
+/// Records the `n` of every lease: of each `lease` call (ARGV[2]) and each `complete_batch` that
+/// also leases; passes every call on.
 struct LeaseSizes {
     inner: std::sync::Arc<dyn orq::Store>,
     sizes: std::sync::Mutex<Vec<usize>>,
@@ -545,9 +550,18 @@ impl orq::Store for LeaseSizes {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> Result<orq::Resp, orq::StoreError> {
+        let int = |i: usize| {
+            std::str::from_utf8(&args[i])
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        };
         if script.name == "lease" {
-            let n = std::str::from_utf8(&args[1]).unwrap().parse().unwrap();
-            self.sizes.lock().unwrap().push(n);
+            self.sizes.lock().unwrap().push(int(1));
+        }
+        // A complete_batch that also leases: its n follows the worker id after the items.
+        if script.name == "complete_batch" && args.len() == 3 + 3 * int(2) + 6 {
+            self.sizes.lock().unwrap().push(int(3 + 3 * int(2) + 1));
         }
         self.inner.eval(script, keys, args).await
     }
@@ -710,4 +724,173 @@ async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
         "one free slot, one task asked: {later:?}"
     );
     finish_gated(&env, &gated, worker, &ids).await;
+}
+
+/// Counts `lease` calls and `complete_batch` calls that also leased, and passes every call on.
+struct LeaseCalls {
+    inner: std::sync::Arc<dyn orq::Store>,
+    leases: std::sync::atomic::AtomicUsize,
+    refills: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for LeaseCalls {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        use std::sync::atomic::Ordering;
+        let int = |i: usize| {
+            std::str::from_utf8(&args[i])
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        };
+        if script.name == "lease" {
+            self.leases.fetch_add(1, Ordering::SeqCst);
+        }
+        if script.name == "complete_batch" && args.len() == 3 + 3 * int(2) + 6 {
+            self.refills.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.eval(script, keys, args).await
+    }
+}
+
+/// A handler that sleeps `ms` and records how many of its runs overlapped at most.
+#[derive(Clone, Default)]
+struct Overlap {
+    ms: u64,
+    now: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    max: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    runs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+#[async_trait::async_trait]
+impl orq::Handler for Overlap {
+    async fn handle(&self, _: orq::TaskContext) -> Result<serde_json::Value, orq::HandlerError> {
+        use std::sync::atomic::Ordering;
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(n, Ordering::SeqCst);
+        tokio::time::sleep(std::time::Duration::from_millis(self.ms)).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+        self.runs.fetch_add(1, Ordering::SeqCst);
+        Ok(serde_json::Value::Null)
+    }
+}
+
+/// A pool of `concurrency` on queue "q" running [`Overlap`] handlers of `ms`, over a store that
+/// counts lease calls; `tasks` tasks submitted. Returns the counters, the handler, the pool and
+/// the task ids.
+async fn refill_pool(
+    env: &Env,
+    concurrency: usize,
+    ms: u64,
+    tasks: usize,
+) -> (
+    std::sync::Arc<LeaseCalls>,
+    Overlap,
+    common::RunningWorker,
+    Vec<String>,
+) {
+    let calls = std::sync::Arc::new(LeaseCalls {
+        inner: env.store.clone(),
+        leases: Default::default(),
+        refills: Default::default(),
+    });
+    let overlap = Overlap {
+        ms,
+        ..Overlap::default()
+    };
+    let worker = env.worker_on(
+        calls.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("overlap", overlap.clone()),
+        |c| c.concurrency = concurrency,
+    );
+    let specs = (0..tasks)
+        .map(|n| spec("q", "overlap", &format!("{{\"n\":{n}}}")))
+        .collect();
+    let ids = env
+        .client
+        .submit_batch(specs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.task.id)
+        .collect();
+    (calls, overlap, worker, ids)
+}
+
+// Goal: a pool serving one queue with ready work refills the slots its completions free in the
+// completion's own call (complete_batch with a lease: one round trip instead of two), and the
+// lease loop and the completer together never run more handlers than `concurrency` (both
+// reserve their slots before they ask).
+// Method: concurrency 3, 40 tasks whose handlers sleep 5 ms; every task completes once, at least
+// one complete_batch leased, and no more than three handlers ever overlapped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurrency() {
+    use std::sync::atomic::Ordering;
+    let env = Env::start().await;
+    let (calls, overlap, worker, ids) = refill_pool(&env, 3, 5, 40).await;
+    for id in &ids {
+        let t = env.wait_status("q", id, Status::Completed).await;
+        assert_eq!(t.attempt, 1, "task {id} ran once");
+    }
+    worker.stop().await;
+    assert_eq!(
+        overlap.runs.load(Ordering::SeqCst),
+        40,
+        "each handler ran once"
+    );
+    assert!(
+        overlap.max.load(Ordering::SeqCst) <= 3,
+        "at most `concurrency` handlers at once, saw {}",
+        overlap.max.load(Ordering::SeqCst)
+    );
+    let (leases, refills) = (
+        calls.leases.load(Ordering::SeqCst),
+        calls.refills.load(Ordering::SeqCst),
+    );
+    assert!(
+        refills >= 1,
+        "completions leased ({leases} lease calls, {refills} refills)"
+    );
+}
+
+// Goal: a pool that stops while its completions lease leaves no task leased: what the completer
+// leased in a call in flight at shutdown runs within the grace period or is released.
+// Method: concurrency 4, 200 tasks of 2 ms; stop the pool once 20 have run, then no task is
+// leased, and every task is completed or queued again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_stopped_while_its_completions_lease_leaves_nothing_leased() {
+    use std::sync::atomic::Ordering;
+    let env = Env::start().await;
+    let (calls, overlap, worker, ids) = refill_pool(&env, 4, 2, 200).await;
+    common::eventually("20 handlers to have run", || async {
+        (overlap.runs.load(Ordering::SeqCst) >= 20).then_some(())
+    })
+    .await;
+    worker.stop().await;
+    assert!(
+        calls.refills.load(Ordering::SeqCst) >= 1,
+        "completions leased"
+    );
+    let mut completed = 0;
+    for id in &ids {
+        let t = env.get("q", id).await;
+        assert!(
+            matches!(t.status, Status::Completed | Status::Queued),
+            "task {id} is {} after the pool stopped",
+            t.status
+        );
+        completed += usize::from(t.status == Status::Completed);
+    }
+    assert_eq!(
+        completed,
+        overlap.runs.load(Ordering::SeqCst),
+        "every handler that ran was completed, no other task"
+    );
 }

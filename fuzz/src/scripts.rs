@@ -163,6 +163,12 @@ pub enum Step {
     Complete { lease: u8 },
     /// Complete up to 4 leases in one call (the worker's group commit; repeats allowed).
     CompleteBatch { leases: Vec<u8> },
+    /// Complete up to 4 leases and lease up to 1..=4 tasks as worker w0..w2 in the same call.
+    CompleteAndLease {
+        leases: Vec<u8>,
+        worker: u8,
+        n: u8,
+    },
     /// Fail a lease.
     Fail { lease: u8, retryable: bool },
     /// Release a lease.
@@ -372,7 +378,7 @@ fn write_args(w: &mut Writer, args: &[Arg]) {
 
 /// Number of step kinds (the first byte of a step, modulo this). Kinds are only ever added at
 /// the end, so the checked-in seeds keep their meaning.
-const STEP_KINDS: usize = 21;
+const STEP_KINDS: usize = 22;
 
 fn read_step(r: &mut Reader) -> Result<Step> {
     Ok(match r.pick(STEP_KINDS)? {
@@ -444,6 +450,14 @@ fn read_step(r: &mut Reader) -> Result<Step> {
                 leases: (0..n).map(|_| r.byte()).collect::<Result<_>>()?,
             }
         }
+        21 => {
+            let k = usize::from(r.byte()?) % 5;
+            Step::CompleteAndLease {
+                leases: (0..k).map(|_| r.byte()).collect::<Result<_>>()?,
+                worker: r.byte()?,
+                n: r.byte()?,
+            }
+        }
         _ => Step::Corrupt(match r.pick(8)? {
             0 => Corruption::DeleteTask(r.byte()?),
             1 => Corruption::TaskField {
@@ -506,6 +520,16 @@ fn write_step(w: &mut Writer, s: &Step) {
         Step::Lease { worker, n } => bytes(w, 1, &[*worker, *n]),
         Step::Heartbeat { lease, extend } => bytes(w, 2, &[*lease, *extend]),
         Step::Complete { lease } => bytes(w, 3, &[*lease]),
+        Step::CompleteAndLease { leases, worker, n } => {
+            assert!(leases.len() <= 4);
+            w.pick(21);
+            w.byte(leases.len() as u8);
+            for l in leases {
+                w.byte(*l);
+            }
+            w.byte(*worker);
+            w.byte(*n);
+        }
         Step::CompleteBatch { leases } => {
             assert!(leases.len() <= 4);
             w.pick(20);
@@ -753,6 +777,22 @@ impl Run {
         pick(&self.ids, b).unwrap_or_else(|| GHOST_ID.to_string())
     }
 
+    /// Successes of up to four of the leases this input received (repeats allowed).
+    fn completions(&self, leases: &[u8]) -> Vec<ops::Completion> {
+        leases
+            .iter()
+            .take(4)
+            .map(|b| {
+                let (id, token) = self.lease(*b);
+                ops::Completion {
+                    id,
+                    token,
+                    result: "{}".into(),
+                }
+            })
+            .collect()
+    }
+
     fn lease(&self, b: u8) -> (String, String) {
         pick(&self.leases, b).unwrap_or_else(|| (GHOST_ID.to_string(), "1-00".to_string()))
     }
@@ -966,21 +1006,31 @@ impl Run {
                 self.engine("complete", r);
             }
             Step::CompleteBatch { leases } => {
-                let batch: Vec<ops::Completion> = leases
-                    .iter()
-                    .take(4)
-                    .map(|b| {
-                        let (id, token) = self.lease(*b);
-                        ops::Completion {
-                            id,
-                            token,
-                            result: "{}".into(),
-                        }
-                    })
-                    .collect();
+                let batch = self.completions(leases);
                 if !batch.is_empty() {
                     let r = ready(ops::complete_batch(&*store, QUEUE, &batch));
                     self.engine("complete_batch", r);
+                }
+            }
+            Step::CompleteAndLease { leases, worker, n } => {
+                let batch = self.completions(leases);
+                if !batch.is_empty() {
+                    let bits = self.entropy.token_bits();
+                    let worker = format!("w{}", worker % 3);
+                    let request = ops::LeaseRequest {
+                        worker: &worker,
+                        n: 1 + usize::from(*n) % 4,
+                        token_bits: &bits,
+                        seed: self.entropy.unit(),
+                    };
+                    let r = ready(ops::complete_and_lease(&*store, QUEUE, &batch, &request));
+                    if let Some((_, _, leased)) = self.engine("complete_and_lease", r) {
+                        for t in leased.tasks {
+                            if let Some(l) = t.lease {
+                                self.leases.push((t.id, l.token));
+                            }
+                        }
+                    }
                 }
             }
             Step::Fail { lease, retryable } => {

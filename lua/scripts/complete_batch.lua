@@ -1,5 +1,7 @@
 -- complete_batch: record the success of up to 100 leased tasks in one call (a worker's group
--- commit: the completions that finished while its previous call was in flight).
+-- commit: the completions that finished while its previous call was in flight), and optionally
+-- lease the next tasks for the slots they freed in the same call (`lease` after the completions,
+-- one round trip instead of two).
 --
 -- Transition: leased -> completed, per item, exactly as `complete` (the same lib function); each
 -- item succeeds or fails on its own. Idempotent per item: a retried item with the same token
@@ -16,6 +18,7 @@
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
 --   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
+--   and, when it also leases, every key `lease` uses (KEYS[2], [4], [6], [14], [16] besides).
 --
 -- ARGV:
 --   ARGV[1]  integer  retention of finished tasks, ms
@@ -25,13 +28,18 @@
 --     id       string  task id
 --     token    string  lease token
 --     result   bytes   result (JSON), may be ''
+--   then, optionally, 6 more: the `lease` script's ARGV[1..6] (worker id, n, token bits, jitter
+--     seed, promote bound, reap bound; checked as `lease` checks them, before anything is written):
+--     after the completions the call leases as one `lease` call made right after it would.
 --
 -- Returns: {now_ms, {outcome, ...}} with one outcome per item, in order: 'completed', 'again', or
 --   the text of the error `complete` would answer for it alone (NOTFOUND ..., STALE ...,
---   CANCELLED ..., CORRUPT ...; that item wrote nothing).
+--   CANCELLED ..., CORRUPT ...; that item wrote nothing). When it also leases:
+--   {now_ms, {outcome, ...}, {task, ...}, next_ms}, the last two as `lease` answers them.
 -- Errors: INVALID <message> (nothing written); CORRUPT <key> (a queue key of another Redis type;
 --   nothing written).
--- Emits: completed (w worker, run_ms), one per completed item.
+-- Emits: completed (w worker, run_ms), one per completed item; when it also leases, what `lease`
+--   emits.
 
 local BATCH_MAX = 100
 local GROUP = 3
@@ -45,8 +53,13 @@ if not trim then return redis.error_reply(e) end
 local n
 n, e = arg_int(ARGV[3], 'count', 1, BATCH_MAX)
 if not n then return redis.error_reply(e) end
-if #ARGV ~= 3 + n * GROUP then
-  return redis.error_reply('INVALID expected ' .. istr(3 + n * GROUP) .. ' arguments')
+local lease_a = nil
+if #ARGV == 3 + n * GROUP + 6 then
+  lease_a, e = lease_args(3 + n * GROUP)
+  if not lease_a then return e end
+elseif #ARGV ~= 3 + n * GROUP then
+  return redis.error_reply('INVALID expected ' .. istr(3 + n * GROUP) .. ' arguments, or '
+    .. istr(3 + n * GROUP + 6) .. ' with a lease')
 end
 for i = 1, n do
   local b = 3 + (i - 1) * GROUP
@@ -56,6 +69,10 @@ for i = 1, n do
 end
 local bad = check_keys({3, 5, 7, 8, 11, 12, 15})
 if bad then return bad end
+if lease_a then
+  bad = check_keys(LEASE_KEYS)
+  if bad then return bad end
+end
 
 defer_events()
 defer_counts()
@@ -87,4 +104,8 @@ end
 flush_counts()
 flush_events()
 if trim > 0 then trim_finished(now, retention, trim) end
+if lease_a then
+  local tasks, next_ms = lease_tasks(lease_a, now)
+  return {now, out, tasks, next_ms}
+end
 return {now, out}

@@ -159,6 +159,8 @@ enum Op {
         retention: String,
         trim: String,
         count: Option<String>,
+        /// `lease`'s six arguments (worker, n, bits, seed, promote, reap), to lease after.
+        lease: Option<[String; 6]>,
     },
     Fail {
         task: TaskRef,
@@ -298,8 +300,11 @@ fn op() -> BoxedStrategy<Op> {
             .prop_map(|(task, tok, ext)| Op::Heartbeat { task, tok, ext }),
         6 => (task_ref(), tok(), pick(&["", "{\"ok\":true}"]), mostly(&["0", "5", "100000"], &["x", "-1"]), mostly(&["0", "10"], &["1001", "x"]))
             .prop_map(|(task, tok, result, retention, trim)| Op::Complete { task, tok, result, retention, trim }),
-        4 => (prop::collection::vec((task_ref(), tok(), pick(&["", "{\"ok\":true}"])), 1..5), mostly(&["0", "100000"], &["x"]), mostly(&["0", "10"], &["1001"]), prop::option::weighted(0.1, pick(&["0", "101", "x", "9"])))
-            .prop_map(|(items, retention, trim, count)| Op::CompleteBatch { items, retention, trim, count }),
+        4 => (prop::collection::vec((task_ref(), tok(), pick(&["", "{\"ok\":true}"])), 1..5), mostly(&["0", "100000"], &["x"]), mostly(&["0", "10"], &["1001"]), prop::option::weighted(0.1, pick(&["0", "101", "x", "9"])),
+              prop::option::weighted(0.4, (mostly(&["w1", "w2"], &[""]), mostly(&["1", "2", "3"], &["0", "101", "x"]), mostly(&["ab12", "0f"], &["XYZ", ""]),
+                  mostly(&["0", "0.5"], &["1.5"]), mostly(&["0", "10"], &["1001"]), mostly(&["0", "10"], &["-1"]))))
+            .prop_map(|(items, retention, trim, count, lease)| Op::CompleteBatch { items, retention, trim, count,
+                lease: lease.map(|(w, n, b, s, p, r)| [w, n, b, s, p, r]) }),
         4 => (task_ref(), tok(), pick(&["boom", "line1\nline2", ""]), mostly(&["1", "0"], &["2", "x"]), mostly(&["0", "0.3", "0.99"], &["1.5", "x"]))
             .prop_map(|(task, tok, msg, retryable, r)| Op::Fail { task, tok, msg, retryable, r }),
         2 => (task_ref(), tok()).prop_map(|(task, tok)| Op::Release { task, tok }),
@@ -393,40 +398,46 @@ impl Known {
         if let Some(now) = items.first().and_then(Resp::as_int) {
             self.last_now_ms = now as u64;
         }
-        match script {
-            "lease" => {
-                // Each task is {expires_at, the record before the lease, epoch, attempt}; its
-                // token is "<epoch>-<ARGV[3]>".
-                let bits = argv.get(2).map(|b| String::from_utf8_lossy(b).into_owned());
-                for t in items.get(1).and_then(Resp::as_array).unwrap_or(&[]) {
-                    let Some(item) = t.as_array() else {
-                        continue;
-                    };
-                    let Some(fields) = item.get(1).and_then(Resp::as_array) else {
-                        continue;
-                    };
-                    let id = fields
-                        .chunks(2)
-                        .find(|p| p[0].as_str() == Some("id"))
-                        .and_then(|p| p[1].as_str())
-                        .map(String::from);
-                    let token = match (item.get(2).and_then(Resp::as_int), &bits) {
-                        (Some(epoch), Some(bits)) => Some(format!("{epoch}-{bits}")),
-                        _ => None,
-                    };
-                    if let (Some(id), Some(token)) = (id, token) {
-                        self.tokens.entry(id.clone()).or_default().push(token);
-                        self.leased.retain(|x| *x != id);
-                        self.leased.push(id);
-                    }
+        // The leased tasks and the token bits: a lease's second item and ARGV[3]; a
+        // complete_batch that also leased (four items): its third, and the bits two from the end.
+        let text = |i: usize| argv.get(i).map(|b| String::from_utf8_lossy(b).into_owned());
+        let leased = match script {
+            "lease" => Some((items.get(1), text(2))),
+            "complete_batch" if items.len() == 4 => {
+                Some((items.get(2), text(argv.len().saturating_sub(4))))
+            }
+            _ => None,
+        };
+        if let Some((tasks, bits)) = leased {
+            // Each task is {expires_at, the record before the lease, epoch, attempt}; its
+            // token is "<epoch>-<bits>".
+            for t in tasks.and_then(Resp::as_array).unwrap_or(&[]) {
+                let Some(item) = t.as_array() else {
+                    continue;
+                };
+                let Some(fields) = item.get(1).and_then(Resp::as_array) else {
+                    continue;
+                };
+                let id = fields
+                    .chunks(2)
+                    .find(|p| p[0].as_str() == Some("id"))
+                    .and_then(|p| p[1].as_str())
+                    .map(String::from);
+                let token = match (item.get(2).and_then(Resp::as_int), &bits) {
+                    (Some(epoch), Some(bits)) => Some(format!("{epoch}-{bits}")),
+                    _ => None,
+                };
+                if let (Some(id), Some(token)) = (id, token) {
+                    self.tokens.entry(id.clone()).or_default().push(token);
+                    self.leased.retain(|x| *x != id);
+                    self.leased.push(id);
                 }
             }
-            "list" => {
-                if let Some(c) = items.get(2).and_then(Resp::as_str) {
-                    self.cursor = c.to_string();
-                }
+        }
+        if script == "list" {
+            if let Some(c) = items.get(2).and_then(Resp::as_str) {
+                self.cursor = c.to_string();
             }
-            _ => {}
         }
     }
 }
@@ -545,6 +556,7 @@ fn resolve_op(
             retention,
             trim,
             count,
+            lease,
         } => {
             let mut argv = vec![
                 retention.clone(),
@@ -557,6 +569,7 @@ fn resolve_op(
                 argv.insert(argv.len() - 1, id);
                 argv.push(result.clone());
             }
+            argv.extend(lease.iter().flatten().cloned());
             (script("complete_batch"), keys, argv)
         }
         Op::Fail {

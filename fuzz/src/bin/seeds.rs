@@ -46,6 +46,25 @@ fn scripts_seeds() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "complete_and_lease",
+            vec![
+                submit(0, 1, 2, 0, 3),
+                submit(1, 1, 2, 0, 3),
+                lease(0),
+                Step::CompleteAndLease {
+                    leases: vec![0],
+                    worker: 1,
+                    n: 3,
+                },
+                Step::CompleteAndLease {
+                    leases: vec![1, 2, 3],
+                    worker: 0,
+                    n: 0,
+                },
+                Step::Read { what: 2, arg: 0 },
+            ],
+        ),
+        (
             "lifecycle",
             vec![
                 submit(0, 1, 2, 0, 0),

@@ -273,11 +273,19 @@ pub fn post_call(
         {
             l.store_now_max = l.store_now_max.max(now);
         }
-        match script {
-            "lease" => {
-                let items = reply.as_array().unwrap_or_default();
+        // The tasks a call leased: a lease's second item, or the third of a complete_batch
+        // that also leased (four items).
+        let items = reply.as_array().unwrap_or_default();
+        let leased_by_call = match script {
+            "lease" => Some(items.get(1).and_then(Resp::as_array).unwrap_or_default()),
+            "complete_batch" if items.len() == 4 => {
+                Some(items.get(2).and_then(Resp::as_array).unwrap_or_default())
+            }
+            _ => None,
+        };
+        if let Some(leased) = leased_by_call {
+            {
                 let now = l.store_now_max;
-                let leased = items.get(1).and_then(Resp::as_array).unwrap_or_default();
                 // Check 8: a paused queue leases nothing. The call is atomic and nothing runs
                 // between it and this read, so the flag read now is the one the script saw.
                 let config = format!("orq:{{{QUEUE}}}:config");
@@ -290,7 +298,7 @@ pub fn post_call(
                     l.tenancy.lease_calls_paused += 1;
                     if !leased.is_empty() {
                         violations.push(format!(
-                            "{actor}: lease on a paused queue returned {} task(s)",
+                            "{actor}: {script} on a paused queue leased {} task(s)",
                             leased.len()
                         ));
                     }
@@ -334,6 +342,8 @@ pub fn post_call(
                     *l.leases.entry(id).or_default() += 1;
                 }
             }
+        }
+        match script {
             "reap" => {}
             "replay" => {
                 let results = reply

@@ -224,28 +224,42 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
                 );
             }
         }
-        PlantedBug::LeaseIgnoresRunAt => patch(
-            "lease",
-            "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
-            "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
-        ),
-        PlantedBug::LeaseIgnoresMaxInflight => patch(
-            "lease",
-            "if cap > 0 and inflight >= cap then",
-            "if false then",
-        ),
-        PlantedBug::LeaseIgnoresRateLimit => patch(
-            "lease",
-            "if not parked_until and tokens and tokens < 1 then",
-            "if false then",
-        ),
-        PlantedBug::LeaseIgnoresPause => patch(
-            "lease",
-            "local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'",
-            "local paused = false",
-        ),
+        // The lease bugs are in lib.lua's lease code, which `complete_batch` runs too when it
+        // also leases: both scripts are patched.
+        PlantedBug::LeaseIgnoresRunAt => {
+            for name in ["lease", "complete_batch"] {
+                patch(
+                    name,
+                "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
+                "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
+                );
+            }
+        }
+        PlantedBug::LeaseIgnoresMaxInflight => {
+            for name in ["lease", "complete_batch"] {
+                patch(name, "if cap > 0 and inflight >= cap then", "if false then");
+            }
+        }
+        PlantedBug::LeaseIgnoresRateLimit => {
+            for name in ["lease", "complete_batch"] {
+                patch(
+                    name,
+                    "if not parked_until and tokens and tokens < 1 then",
+                    "if false then",
+                );
+            }
+        }
+        PlantedBug::LeaseIgnoresPause => {
+            for name in ["lease", "complete_batch"] {
+                patch(
+                    name,
+                    "local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'",
+                    "local paused = false",
+                );
+            }
+        }
         PlantedBug::ReapDoesNotCountAttempt => {
-            for name in ["lease", "reap"] {
+            for name in ["lease", "reap", "complete_batch"] {
                 patch(
                     name,
                     "fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
