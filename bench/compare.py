@@ -75,7 +75,8 @@ def get(report, path):
 
 
 def workload(a):
-    w = ["--tasks", str(a.tasks), "--batch", str(a.batch), "--concurrency", str(a.concurrency)]
+    w = ["--tasks", str(a.tasks), "--batch", str(a.batch), "--concurrency", str(a.concurrency),
+         "--priorities", str(a.priorities)]
     if a.delayed:
         w += ["--delayed", str(a.delayed), "--delay-ms", str(a.delay_ms),
               "--delay-spread-ms", str(a.delay_spread_ms)]
@@ -111,6 +112,9 @@ def main():
     p.add_argument("--tasks", type=int, default=50000)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=50)
+    p.add_argument("--priorities", type=int, default=1,
+                   help="priorities the tasks are spread over on both engines (1 = none: "
+                        "the same plain tasks on both; orq bench's own default is 10)")
     p.add_argument("--delayed", type=int, default=5000)
     p.add_argument("--delay-ms", type=int, default=1000)
     p.add_argument("--delay-spread-ms", type=int, default=5000)

@@ -12,7 +12,11 @@
 //               -> lateness_ms (handler start minus due time)
 //
 // Usage: node bench.mjs --redis redis://127.0.0.1:6379/ --tasks N --batch B --concurrency C
-//          [--delayed D --delay-ms MS --delay-spread-ms S] [--json FILE] [--queue NAME]
+//          [--priorities P] [--delayed D --delay-ms MS --delay-spread-ms S] [--json FILE]
+//          [--queue NAME]
+// --priorities P (1..10, default 1): task k gets orq's priority k mod P, as `orq bench
+// --priorities P` gives it; with P > 1 every job is prioritized (BullMQ priority 10 - p, so
+// orq's most urgent 9 is BullMQ's 1); with 1 no job has a priority (the plain wait list).
 // Every key it writes lives under the queue name's prefix (default "orqbench"); it obliterates
 // that queue before and after. Point it only at a Redis you own.
 
@@ -30,6 +34,7 @@ const { values: args } = parseArgs({
     delayed: { type: 'string', default: '0' },
     'delay-ms': { type: 'string', default: '1000' },
     'delay-spread-ms': { type: 'string', default: '0' },
+    priorities: { type: 'string', default: '1' },
     json: { type: 'string' },
     queue: { type: 'string', default: 'orqbench' },
   },
@@ -50,6 +55,11 @@ const C = int('concurrency', 1);
 const D = int('delayed', 0);
 const DELAY_MS = int('delay-ms', 0);
 const SPREAD_MS = int('delay-spread-ms', 0);
+const P = int('priorities', 1);
+if (P > 10) {
+  console.error(`--priorities must be 1..10, got ${P}`);
+  process.exit(2);
+}
 const url = new URL(args.redis);
 const connection = {
   host: url.hostname,
@@ -84,7 +94,9 @@ async function submit(queue, count, opts = () => ({})) {
   for (let i = 0; i < count; i += B) {
     const jobs = [];
     for (let j = i; j < Math.min(count, i + B); j++) {
-      jobs.push({ name: 'noop', data: { i: j }, opts: opts(j) });
+      const o = opts(j);
+      if (P > 1) o.priority = 10 - (j % P);
+      jobs.push({ name: 'noop', data: { i: j }, opts: o });
     }
     await queue.addBulk(jobs);
   }
@@ -164,6 +176,7 @@ const result = {
   tasks: N,
   batch: B,
   concurrency: C,
+  priorities: P,
   delayed: D,
   submit_per_s: N / submitS,
   complete_per_s: N / e2eS,

@@ -203,6 +203,9 @@ pub fn lease_still_held(reply: &Result<(u64, u64), Error>) -> bool {
     )
 }
 
+/// Most rounds of completion calls the completer has in flight at once.
+const COMPLETER_CALLS_MAX: usize = 2;
+
 /// A success waiting for the completer: the queue, the completion, and where to send its result.
 type PendingCompletion = (String, Completion, oneshot::Sender<Result<Reported, Error>>);
 
@@ -253,8 +256,9 @@ impl Refill {
 
 /// The group commit of successes: takes every completion waiting when it is free, and records
 /// them with one `complete_batch` call per queue (up to [`COMPLETE_BATCH_MAX`] items each), so
-/// under load one call carries many tasks while a lone completion is sent at once. Each sender
-/// gets its item's own result (or the call's error). Runs until every sender is gone.
+/// under load one call carries many tasks while a lone completion is sent at once. Up to
+/// [`COMPLETER_CALLS_MAX`] such rounds are in flight at once. Each sender gets its item's own
+/// result (or the call's error). Runs until every sender is gone, then lets its rounds finish.
 ///
 /// With `refill` allowed for the queue, the last call of a queue's group also leases tasks for
 /// every free slot of the pool (reserved before the call, so the lease loop cannot lease them
@@ -267,7 +271,18 @@ async fn complete_in_batches(
     mut rx: mpsc::UnboundedReceiver<PendingCompletion>,
     refill: Arc<Refill>,
 ) {
-    while let Some(first) = rx.recv().await {
+    // Up to COMPLETER_CALLS_MAX rounds in flight: while one round's calls run, the next round
+    // collects the completions that arrive meanwhile, so the store is kept busy.
+    let permits = Arc::new(tokio::sync::Semaphore::new(COMPLETER_CALLS_MAX));
+    let mut rounds: JoinSet<()> = JoinSet::new();
+    loop {
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        while rounds.try_join_next().is_some() {}
+        let Some(first) = rx.recv().await else {
+            break;
+        };
         let mut pending = vec![first];
         while let Ok(next) = rx.try_recv() {
             pending.push(next);
@@ -297,30 +312,47 @@ async fn complete_in_batches(
                 None => groups.push((p.0.clone(), vec![p])),
             }
         }
-        for (queue, group) in groups {
-            let mut group = group.into_iter().peekable();
-            while group.peek().is_some() {
-                let chunk: Vec<PendingCompletion> =
-                    group.by_ref().take(COMPLETE_BATCH_MAX).collect();
-                let batch: Vec<Completion> = chunk.iter().map(|p| p.1.clone()).collect();
-                let last = group.peek().is_none();
-                let reply = match last.then(|| reserve(&refill, &queue)).flatten() {
-                    Some((slots, local_ms)) => {
-                        complete_and_refill(&*store, &refill, &queue, &batch, slots, local_ms).await
-                    }
-                    None => ops::complete_batch(&*store, &queue, &batch).await,
-                };
-                match reply {
-                    Ok((_, results)) => {
-                        for (p, r) in chunk.into_iter().zip(results) {
-                            let _ = p.2.send(r);
-                        }
-                    }
-                    Err(e) => {
-                        for p in chunk {
-                            let _ = p.2.send(Err(e.clone()));
-                        }
-                    }
+        let store = store.clone();
+        let refill = refill.clone();
+        rounds.spawn(async move {
+            for (queue, group) in groups {
+                complete_group(&*store, &refill, &queue, group).await;
+            }
+            drop(permit);
+        });
+    }
+    // Every sender is gone: let the rounds in flight answer their senders.
+    while rounds.join_next().await.is_some() {}
+}
+
+/// One queue's completions of a round, in calls of up to [`COMPLETE_BATCH_MAX`]; the last call
+/// also leases for the free slots when refilling `queue` is allowed.
+async fn complete_group(
+    store: &dyn Store,
+    refill: &Refill,
+    queue: &str,
+    group: Vec<PendingCompletion>,
+) {
+    let mut group = group.into_iter().peekable();
+    while group.peek().is_some() {
+        let chunk: Vec<PendingCompletion> = group.by_ref().take(COMPLETE_BATCH_MAX).collect();
+        let batch: Vec<Completion> = chunk.iter().map(|p| p.1.clone()).collect();
+        let last = group.peek().is_none();
+        let reply = match last.then(|| reserve(refill, queue)).flatten() {
+            Some((slots, local_ms)) => {
+                complete_and_refill(store, refill, queue, &batch, slots, local_ms).await
+            }
+            None => ops::complete_batch(store, queue, &batch).await,
+        };
+        match reply {
+            Ok((_, results)) => {
+                for (p, r) in chunk.into_iter().zip(results) {
+                    let _ = p.2.send(r);
+                }
+            }
+            Err(e) => {
+                for p in chunk {
+                    let _ = p.2.send(Err(e.clone()));
                 }
             }
         }

@@ -3,7 +3,7 @@
 //! queue asks first. The phases and the JSON shape are shared with `bench/bullmq/bench.mjs`, so
 //! the two engines can be compared side by side on the same Redis (`bench/README.md`):
 //!
-//! 1. **submit**: N tasks in batches of B (spread over T tenants, priorities 0..=9), no worker
+//! 1. **submit**: N tasks in batches of B (spread over T tenants and P priorities), no worker
 //!    running → `submit_per_s`, and `mem_bytes_per_task` (Redis `INFO memory` `used_memory`
 //!    delta / N; `null` on the embedded store).
 //! 2. **end to end**: a worker pool of concurrency C runs while N more tasks are submitted →
@@ -42,6 +42,9 @@ pub struct BenchPlan {
     pub concurrency: usize,
     /// T: tenants the tasks are spread over, round robin (1..=100,000).
     pub tenants: u64,
+    /// P: priorities the tasks are spread over, round robin: task k has priority k mod P
+    /// (1..=10; 1 = all at priority 0).
+    pub priorities: u8,
     /// D: delayed tasks in phase 3 (0 skips it).
     pub delayed: u64,
     /// Delay of the first delayed task (ms).
@@ -95,6 +98,8 @@ pub struct BenchReport {
     pub concurrency: usize,
     /// T.
     pub tenants: u64,
+    /// P.
+    pub priorities: u8,
     /// D.
     pub delayed: u64,
     /// Phase 1: tasks submitted per second.
@@ -284,6 +289,7 @@ pub async fn run(
         batch: plan.batch,
         concurrency: plan.concurrency,
         tenants: plan.tenants,
+        priorities: plan.priorities,
         delayed: plan.delayed,
         submit_per_s: plan.tasks as f64 / submit_s,
         complete_per_s: plan.tasks as f64 / e2e.seconds,
@@ -420,7 +426,7 @@ async fn submit_all(
                     .queue(queue)
                     .task_type("noop")
                     .tenant(format!("t{}", k % plan.tenants))
-                    .priority((k % 10) as u8);
+                    .priority((k % u64::from(plan.priorities.clamp(1, 10))) as u8);
                 if let Some(base) = delay_base {
                     let spread = if n > 1 {
                         plan.delay_spread_ms * k / (n - 1)
@@ -497,6 +503,7 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         batch: a.batch,
         concurrency: a.concurrency as usize,
         tenants: a.tenants,
+        priorities: a.priorities,
         delayed: a.delayed,
         delay_ms: a.delay_ms,
         delay_spread_ms: a.delay_spread_ms,
@@ -588,8 +595,8 @@ pub fn table(r: &BenchReport) -> String {
         (
             "workload",
             format!(
-                "{} tasks, batch {}, concurrency {}, {} tenants, {} delayed",
-                r.tasks, r.batch, r.concurrency, r.tenants, r.delayed
+                "{} tasks, batch {}, concurrency {}, {} tenants, {} priorities, {} delayed",
+                r.tasks, r.batch, r.concurrency, r.tenants, r.priorities, r.delayed
             ),
         ),
         ("submit", format!("{:.0} tasks/s", r.submit_per_s)),

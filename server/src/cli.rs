@@ -79,6 +79,10 @@ pub struct BenchArgs {
     /// Tenants the tasks are spread over, round robin (T).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub tenants: u64,
+    /// Priorities the tasks are spread over, round robin: task k gets priority k mod P (P; 1 =
+    /// every task at the default priority 0, as plain BullMQ jobs in bench/compare.py).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=10))]
+    pub priorities: u8,
     /// Delayed tasks in the delayed phase (D; 0 skips the phase).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     pub delayed: u64,
