@@ -509,6 +509,41 @@ impl Drop for Slot {
     }
 }
 
+/// Why the run loop woke up (see [`wake`]).
+enum Wake {
+    /// The completer leased tasks for the pool.
+    Refilled(Refilled),
+    /// The timer given to [`wake`] ran out.
+    Timer,
+    /// A handler returned, a task finished, or shutdown began.
+    Other,
+}
+
+/// Wait until the completer hands over leased tasks, a task of `in_flight` finishes, a slot is
+/// freed, shutdown begins, or `timer` (when given) runs out.
+async fn wake(
+    in_flight: &mut JoinSet<()>,
+    leased: &mut mpsc::UnboundedReceiver<Refilled>,
+    slots: &Slots,
+    shutdown: &CancellationToken,
+    timer: Option<&mut BoxFuture<'static, ()>>,
+) -> Wake {
+    let timer = async {
+        match timer {
+            Some(t) => t.await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        biased;
+        r = leased.recv() => r.map_or(Wake::Other, Wake::Refilled),
+        _ = in_flight.join_next(), if !in_flight.is_empty() => Wake::Other,
+        _ = slots.freed.notified() => Wake::Other,
+        _ = shutdown.cancelled() => Wake::Other,
+        _ = timer => Wake::Timer,
+    }
+}
+
 /// A pool of workers. Cheap to clone.
 #[derive(Clone)]
 pub struct Worker {
@@ -617,18 +652,21 @@ impl Worker {
                 stood_back = false;
             }
             if let (Some(timer), false) = (stand_back.as_mut(), stood_back) {
-                let mut got = None;
-                tokio::select! {
-                    biased;
-                    r = leased_rx.recv() => got = r,
-                    _ = in_flight.join_next(), if !in_flight.is_empty() => {}
-                    _ = slots.freed.notified() => {}
-                    _ = shutdown.cancelled() => {}
-                    _ = timer => stood_back = true,
-                }
-                if let Some(r) = got {
-                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                        .await;
+                match wake(
+                    &mut in_flight,
+                    &mut leased_rx,
+                    &slots,
+                    &shutdown,
+                    Some(timer),
+                )
+                .await
+                {
+                    Wake::Refilled(r) => {
+                        self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                            .await
+                    }
+                    Wake::Timer => stood_back = true,
+                    Wake::Other => {}
                 }
                 continue;
             }
@@ -642,15 +680,9 @@ impl Worker {
             };
             let mut free = free_now(&in_flight);
             if free == 0 {
-                let mut got = None;
-                tokio::select! {
-                    biased;
-                    r = leased_rx.recv() => got = r,
-                    _ = in_flight.join_next(), if !in_flight.is_empty() => {}
-                    _ = slots.freed.notified() => {}
-                    _ = shutdown.cancelled() => {}
-                }
-                if let Some(r) = got {
+                if let Wake::Refilled(r) =
+                    wake(&mut in_flight, &mut leased_rx, &slots, &shutdown, None).await
+                {
                     self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
                         .await;
                 }

@@ -540,6 +540,8 @@ async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
 struct LeaseSizes {
     inner: std::sync::Arc<dyn orq::Store>,
     sizes: std::sync::Mutex<Vec<usize>>,
+    /// How many of them were complete_batch calls.
+    refills: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait::async_trait]
@@ -562,6 +564,8 @@ impl orq::Store for LeaseSizes {
         // A complete_batch that also leases: its n follows the worker id after the items.
         if script.name == "complete_batch" && args.len() == 3 + 3 * int(2) + 6 {
             self.sizes.lock().unwrap().push(int(3 + 3 * int(2) + 1));
+            self.refills
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         self.inner.eval(script, keys, args).await
     }
@@ -628,6 +632,7 @@ async fn gated_pool(
     let sizes = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
         sizes: Default::default(),
+        refills: Default::default(),
     });
     let gated = Gated::default();
     let worker = env.worker_on(
@@ -726,38 +731,6 @@ async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
     finish_gated(&env, &gated, worker, &ids).await;
 }
 
-/// Counts `lease` calls and `complete_batch` calls that also leased, and passes every call on.
-struct LeaseCalls {
-    inner: std::sync::Arc<dyn orq::Store>,
-    leases: std::sync::atomic::AtomicUsize,
-    refills: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl orq::Store for LeaseCalls {
-    async fn eval(
-        &self,
-        script: &'static orq_lua::Script,
-        keys: &[String],
-        args: &[Vec<u8>],
-    ) -> Result<orq::Resp, orq::StoreError> {
-        use std::sync::atomic::Ordering;
-        let int = |i: usize| {
-            std::str::from_utf8(&args[i])
-                .unwrap()
-                .parse::<usize>()
-                .unwrap()
-        };
-        if script.name == "lease" {
-            self.leases.fetch_add(1, Ordering::SeqCst);
-        }
-        if script.name == "complete_batch" && args.len() == 3 + 3 * int(2) + 6 {
-            self.refills.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.eval(script, keys, args).await
-    }
-}
-
 /// A handler that sleeps `ms` and records how many of its runs overlapped at most.
 #[derive(Clone, Default)]
 struct Overlap {
@@ -781,7 +754,7 @@ impl orq::Handler for Overlap {
 }
 
 /// A pool of `concurrency` on queue "q" running [`Overlap`] handlers of `ms`, over a store that
-/// counts lease calls; `tasks` tasks submitted. Returns the counters, the handler, the pool and
+/// records the leases; `tasks` tasks submitted. Returns the counters, the handler, the pool and
 /// the task ids.
 async fn refill_pool(
     env: &Env,
@@ -789,14 +762,14 @@ async fn refill_pool(
     ms: u64,
     tasks: usize,
 ) -> (
-    std::sync::Arc<LeaseCalls>,
+    std::sync::Arc<LeaseSizes>,
     Overlap,
     common::RunningWorker,
     Vec<String>,
 ) {
-    let calls = std::sync::Arc::new(LeaseCalls {
+    let calls = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
-        leases: Default::default(),
+        sizes: Default::default(),
         refills: Default::default(),
     });
     let overlap = Overlap {
@@ -850,10 +823,8 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
         "at most `concurrency` handlers at once, saw {}",
         overlap.max.load(Ordering::SeqCst)
     );
-    let (leases, refills) = (
-        calls.leases.load(Ordering::SeqCst),
-        calls.refills.load(Ordering::SeqCst),
-    );
+    let refills = calls.refills.load(Ordering::SeqCst);
+    let leases = calls.sizes.lock().unwrap().len() - refills;
     assert!(
         refills >= 1,
         "completions leased ({leases} lease calls, {refills} refills)"
