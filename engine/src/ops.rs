@@ -265,8 +265,11 @@ pub struct LeaseRequest<'a> {
 /// [`complete_batch`] and then [`lease`] in one script call (one round trip, one atomic step):
 /// records the successes of `batch` and leases up to `lease.n` tasks of the same queue for the
 /// slots they freed, exactly as a `lease` call made right after the completions would. Returns
-/// the store's time (ms), one result per item, and the lease. Errors for the whole call (nothing
-/// written): those of [`complete_batch`] and of [`lease`] (`Invalid` arguments, `Protocol`).
+/// the store's time (ms), one result per item, and the lease. Errors for the whole call: those
+/// of [`complete_batch`] and of [`lease`]; `Invalid` arguments and a queue key of another type
+/// write nothing, while a `Protocol` error about the reply comes after the script ran (its
+/// completions are then answered `AlreadyApplied` by a retry, and the tasks it leased stay
+/// leased until their leases expire and are reaped).
 /// Retrying after a lost reply is safe for the completions (they answer `AlreadyApplied`); the
 /// tasks leased by the lost call stay leased until their leases expire and are reaped, as with
 /// a lost [`lease`] reply.

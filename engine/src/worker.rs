@@ -365,14 +365,10 @@ fn reserve(refill: &Refill, queue: &str) -> Option<(Vec<Slot>, u64)> {
     if !refill.allowed(queue) {
         return None;
     }
-    let free = refill
-        .concurrency
-        .saturating_sub(refill.slots.running.load(Ordering::SeqCst))
-        .min(LEASE_BATCH_MAX);
-    if free == 0 {
+    let slots = Slot::reserve(&refill.slots, LEASE_BATCH_MAX, refill.concurrency);
+    if slots.is_empty() {
         return None;
     }
-    let slots = (0..free).map(|_| Slot::reserve(&refill.slots)).collect();
     Some((slots, refill.clock.now_ms()))
 }
 
@@ -471,14 +467,25 @@ impl Slot {
         }
     }
 
-    fn reserve(slots: &Arc<Slots>) -> Slot {
-        slots.reserved.fetch_add(1, Ordering::SeqCst);
-        slots.running.fetch_add(1, Ordering::SeqCst);
-        Slot {
-            slots: slots.clone(),
-            reserved: true,
-            quiet: false,
-        }
+    /// Reserve up to `max` of the slots still free below `concurrency`, in one atomic step (so
+    /// that the lease loop and the completer's rounds, which may run on different threads,
+    /// never take the same free slot). May return none.
+    fn reserve(slots: &Arc<Slots>, max: usize, concurrency: usize) -> Vec<Slot> {
+        let mut got = 0;
+        let _ = slots
+            .running
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |running| {
+                got = concurrency.saturating_sub(running).min(max);
+                Some(running + got)
+            });
+        slots.reserved.fetch_add(got, Ordering::SeqCst);
+        (0..got)
+            .map(|_| Slot {
+                slots: slots.clone(),
+                reserved: true,
+                quiet: false,
+            })
+            .collect()
     }
 
     /// A reserved slot now held by a running handler.
@@ -696,15 +703,23 @@ impl Worker {
                 let until = inner.clock.sleep(linger);
                 tokio::pin!(until);
                 while free < concurrency {
+                    let mut got = None;
                     tokio::select! {
                         biased;
                         _ = shutdown.cancelled() => break,
                         _ = &mut until => break,
+                        // Tasks the completer leased meanwhile run at once.
+                        r = leased_rx.recv() => got = r,
                         _ = slots.freed.notified() => {}
                         _ = in_flight.join_next(), if !in_flight.is_empty() => {}
                     }
+                    if let Some(r) = got {
+                        self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                            .await;
+                    }
                     free = free_now(&in_flight);
                 }
+                free = free_now(&in_flight);
                 if free == 0 {
                     continue;
                 }
@@ -736,9 +751,13 @@ impl Worker {
                 if refused.get(queue).is_some_and(|&(_, until)| now < until) {
                     continue;
                 }
-                let n = free.min(LEASE_BATCH_MAX);
-                // Reserved before the call, so the completer cannot lease these slots too.
-                let mut reserved: Vec<Slot> = (0..n).map(|_| Slot::reserve(&slots)).collect();
+                // Reserved before the call (and only what is still free now), so the completer
+                // cannot lease these slots too.
+                let mut reserved = Slot::reserve(&slots, free.min(LEASE_BATCH_MAX), concurrency);
+                let n = reserved.len();
+                if n == 0 {
+                    break;
+                }
                 let bits = inner.entropy.token_bits();
                 match ops::lease(
                     &*inner.store,
@@ -840,6 +859,9 @@ impl Worker {
         // Leased after the last handler finished (the completer's last call): give them back.
         leased_rx.close();
         while let Ok(r) = leased_rx.try_recv() {
+            for bad in r.leased.corrupt {
+                self.fail_corrupt(&r.queue, bad).await;
+            }
             for task in r.leased.tasks {
                 if let Some(lease) = &task.lease {
                     if let Err(e) =
