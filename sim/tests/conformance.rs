@@ -745,7 +745,7 @@ const CASES: &[Case] = &[
     Case {
         name: "complete_batch with a lease: completes first (unparking the tenant at its cap), then leases as lease would",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1 updated_at {t-50}",
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
             "ZADD orq:{q}:leases {t+5000} A",
             "HSET orq:{q}:task:B status queued tenant t1 lease_ms 5000",
             "ZADD orq:{q}:ready:t1 2 B",
@@ -758,10 +758,10 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=50} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 updated_at={now} result="" finished_at={now}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 served=1
             "orq:{q}:workers" zset w2={now}
@@ -770,7 +770,7 @@ const CASES: &[Case] = &[
     Case {
         name: "complete_batch with a lease: a task promoted by the lease part is counted (queued, then leased)",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1 updated_at {t-50}",
+            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
             "ZADD orq:{q}:leases {t+5000} A",
             "HSET orq:{q}:task:B status scheduled tenant t1 lease_ms 5000",
             "ZADD orq:{q}:scheduled {t-10} B",
@@ -782,10 +782,10 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 updated_at {now} id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=50} {k=queued ts={now} id=B t=t1 a=0 from=scheduled} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0} {k=queued ts={now} id=B t=t1 a=0 from=scheduled} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 updated_at={now} result="" finished_at={now}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
             "orq:{q}:workers" zset w2={now}
