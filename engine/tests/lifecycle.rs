@@ -648,14 +648,7 @@ async fn gated_pool(
     let specs = (0..8)
         .map(|n| spec("q", "gated", &format!("{{\"n\":{n}}}")))
         .collect();
-    let ids = env
-        .client
-        .submit_batch(specs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.task.id)
-        .collect();
+    let ids = env.submit_ids(specs).await;
     gated.wait_started(4).await;
     (sizes, gated, worker, ids)
 }
@@ -786,14 +779,7 @@ async fn refill_pool(
     let specs = (0..tasks)
         .map(|n| spec("q", "overlap", &format!("{{\"n\":{n}}}")))
         .collect();
-    let ids = env
-        .client
-        .submit_batch(specs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|s| s.task.id)
-        .collect();
+    let ids = env.submit_ids(specs).await;
     (calls, overlap, worker, ids)
 }
 

@@ -143,6 +143,17 @@ impl Env {
             .unwrap_or_else(|e| panic!("get {id}: {e}"))
     }
 
+    /// Submit `specs` in one batch and return the new tasks' ids, in order.
+    pub async fn submit_ids(&self, specs: Vec<TaskSpec>) -> Vec<String> {
+        self.client
+            .submit_batch(specs)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.task.id)
+            .collect()
+    }
+
     /// Wait until task `id` has `status`, and return it.
     pub async fn wait_status(&self, queue: &str, id: &str, status: Status) -> Task {
         eventually(&format!("task {id} to be {status}"), || async {
