@@ -154,10 +154,12 @@ pub const EVENTS_PAGE_MAX: usize = 1000;
 /// Most workers and leases [`Client::workers`] reports.
 pub const WORKERS_MAX: u64 = 1000;
 
-/// One entry of a queue's event stream (`orq:{q}:events`, written by every transition script).
+/// One event of a queue's event stream (`orq:{q}:events`, written by every transition script;
+/// a stream entry holds the events of one call, see [`crate::decode::stream_events`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct QueueEvent {
-    /// The Redis stream id, `<ms>-<seq>`: pass it as `after` to read on.
+    /// The event's id, a stream id `<n>-<seq>` (n numbers the queue's events, see
+    /// [`crate::decode::stream_events`]): pass it as `after` to read on.
     pub stream_id: String,
     /// What happened: a status the task entered (`queued`, `leased`, `completed`, ...) or a
     /// queue setting (`paused`, `resumed`, `configured`, `tenant_configured`).
@@ -754,9 +756,12 @@ impl Client {
         }
     }
 
-    /// Up to `count` (1..=[`EVENTS_PAGE_MAX`]) entries of `queue`'s event stream strictly after
-    /// the stream id `after` (`None`: from the oldest entry the stream still holds; it keeps the
-    /// last 10,000), oldest first. Errors: `Invalid` (bad queue, id or count), `Unavailable`.
+    /// Up to `count` (1..=[`EVENTS_PAGE_MAX`]) events of `queue`'s event stream strictly after
+    /// the event id `after` (`None`: from the oldest event the stream still holds; it keeps at
+    /// least the last 10,000), oldest first. A stream entry holds the events of one call
+    /// ([`decode::stream_events`] names each event); a page may end inside one, and the next
+    /// read, after the page's last id, goes on from there. Errors: `Invalid` (bad queue, id or
+    /// count), `Unavailable`.
     pub async fn events(
         &self,
         queue: &str,
@@ -779,30 +784,24 @@ impl Client {
         )
         .await?;
         let it = items(op, &reply, "")?;
+        let after_id = after.and_then(decode::stream_id);
         let mut out = Vec::new();
         for entry in array_at(op, it, 1)? {
             let e = entry
                 .as_array()
                 .ok_or_else(|| Error::protocol(op, "stream entry is not an array"))?;
-            let mut fields: BTreeMap<String, String> = decode::field_map(op, array_at(op, e, 1)?)?
-                .into_iter()
-                .collect();
-            let mut take = |name: &str| fields.remove(name).unwrap_or_default();
-            let kind = take("k");
-            let ts_ms = take("ts").parse().unwrap_or(0);
-            let task_id = take("id");
-            let tenant = take("t");
-            let attempt = take("a").parse().unwrap_or(0);
-            out.push(QueueEvent {
-                stream_id: str_at(op, e, 0)?.to_string(),
-                kind,
-                ts_ms,
-                task_id,
-                tenant,
-                attempt,
-                fields,
-            });
+            let fields = e
+                .get(1)
+                .and_then(Resp::as_array)
+                .ok_or_else(|| Error::protocol(op, "stream entry has no field list"))?;
+            // A batch entry read from its middle: the events up to `after` were read before.
+            out.extend(
+                decode::stream_events(str_at(op, e, 0)?, fields)
+                    .into_iter()
+                    .filter(|ev| after_id.is_none() || decode::stream_id(&ev.stream_id) > after_id),
+            );
         }
+        out.truncate(count);
         Ok(out)
     }
 

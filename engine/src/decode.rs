@@ -1,10 +1,11 @@
 //! Decoding script replies into typed results: the one place that knows reply shapes.
 //! Each function names the script whose `Returns:` header it follows.
 
+use crate::client::QueueEvent;
 use crate::error::{Error, Result};
 use crate::resp::Resp;
 use crate::task::{Backoff, Lease, Status, Task, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Split a reply into its items, turning an error reply into the typed error.
 pub fn items<'a>(op: &'static str, reply: &'a Resp, id: &str) -> Result<&'a [Resp]> {
@@ -142,12 +143,176 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
     })
 }
 
+/// A stream ID `<ms>-<seq>` as its two parts, or `None` when it is not one.
+pub fn stream_id(id: &str) -> Option<(u64, u64)> {
+    let (ms, seq) = id.split_once('-')?;
+    Some((ms.parse().ok()?, seq.parse().ok()?))
+}
+
+/// The events of one entry of a queue's event stream (`orq:{q}:events`), in order, as lib.lua
+/// writes them (its "event stream" comment): `entry_id` is the entry's stream ID, `flat` its
+/// fields. Two shapes, which may be mixed:
+/// - plain fields: `ts`, then an event's `k`, `id`, `t`, `a` and kind-specific pairs (entries
+///   written by earlier orq versions put `ts` after `k`);
+/// - a batch: `ts`, then `e`, whose value is events joined by `" \n "`, each its kind, id,
+///   tenant, attempt, then names and values, joined by single spaces.
+///
+/// Event IDs: an entry `<n>-<s>` of m events holds events n - m + 1 ..= n, named `<n - m + 1>-0`
+/// ..= `<n>-0`; a single event is named by the entry's ID. They are unique, increasing stream
+/// IDs, so the last one read is the `after` of the next read. Never fails: a field that is not
+/// text is read lossily, a malformed event keeps what it has (empty or 0 for the rest).
+pub fn stream_events(entry_id: &str, flat: &[Resp]) -> Vec<QueueEvent> {
+    let text = |r: &Resp| {
+        r.as_bytes()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .unwrap_or_default()
+    };
+    let new_event = |kind: String, ts_ms: i64| QueueEvent {
+        stream_id: String::new(),
+        kind,
+        ts_ms,
+        task_id: String::new(),
+        tenant: String::new(),
+        attempt: 0,
+        fields: BTreeMap::new(),
+    };
+    let mut ts_ms = 0i64;
+    let mut out: Vec<QueueEvent> = Vec::new();
+    // Whether the last event came from plain fields (the pairs that follow are its own).
+    let mut plain = false;
+    for pair in flat.chunks_exact(2) {
+        let (name, value) = (text(&pair[0]), text(&pair[1]));
+        match name.as_str() {
+            "ts" => {
+                ts_ms = value.parse().unwrap_or(0);
+                if let Some(e) = out.last_mut().filter(|_| plain) {
+                    e.ts_ms = ts_ms;
+                }
+            }
+            "k" => {
+                out.push(new_event(value, ts_ms));
+                plain = true;
+            }
+            "e" => {
+                plain = false;
+                for line in value.split(" \n ") {
+                    let mut tokens = line.split(' ');
+                    let mut e = new_event(tokens.next().unwrap_or_default().to_string(), ts_ms);
+                    e.task_id = tokens.next().unwrap_or_default().to_string();
+                    e.tenant = tokens.next().unwrap_or_default().to_string();
+                    e.attempt = tokens.next().and_then(|a| a.parse().ok()).unwrap_or(0);
+                    while let Some(name) = tokens.next() {
+                        let value = tokens.next().unwrap_or_default();
+                        e.fields.insert(name.to_string(), value.to_string());
+                    }
+                    out.push(e);
+                }
+            }
+            _ => {
+                let Some(e) = out.last_mut().filter(|_| plain) else {
+                    continue;
+                };
+                match name.as_str() {
+                    "id" => e.task_id = value,
+                    "t" => e.tenant = value,
+                    "a" => e.attempt = value.parse().unwrap_or(0),
+                    _ => {
+                        e.fields.insert(name, value);
+                    }
+                }
+            }
+        }
+    }
+    let m = out.len() as u64;
+    match stream_id(entry_id) {
+        Some((n, _)) if m > 1 && n >= m - 1 => {
+            for (j, e) in out.iter_mut().enumerate() {
+                e.stream_id = format!("{}-0", n - (m - 1) + j as u64);
+            }
+        }
+        _ => {
+            for e in &mut out {
+                e.stream_id = entry_id.to_string();
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn b(s: &str) -> Resp {
         Resp::Bulk(s.as_bytes().to_vec())
+    }
+
+    fn flat(pairs: &[(&str, &str)]) -> Vec<Resp> {
+        pairs.iter().flat_map(|(k, v)| [b(k), b(v)]).collect()
+    }
+
+    // Goal: every shape of event stream entry reads as its events, each named by a unique,
+    // increasing id, and a malformed entry reads as what it holds without panicking.
+    #[test]
+    fn stream_entries_read_as_their_events() {
+        // A plain entry, and one written by an earlier orq (`k` before `ts`, a `*` id).
+        for fields in [
+            flat(&[("ts", "7"), ("k", "cancelled"), ("id", "A"), ("t", "t1")]),
+            flat(&[("k", "cancelled"), ("ts", "7"), ("id", "A"), ("t", "t1")]),
+        ] {
+            let ev = stream_events("1733-4", &fields);
+            assert_eq!(ev.len(), 1);
+            assert_eq!(
+                (ev[0].stream_id.as_str(), ev[0].kind.as_str(), ev[0].ts_ms),
+                ("1733-4", "cancelled", 7)
+            );
+            assert_eq!((ev[0].task_id.as_str(), ev[0].tenant.as_str()), ("A", "t1"));
+            assert_eq!(ev[0].attempt, 0);
+        }
+        let fields = flat(&[
+            ("ts", "9"),
+            ("k", "retrying"),
+            ("id", "A"),
+            ("t", "t1"),
+            ("a", "2"),
+            ("m", "a b\nc"),
+        ]);
+        let ev = stream_events("5-0", &fields);
+        assert_eq!(ev[0].attempt, 2);
+        assert_eq!(ev[0].fields["m"], "a b\nc");
+
+        // A batch of three events 8, 9, 10 in entry 10-0, one with an empty worker.
+        let lines =
+            "leased A t1 1 w w1 epoch 1 wait_ms 3 \n completed B t2 1 w  run_ms 5 \n queued C t1 0";
+        let ev = stream_events("10-0", &flat(&[("ts", "11"), ("e", lines)]));
+        let ids: Vec<_> = ev.iter().map(|e| e.stream_id.as_str()).collect();
+        assert_eq!(ids, ["8-0", "9-0", "10-0"]);
+        assert!(ev.iter().all(|e| e.ts_ms == 11));
+        assert_eq!(ev[0].kind, "leased");
+        assert_eq!(ev[0].fields["wait_ms"], "3");
+        assert_eq!(ev[0].fields["epoch"], "1");
+        assert_eq!((ev[1].task_id.as_str(), ev[1].tenant.as_str()), ("B", "t2"));
+        assert_eq!(ev[1].fields["w"], "");
+        assert_eq!(ev[1].fields["run_ms"], "5");
+        assert_eq!((ev[2].kind.as_str(), ev[2].attempt), ("queued", 0));
+        assert!(ev[2].fields.is_empty());
+        let mut sorted = ids.clone();
+        sorted.sort_by_key(|id| stream_id(id));
+        assert_eq!(sorted, ids);
+
+        // Malformed: a batch whose id is too small to number it, a dangling name, fields before
+        // any event, a non-text field, an odd field list.
+        let ev = stream_events("1-0", &flat(&[("ts", "x"), ("e", "a \n b \n c")]));
+        assert_eq!(ev.len(), 3);
+        assert!(ev.iter().all(|e| e.stream_id == "1-0" && e.ts_ms == 0));
+        let ev = stream_events("3-0", &flat(&[("w", "x"), ("e", "leased A t1 x w")]));
+        assert_eq!(ev.len(), 1);
+        assert_eq!((ev[0].attempt, ev[0].fields["w"].as_str()), (0, ""));
+        let ev = stream_events("3-0", &[b("k"), Resp::Int(4), b("id")]);
+        assert_eq!((ev.len(), ev[0].kind.as_str()), (1, ""));
+        assert_eq!(stream_events("bad", &[]), vec![]);
+        assert_eq!(stream_id("12-3"), Some((12, 3)));
+        assert_eq!(stream_id("12"), None);
     }
 
     // Goal: script error codes become typed errors that name the operation.

@@ -84,6 +84,172 @@ async fn events_page_through_the_stream_with_wait_and_run_times() {
         .is_empty());
 }
 
+/// Every event of `queue`, read in pages of `count` after the last id of the page before.
+async fn all_events(env: &Env, queue: &str, count: usize) -> Vec<orq::QueueEvent> {
+    let mut out: Vec<orq::QueueEvent> = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = env
+            .client
+            .events(queue, after.as_deref(), count)
+            .await
+            .unwrap();
+        assert!(page.len() <= count, "a page holds at most {count} events");
+        let Some(last) = page.last() else { break };
+        after = Some(last.stream_id.clone());
+        out.extend(page);
+    }
+    out
+}
+
+/// A stream id's two numbers, for ordering.
+fn id_of(e: &orq::QueueEvent) -> (u64, u64) {
+    orq::decode::stream_id(&e.stream_id).expect("event ids are stream ids")
+}
+
+// Goal: a batch call's events, grouped into a few stream entries, read back one by one: every
+// page size gives the same events in order under unique increasing ids, a page may end inside an
+// entry, and the fields of each event are its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batch_events_read_back_one_by_one_in_pages_of_any_size() {
+    let env = Env::start().await;
+    let specs: Vec<_> = (0..250)
+        .map(|i| spec("q", "echo", "{}").tenant(if i % 2 == 0 { "t1" } else { "t2" }))
+        .collect();
+    let ids = env.submit_ids(specs).await;
+    let leased = env.lease("q", "w1", 30).await.tasks;
+    let batch: Vec<ops::Completion> = leased
+        .iter()
+        .map(|t| ops::Completion {
+            id: t.id.clone(),
+            token: t.lease.as_ref().unwrap().token.clone(),
+            result: "null".into(),
+        })
+        .collect();
+    ops::complete_batch(&*env.store, "q", &batch).await.unwrap();
+
+    let mut raw = env.raw().await;
+    let entries: usize = redis::cmd("XLEN")
+        .arg("orq:{q}:events")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert!(
+        entries <= 6,
+        "310 events in a handful of entries, not {entries}"
+    );
+
+    let all = all_events(&env, "q", 1000).await;
+    assert_eq!(all.len(), 310);
+    let queued: Vec<&str> = all[..250].iter().map(|e| e.task_id.as_str()).collect();
+    assert_eq!(queued, ids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(all[..250]
+        .iter()
+        .all(|e| e.kind == "queued" && e.attempt == 0));
+    assert_eq!(all[1].tenant, "t2");
+    for (e, t) in all[250..280].iter().zip(&leased) {
+        assert_eq!(
+            (e.kind.as_str(), e.task_id.as_str()),
+            ("leased", t.id.as_str())
+        );
+        assert_eq!((e.fields["w"].as_str(), e.attempt), ("w1", 1));
+        assert!(e.fields.contains_key("wait_ms"));
+    }
+    for (e, t) in all[280..].iter().zip(&leased) {
+        assert_eq!(
+            (e.kind.as_str(), e.task_id.as_str()),
+            ("completed", t.id.as_str())
+        );
+        assert!(e.fields.contains_key("run_ms"));
+    }
+    assert!(
+        all.windows(2).all(|w| id_of(&w[0]) < id_of(&w[1])),
+        "ids increase"
+    );
+    for count in [1, 7, 99, 100, 101, 333] {
+        assert_eq!(all_events(&env, "q", count).await, all, "pages of {count}");
+    }
+}
+
+// Goal: the stream keeps at least the last 10,000 events (whole entries, so fewer than 10,100)
+// and drops older ones; when its event counter is lost or behind the stream (an earlier orq's
+// entries with time-based ids), new events still get ids after every id the stream holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_counter() {
+    let env = Env::start().await;
+    let mut raw = env.raw().await;
+    // An entry as an earlier orq wrote it, with a time-based id.
+    let _: String = redis::cmd("XADD")
+        .arg("orq:{q}:events")
+        .arg("1700000000000-3")
+        .arg(&[
+            "k",
+            "paused",
+            "ts",
+            "1700000000000",
+            "id",
+            "",
+            "t",
+            "",
+            "a",
+            "0",
+        ])
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let mut last_ids = Vec::new();
+    for _ in 0..11 {
+        env.submit_ids((0..1000).map(|_| spec("q", "echo", "{}")).collect())
+            .await;
+    }
+    let all = all_events(&env, "q", 1000).await;
+    assert!(
+        (10_000..10_100).contains(&all.len()),
+        "kept {} events",
+        all.len()
+    );
+    assert!(
+        all.iter().all(|e| e.kind == "queued"),
+        "the oldest were trimmed"
+    );
+    assert!(all.windows(2).all(|w| id_of(&w[0]) < id_of(&w[1])));
+    assert!(
+        id_of(&all[0]).0 > 1_700_000_000_000,
+        "numbering went on after the old id"
+    );
+    last_ids.push(id_of(all.last().unwrap()));
+
+    // The counter lost, then garbage: the next events still come after the last one.
+    let _: () = redis::cmd("HDEL")
+        .arg("orq:{q}:stats")
+        .arg("events")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    env.submit_ids(vec![spec("q", "echo", "{}")]).await;
+    let _: () = redis::cmd("HSET")
+        .arg("orq:{q}:stats")
+        .arg("events")
+        .arg("x")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    let two = env
+        .submit_ids((0..2).map(|_| spec("q", "echo", "{}")).collect())
+        .await;
+    let after = format!("{}-{}", last_ids[0].0, last_ids[0].1);
+    let new = env.client.events("q", Some(&after), 10).await.unwrap();
+    assert_eq!(new.len(), 3, "{new:?}");
+    assert_eq!(new[1].task_id, two[0]);
+    assert!(id_of(&new[0]) > last_ids[0]);
+    assert!(new.windows(2).all(|w| id_of(&w[0]) < id_of(&w[1])));
+    let stats = env.stats("q").await;
+    assert!(
+        stats.totals.get("repaired").copied().unwrap_or(0) >= 2,
+        "{stats:?}"
+    );
+}
+
 // Goal: workers that lease or heartbeat are listed, most recent first, with their leases and the
 // time of the last heartbeat; a lease that ends leaves the list of leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -102,10 +102,11 @@ for i = 1, #per_tenant.tenants do
   count_completed(tenant, now, per_tenant.counts[tenant])
 end
 flush_counts()
-flush_events()
 if trim > 0 then trim_finished(now, retention, trim) end
 if lease_a then
+  -- The lease's events join the completions' in the same entries (lease_tasks writes them).
   local tasks, next_ms = lease_tasks(lease_a, now)
   return {now, out, tasks, next_ms}
 end
+flush_events()
 return {now, out}

@@ -147,6 +147,23 @@ for i = 1, n do
   items[i] = it
 end
 
+-- Ids and tenants appear in the event stream's batch entries, space-separated (lib.lua): none
+-- may hold a space or a newline. One search over all of them, then (only when it finds one) a
+-- search per item to name it.
+local names = {}
+for i = 1, n do
+  names[2 * i - 1] = items[i].id
+  names[2 * i] = items[i].tenant
+end
+if has_separator(table.concat(names)) then
+  for i = 1, n do
+    if has_separator(items[i].id .. items[i].tenant) then
+      return redis.error_reply('INVALID item ' .. istr(i)
+        .. ': id and tenant must not contain spaces or newlines')
+    end
+  end
+end
+
 local bad = check_keys({3, 4, 11, 12, 13, 14, 15})
 if bad then return bad end
 

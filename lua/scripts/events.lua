@@ -1,17 +1,20 @@
--- events: read a queue's event stream after a given entry (for dashboards and SSE feeds).
+-- events: read a queue's event stream after a given event (for dashboards and SSE feeds).
 --
 -- Transition: none (a read; a script so that the simulator covers it).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
---   KEYS[12] orq:{q}:events  STREAM one entry per transition (fields k, ts, id, t, a, then
---                            kind-specific pairs)
+--   KEYS[12] orq:{q}:events  STREAM the events of each call (lib.lua: an entry of plain fields
+--                            ts, k, id, t, a, ..., or a batch: fields ts and e)
 --
 -- ARGV:
---   ARGV[1]  string   after: a stream id `<ms>-<seq>`; entries strictly after it are returned;
---                     '' = from the oldest entry still held
---   ARGV[2]  integer  count: most entries returned (1..1000)
+--   ARGV[1]  string   after: an event id `<n>-<seq>`; the entries that hold events after it are
+--                     returned; '' = from the oldest entry still held
+--   ARGV[2]  integer  count: events wanted (1..1000)
 --
--- Returns: {now_ms, {{stream_id, {field, value, ...}}, ...}} oldest first (XRANGE's shape).
+-- Returns: {now_ms, {{stream_id, {field, value, ...}}, ...}} oldest first (XRANGE's shape): the
+--   entries after `after`, and the one that holds its next event, until they hold `count`
+--   events after `after` (batch entries may hold more, up to 100 each) or the stream ends. The
+--   reader (`orq::decode::stream_events`) names the events and drops those up to `after`.
 -- Errors: INVALID (bad after id or count); CORRUPT (the events key holds another Redis type).
 -- Emits: nothing.
 
@@ -48,4 +51,34 @@ if after ~= '' then
   end
   start = '(' .. after
 end
-return {now, redis.call('XRANGE', K_EVENTS, start, '+', 'COUNT', count)}
+-- An entry `<n>-0` of m events holds events n - m + 1 .. n, so the first entry after `after`
+-- holds its next event. Fetched in chunks until the entries hold `count` events after `after`
+-- (a plain entry holds one, a batch entry one per ' \n '-separated part of its `e`).
+local after_n = after ~= '' and tonumber(string.match(after, '^(%d+)')) or nil
+local out = {}
+local events = 0
+while events < count do
+  local want = count - events
+  local chunk = redis.call('XRANGE', K_EVENTS, start, '+', 'COUNT', want)
+  for i = 1, #chunk do
+    local fields = chunk[i][2]
+    local m = 0
+    for j = 1, #fields - 1, 2 do
+      if fields[j] == 'k' then
+        m = m + 1
+      elseif fields[j] == 'e' then
+        local _, seps = string.gsub(fields[j + 1], ' \n ', '')
+        m = m + 1 + seps
+      end
+    end
+    local n = tonumber(string.match(chunk[i][1], '^(%d+)'))
+    if after_n and n and n - after_n >= 1 and n - after_n < m then
+      m = n - after_n
+    end
+    events = events + m
+    out[#out + 1] = chunk[i]
+  end
+  if #chunk < want then break end
+  start = '(' .. chunk[#chunk][1]
+end
+return {now, out}

@@ -17,7 +17,7 @@
 --   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
 --   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, counters)
 --   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
---   KEYS[12] orq:{q}:events          STREAM one entry per transition, capped at EVENTS_MAX
+--   KEYS[12] orq:{q}:events          STREAM the events of each call, numbered, >= EVENTS_MAX kept
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
 --   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
 --   KEYS[15] orq:{q}:parked          ZSET tenants with ready work held back by a limit, score=ms
@@ -46,7 +46,8 @@
 -- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
 -- their defaults.
 
--- Longest the event stream grows (entries); XADD trims exactly so the simulator can model it.
+-- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
+-- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MINID) so the simulator can model it.
 local EVENTS_MAX = 10000
 -- Width of one priority band in a ready ZSET score: score = (9 - priority) * PRIO_SPAN + seq.
 local PRIO_SPAN = 1099511627776
@@ -281,37 +282,134 @@ local function queue_vtime()
   return num(redis.call('HGET', K_STATS, 'vtime'), 0)
 end
 
--- Whether this call trims the event stream once at its end (`events_deferred`) instead of with
--- every XADD: a batch script calls `defer_events()` first and `flush_events()` before it returns.
--- Exact trimming costs Redis about 4 us per XADD; one XTRIM per call costs about that per call.
-local events_deferred = false
-local events_emitted = 0
+-- The event stream (KEYS[12]). An event is a list of name/value pairs: `k` (its kind; the
+-- first pair of an event and the only `k`), `id` (task), `t` (tenant), `a` (attempt), then
+-- kind-specific pairs. Each stream entry holds the events of one call, in order, after a `ts`
+-- pair (the call's time, ms):
+--   - a call that writes one event at a time writes an entry of plain fields: `ts`, `k`, `id`,
+--     `t`, `a`, the kind-specific pairs;
+--   - a batch call (`defer_events`) writes one entry of two fields, `ts` and `e`, whose value
+--     holds up to EVENTS_PER_ENTRY events joined by ' \n ' (space, newline, space), each event
+--     its kind, id, tenant, attempt, then its kind-specific names and values, joined by single
+--     spaces. No value in an event contains a space or a newline: enqueue refuses such ids and
+--     tenants, `lease_args` such worker ids, and an event with a message (`m`) that has one is
+--     written as a plain entry of its own instead (after the pending batch).
+-- One XADD of two fields per call instead of an XADD of ten fields per task saves Redis about
+-- 10,000 instructions per event (docs/measurements.md).
+-- Events are numbered 1, 2, ... per queue (the stats hash's `events` holds the last number
+-- written) and an entry's ID is `<n>-0` for the number n of its last event: the i-th of an
+-- entry's m events is event n - m + i, and readers name it `<n - m + i>-0`
+-- (`orq::decode::stream_events`). Event IDs are so unique, ordered and valid stream IDs, and a
+-- reader's `after` cursor works as before. Trimming keeps whole entries and at least the last
+-- EVENTS_MAX events: XTRIM MINID drops the entries whose last event is older. When the counter is
+-- behind the stream (the stats hash lost, or entries written with `*` IDs by an earlier orq) the
+-- XADD is refused; the numbering then continues from the stream's last ID.
+local EVENTS_PER_ENTRY = 100
 
--- Trim the event stream once at the end of the call (see `flush_events`).
+-- Whether `s` holds a space or a newline (which separate the values of a batch entry). Plain
+-- searches: a pattern class costs Redis ~250 instructions a byte.
+local function has_separator(s)
+  return string.find(s, ' ', 1, true) ~= nil or string.find(s, '\n', 1, true) ~= nil
+end
+
+-- Whether this call writes its events once at its end (`events_deferred`: a batch script calls
+-- `defer_events()` first and `flush_events()` before it returns) or with every `emit`.
+local events_deferred = false
+-- The pending batch: its lines' pieces (table.concat joins them with spaces; a '\n' piece ends
+-- a line), how many events they hold, and the call time they share.
+local ev_buf = {}
+local ev_len = 0
+local ev_count = 0
+local ev_now = 0
+
+-- Write an entry of `m` events (`fields`: its fields after `ts`; nil: the pending batch) at
+-- `now`, then trim the stream.
+local function write_events(now, m, fields)
+  if m == 0 then return end
+  local n = hincr(K_STATS, 'events', m)
+  local ts = istr(now)
+  local id = redis.pcall('XADD', K_EVENTS, istr(n) .. '-0', 'ts', ts, unpack(fields))
+  if type(id) == 'table' and id.err then
+    -- The counter is behind the stream's last ID: continue from that ID's number. An empty
+    -- stream that still refuses (its last ID outlived its entries) starts again.
+    local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
+    local last = top[1] and tonumber(string.match(top[1][1], '^(%d+)'))
+    if last and last < 9007199254740991 - 2 * EVENTS_PER_ENTRY then
+      n = last + m
+    else
+      redis.call('DEL', K_EVENTS)
+      n = m
+    end
+    redis.call('HSET', K_STATS, 'events', istr(n))
+    repaired(1)
+    redis.call('XADD', K_EVENTS, istr(n) .. '-0', 'ts', ts, unpack(fields))
+  end
+  if n > EVENTS_MAX then
+    redis.call('XTRIM', K_EVENTS, 'MINID', istr(n - EVENTS_MAX + 1))
+  end
+end
+
+-- Write the pending batch as one entry (nothing when there is none).
+local function write_batch()
+  if ev_count == 0 then return end
+  -- The last piece is the last line's '\n', left out.
+  write_events(ev_now, ev_count, {'e', table.concat(ev_buf, ' ', 1, ev_len - 1)})
+  ev_len = 0
+  ev_count = 0
+end
+
+-- Write this call's events once, at its end (see `flush_events`).
 local function defer_events()
   events_deferred = true
 end
 
--- Append one event to the queue's stream; `...` are extra name/value pairs (strings, none nil),
--- passed straight to XADD so that no argument table is built per event. The stream is trimmed
--- to EVENTS_MAX exactly, with the XADD or (deferred) by `flush_events`.
-local function emit(now, kind, id, tenant, attempt, ...)
-  if events_deferred then
-    redis.call('XADD', K_EVENTS, '*', 'k', kind, 'ts', istr(now), 'id', id, 't', tenant,
-      'a', istr(attempt), ...)
-  else
-    redis.call('XADD', K_EVENTS, 'MAXLEN', EVENTS_MAX, '*', 'k', kind, 'ts', istr(now), 'id', id,
-      't', tenant, 'a', istr(attempt), ...)
+-- Record one event for the queue's stream: `k1, v1, k2, v2, k3, v3` are up to three extra
+-- name/value pairs (strings; a nil name ends them). Written at once as a plain entry, or
+-- (deferred) by `flush_events` as lines of a batch entry.
+local function emit(now, kind, id, tenant, attempt, k1, v1, k2, v2, k3, v3)
+  local a = istr(attempt)
+  if not events_deferred or ((kind == 'retrying' or kind == 'dead')
+      and has_separator(table.concat({v1 or '', v2 or '', v3 or ''}))) then
+    write_batch()
+    write_events(now, 1, {'k', kind, 'id', id, 't', tenant, 'a', a, k1, v1, k2, v2, k3, v3})
+    return
   end
-  events_emitted = events_emitted + 1
+  if ev_count > 0 and ev_now ~= now then
+    write_batch()
+  end
+  ev_now = now
+  local b, i = ev_buf, ev_len
+  b[i + 1] = kind
+  b[i + 2] = id
+  b[i + 3] = tenant
+  b[i + 4] = a
+  i = i + 4
+  if k1 then
+    b[i + 1] = k1
+    b[i + 2] = v1
+    i = i + 2
+    if k2 then
+      b[i + 1] = k2
+      b[i + 2] = v2
+      i = i + 2
+      if k3 then
+        b[i + 1] = k3
+        b[i + 2] = v3
+        i = i + 2
+      end
+    end
+  end
+  b[i + 1] = '\n'
+  ev_len = i + 1
+  ev_count = ev_count + 1
+  if ev_count >= EVENTS_PER_ENTRY then
+    write_batch()
+  end
 end
 
--- Trim the event stream to EVENTS_MAX when this call deferred trimming and emitted events.
+-- Write the events this call deferred (nothing when there are none).
 local function flush_events()
-  if events_deferred and events_emitted > 0 then
-    redis.call('XTRIM', K_EVENTS, 'MAXLEN', EVENTS_MAX)
-  end
-  events_emitted = 0
+  write_batch()
 end
 
 -- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored
@@ -819,6 +917,9 @@ local function lease_args(base)
   a.reap_bound, e = arg_int(ARGV[base + 6], 'reap bound', 0, 1000)
   if not a.reap_bound then return nil, redis.error_reply(e) end
   if not a.worker or a.worker == '' then return nil, redis.error_reply('INVALID worker id is required') end
+  if has_separator(a.worker) then
+    return nil, redis.error_reply('INVALID worker id must not contain spaces or newlines')
+  end
   return a
 end
 
@@ -830,6 +931,7 @@ local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 -- serve tenants by fair share. Returns the reply's {task, ...} and next_ms.
 local function lease_tasks(a, now)
   local worker, n, bits = a.worker, a.n, a.bits
+  defer_events()
   if a.promote_bound > 0 then promote_due(now, a.promote_bound) end
   note_worker(worker, now)
   if a.reap_bound > 0 then reap_expired(now, a.reap_bound, a.seed) end
@@ -842,7 +944,6 @@ local function lease_tasks(a, now)
   -- caller (complete_batch) or by the promotions and reaps above are written first, so the
   -- hash holds them (a reaped lease no longer counts against its tenant's cap).
   flush_counts()
-  defer_events()
   defer_counts()
   local leased_now = {}
   local lease_scores = {}

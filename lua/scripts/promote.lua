@@ -28,5 +28,7 @@ local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
 if not bound then return redis.error_reply(e) end
 local bad = check_keys({3, 4, 11, 12, 14, 15})
 if bad then return bad end
+defer_events()
 local n = promote_due(now, bound)
+flush_events()
 return {now, n, first_score(K_SCHEDULED)}

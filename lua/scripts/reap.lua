@@ -43,7 +43,9 @@ trim, e = arg_int(ARGV[4], 'trim bound', 0, 1000)
 if not trim then return redis.error_reply(e) end
 local bad = check_keys({3, 4, 5, 6, 7, 8, 11, 12, 15})
 if bad then return bad end
+defer_events()
 local reaped = reap_expired(now, bound, seed)
 local trimmed = 0
 if trim > 0 then trimmed = trim_finished(now, retention, trim) end
+flush_events()
 return {now, reaped, trimmed, first_score(K_LEASES)}

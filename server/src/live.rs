@@ -33,10 +33,10 @@ use utoipa::ToSchema;
 
 /// How often the poller reads each queue's event stream (ms).
 pub const POLL_MS: u64 = 250;
-/// Most pages of [`EVENTS_PAGE_MAX`] entries the poller reads from one queue per poll, so one
+/// Most pages of [`EVENTS_PAGE_MAX`] events the poller reads from one queue per poll, so one
 /// busy queue cannot starve the others; a queue that writes more than
 /// `POLL_PAGES_MAX × EVENTS_PAGE_MAX / POLL_MS` events/s for longer than its stream holds
-/// (10,000 entries) loses entries to the stream's trimming before the poller reads them.
+/// (at least 10,000 events) loses events to the stream's trimming before the poller reads them.
 pub const POLL_PAGES_MAX: usize = 10;
 /// Most queues the poller follows (the first by name).
 pub const QUEUES_MAX: usize = 1000;
@@ -778,7 +778,7 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
 /// the last hour in [`BUCKETS`] buckets of [`BUCKET_MS`], oldest first, the last one the bucket
 /// of now (see [`BucketSummary`] for each field; latencies in ms). Computed in memory by this
 /// process's event poller: metrics start when the server starts and cover what the stream still
-/// held then (its last 10,000 entries), so they restart with the process, and each API process
+/// held then (at least its last 10,000 events), so they restart with the process, and each API process
 /// computes its own. Queue-wide, so admin keys only. Errors: 400 bad queue name or any query
 /// parameter; 403 a tenant key; 404 unknown queue.
 #[utoipa::path(

@@ -7,7 +7,7 @@
 //! `t_stream.c`, `expire.c`, `db.c`) and is checked against a real `redis-server` by
 //! `sim/tests/command_differential.rs`.
 
-use crate::db::{Db, Hash, Stream, StreamId, Value, ZSet};
+use crate::db::{Db, Hash, Stream, StreamFields, StreamId, Value, ZSet};
 use crate::num::{format_g17, parse_f64_strict, parse_i64, strtod};
 use orq::Resp;
 use std::collections::{BTreeSet, VecDeque};
@@ -131,6 +131,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("xlen", 2, First, xlen),
     cmd!("xtrim", -4, First, xtrim),
     cmd!("xrange", -4, First, xrange),
+    cmd!("xrevrange", -4, First, xrevrange),
     cmd!("lpush", -3, First, lpush),
     cmd!("rpush", -3, First, rpush),
     cmd!("lpop", -2, First, lpop),
@@ -975,7 +976,8 @@ fn parse_stream_id(
 }
 
 /// The reply to the XADD trimming forms the model refuses.
-const APPROX_TRIM: &str = "ERR orq-sim models only exact MAXLEN trimming (no '~', MINID or LIMIT)";
+const APPROX_TRIM: &str =
+    "ERR orq-sim models only exact trimming (no '~' or LIMIT; MINID only with XTRIM)";
 
 /// XADD key [NOMKSTREAM] [MAXLEN [=] n] <* | id> field value [field value ...]
 /// (`streamParseAddOrTrimArgsOrReply` and `xaddCommand` in t_stream.c). Approximate trimming
@@ -1104,15 +1106,15 @@ fn xadd(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     Resp::Bulk(id.to_string().into_bytes())
 }
 
-/// XTRIM key MAXLEN [=] n (`xtrimCommand` in t_stream.c): remove the oldest entries until at
-/// most n remain; replies with the count removed (0 for a missing key). Approximate trimming
-/// (`~`) and MINID are refused, as for XADD; LIMIT without `~` is Redis's own syntax error.
+/// XTRIM key <MAXLEN [=] n | MINID [=] id> (`xtrimCommand` in t_stream.c): remove the oldest
+/// entries until at most n remain, or every entry whose ID is below `id` (a bare `<ms>` means
+/// `<ms>-0`; `-` and `+` are invalid IDs here, as in Redis's strict parse); replies with the count removed (0 for a missing key).
+/// Approximate trimming (`~`) is refused, as for XADD; LIMIT without `~` is Redis's own syntax
+/// error.
 fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     let o = args[2].as_slice();
-    if o.eq_ignore_ascii_case(b"minid") {
-        return err(APPROX_TRIM);
-    }
-    if !o.eq_ignore_ascii_case(b"maxlen") {
+    let minid = o.eq_ignore_ascii_case(b"minid");
+    if !minid && !o.eq_ignore_ascii_case(b"maxlen") {
         return err("ERR syntax error");
     }
     // `~` and `=` are operators only when a count follows them (`streamParseAddOrTrimArgsOrReply`).
@@ -1124,10 +1126,18 @@ fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
             _ => {}
         }
     }
-    let n = tri!(arg_i64(&args[i]));
-    if n < 0 {
-        return err("ERR The MAXLEN argument must be >= 0.");
-    }
+    let bound = if minid {
+        match parse_stream_id(&args[i], 0, true, false) {
+            Some(IdArg { id, .. }) => Trim::MinId(id),
+            None => return err(INVALID_STREAM_ID),
+        }
+    } else {
+        let n = tri!(arg_i64(&args[i]));
+        if n < 0 {
+            return err("ERR The MAXLEN argument must be >= 0.");
+        }
+        Trim::MaxLen(usize::try_from(n).unwrap_or(usize::MAX))
+    };
     match &args[i + 1..] {
         [] => {}
         [limit, count] if limit.eq_ignore_ascii_case(b"limit") => {
@@ -1142,7 +1152,16 @@ fn xtrim(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     let Some(Value::Stream(s)) = ex.db.get_mut(&args[1]) else {
         unreachable!("checked type")
     };
-    int(s.trim_to(usize::try_from(n).unwrap_or(usize::MAX)))
+    int(match bound {
+        Trim::MaxLen(n) => s.trim_to(n),
+        Trim::MinId(id) => s.trim_below(id),
+    })
+}
+
+/// What an exact XTRIM keeps: at most n entries, or the entries from an ID on.
+enum Trim {
+    MaxLen(usize),
+    MinId(StreamId),
 }
 
 fn xlen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
@@ -1151,6 +1170,21 @@ fn xlen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
 
 /// XRANGE key start end [COUNT n] (`xrangeGenericCommand` in t_stream.c).
 fn xrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    xrange_generic(ex, args, false)
+}
+
+/// XREVRANGE key end start [COUNT n]: XRANGE's entries newest first (`xrangeGenericCommand`
+/// with `rev`: the bounds are read from the swapped arguments, with the same rules).
+fn xrevrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    xrange_generic(ex, args, true)
+}
+
+fn xrange_generic(ex: &mut Exec<'_>, args: &[Vec<u8>], rev: bool) -> Resp {
+    let (start_arg, end_arg) = if rev {
+        (&args[3], &args[2])
+    } else {
+        (&args[2], &args[3])
+    };
     let interval = |a: &[u8], missing_seq: u64| -> Option<(StreamId, bool)> {
         if a.len() > 1 && a[0] == b'(' {
             parse_stream_id(&a[1..], missing_seq, true, false).map(|i| (i.id, true))
@@ -1158,7 +1192,7 @@ fn xrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
             parse_stream_id(a, missing_seq, false, false).map(|i| (i.id, false))
         }
     };
-    let Some((mut start, start_ex)) = interval(&args[2], 0) else {
+    let Some((mut start, start_ex)) = interval(start_arg, 0) else {
         return err(INVALID_STREAM_ID);
     };
     if start_ex {
@@ -1174,7 +1208,7 @@ fn xrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
             start.seq += 1;
         }
     }
-    let Some((mut end, end_ex)) = interval(&args[3], u64::MAX) else {
+    let Some((mut end, end_ex)) = interval(end_arg, u64::MAX) else {
         return err(INVALID_STREAM_ID);
     };
     if end_ex {
@@ -1216,22 +1250,22 @@ fn xrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     } else {
         count as usize
     };
-    Resp::Array(
-        s.entries()
-            .range(start..=end)
-            .take(take)
-            .map(|(id, fields)| {
-                let flat = fields
-                    .iter()
-                    .flat_map(|(f, v)| [bulk(f), bulk(v)])
-                    .collect();
-                Resp::Array(vec![
-                    Resp::Bulk(id.to_string().into_bytes()),
-                    Resp::Array(flat),
-                ])
-            })
-            .collect(),
-    )
+    let entry = |(id, fields): (&StreamId, &StreamFields)| {
+        let flat = fields
+            .iter()
+            .flat_map(|(f, v)| [bulk(f), bulk(v)])
+            .collect();
+        Resp::Array(vec![
+            Resp::Bulk(id.to_string().into_bytes()),
+            Resp::Array(flat),
+        ])
+    };
+    let range = s.entries().range(start..=end);
+    Resp::Array(if rev {
+        range.rev().take(take).map(entry).collect()
+    } else {
+        range.take(take).map(entry).collect()
+    })
 }
 
 // ----- lists --------------------------------------------------------------------------------

@@ -275,6 +275,20 @@ impl Stream {
         }
         removed
     }
+
+    /// Remove every entry whose ID is below `min` (exact `MINID` trimming); returns the count.
+    pub(crate) fn trim_below(&mut self, min: StreamId) -> usize {
+        let mut removed = 0;
+        while self
+            .entries
+            .first_key_value()
+            .is_some_and(|(id, _)| *id < min)
+        {
+            self.entries.pop_first();
+            removed += 1;
+        }
+        removed
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

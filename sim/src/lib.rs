@@ -13,8 +13,8 @@
 //! TYPE, PTTL, TTL; HGET, HSET, HMGET, HGETALL, HINCRBY, HDEL; ZADD (NX, XX, GT, LT, CH, INCR), ZREM,
 //! ZCARD, ZSCORE, ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES), ZREVRANGE, ZRANGEBYSCORE,
 //! ZPOPMIN; SADD, SREM, SMEMBERS, SISMEMBER, SCARD; XADD (NOMKSTREAM, MAXLEN [=] n, `*`,
-//! `<ms>-*` and explicit IDs), XTRIM (MAXLEN [=] n), XLEN, XRANGE (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP,
-//! RPOP, LRANGE, LLEN. Any other command is Redis's unknown-command error.
+//! `<ms>-*` and explicit IDs), XTRIM (MAXLEN [=] n, MINID [=] id), XLEN, XRANGE and XREVRANGE
+//! (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP, RPOP, LRANGE, LLEN. Any other command is Redis's unknown-command error.
 //!
 //! Known differences from Redis 7.0 (none changes what orq's engine decodes):
 //! - SMEMBERS returns members in byte order; Redis's order depends on a per-process hash seed
@@ -22,7 +22,8 @@
 //! - HGETALL returns fields in insertion order, which is what Redis returns for hashes in its
 //!   compact encoding (up to 128 fields of at most 64 bytes by default); bigger hashes come back
 //!   in hash-table order from Redis (the engine reads field lists into maps).
-//! - `XADD`/`XTRIM ... MAXLEN ~ n`, MINID and LIMIT, and ZRANGE BYLEX, are refused with an error.
+//! - `XADD`/`XTRIM ... MAXLEN ~ n` and LIMIT, XADD's MINID, and ZRANGE BYLEX, are refused with an
+//!   error.
 //! - A score of `-0` is stored as `0` (Redis's compact encoding does this; its skip list keeps
 //!   `-0` in sorted sets of more than 128 members).
 //! - `*` stream IDs use the script's time; Redis uses its wall clock at the moment of the XADD.

@@ -445,15 +445,28 @@ fn streams() -> BoxedStrategy<Cmd> {
                 c.push(n);
                 c
             }),
+        1 => (
+            xkey(),
+            opt_case("minid"),
+            prop::option::of(pick(&["="])),
+            mix(RANGE_IDS, IDS_BAD)
+        )
+            .prop_map(|(k, m, op, id)| {
+                let mut c = s(&["XTRIM", &k, &m]);
+                c.extend(op);
+                c.push(id);
+                c
+            }),
         2 => (
             xkey(),
             pick(RANGE_IDS),
             pick(RANGE_IDS),
             prop::option::of((opt_case("count"), mix(&["1", "2", "10", "0"], INTS_BAD))),
-            prop::option::weighted(0.1, pick(JUNK))
+            prop::option::weighted(0.1, pick(JUNK)),
+            prop::bool::ANY,
         )
-            .prop_map(|(k, a, b, count, junk)| {
-                let mut c = s(&["XRANGE", &k, &a, &b]);
+            .prop_map(|(k, a, b, count, junk, rev)| {
+                let mut c = s(&[if rev { "XREVRANGE" } else { "XRANGE" }, &k, &a, &b]);
                 if let Some((o, n)) = count {
                     c.push(o);
                     c.push(n);

@@ -399,10 +399,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 5 '' 0 2 1000 2 60000 0 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -415,10 +415,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -431,10 +431,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -447,10 +447,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 2 '' 5000 5 '' 3 '' '' 30000 '' '' ''",
         reply: r#"[{now} [[1 scheduled {now+5000}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={now+5000}}
+            "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={now+5000}
-            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1
+            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now+5000} priority=2 max_retries=5 b_mult=3 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -478,10 +478,10 @@ const CASES: &[Case] = &[
         argv: "q 3 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 C t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
         reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
             "orq:{q}:tenant:t1" hash n:queued=1
@@ -495,10 +495,10 @@ const CASES: &[Case] = &[
         argv: "q 1 A t1 echo {} 5 {t+60000} 0 0 1000 2 60000 0.5 30000 5000 '' 86400000",
         reply: r#"[{now} [[1 scheduled {t+60000}]] 0]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=scheduled ts={now} id=A t=t1 a=0 run_at={t+60000}}
+            "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {t+60000}"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={t+60000}
-            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1
+            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1 events=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={t+60000} priority=5 max_retries=0 b_max=60000 b_jitter=0.5 timeout_ms=5000 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -529,11 +529,11 @@ const CASES: &[Case] = &[
         argv: "q 1 B t2 echo {} 0 '' 0 0 1000 2 60000 0 30000 '' k 600000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=B t=t2 a=0}
+            "orq:{q}:events" stream {ts={now} e="queued B t2 0"}
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:t2" zset B=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
             "orq:{q}:task:A" hash status=queued tenant=t1
             "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
@@ -572,11 +572,11 @@ const CASES: &[Case] = &[
         argv: "w1 1 ab 0 10 10",
         reply: r#"[{now} [[{now+5000} [status queued tenant t1 lease_ms 5000 attempt 0 epoch 0 id B] 1 1]] {now}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=leased ts={now} id=B t=t1 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {ts={now} e="leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
-            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
@@ -604,12 +604,12 @@ const CASES: &[Case] = &[
         argv: "w1 1 ab 0 10 10",
         reply: r#"[{now} [[{now+5000} [status queued tenant t3 lease_ms 5000 attempt 0 epoch 0 id C] 1 1]] {t+1000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=leased ts={now} id=C t=t3 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {ts={now} e="leased C t3 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset C={now+5000}
             "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
             "orq:{q}:ready:t1" zset A=1
             "orq:{q}:ready:t2" zset B=2
-            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events=1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
@@ -635,9 +635,9 @@ const CASES: &[Case] = &[
         reply: r#"[{now} completed]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
+            "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:t1" zset B=1
-            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1
+            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events=1
             "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
@@ -656,9 +656,9 @@ const CASES: &[Case] = &[
         argv: "w1 2 0f 0 10 0",
         reply: r#"[{now} [[{now+1000} [status queued tenant t1 priority 5 lease_ms 1000 attempt 0 epoch 0 updated_at {now} id A] 1 1]] -1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=0 from=scheduled} {k=leased ts={now} id=A t=t1 a=1 w=w1 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1 events=2
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
@@ -708,8 +708,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} completed]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0}
-            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1
+            "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
+            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events=1
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
@@ -758,9 +758,9 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1
+            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events=2
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 served=1
@@ -782,9 +782,9 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 updated_at {now} id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
-            "orq:{q}:events" stream {k=completed ts={now} id=A t=t1 a=1 w=w1 run_ms=0} {k=queued ts={now} id=B t=t1 a=0 from=scheduled} {k=leased ts={now} id=B t=t1 a=1 w=w2 epoch=1 wait_ms=0}
+            "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1
+            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1 events=3
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
@@ -857,9 +857,9 @@ const CASES: &[Case] = &[
         argv: "A 2-ab boom 1 0.5",
         reply: r#"[{now} retrying {now+1000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+1000} m=boom}
+            "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+1000} m=boom}
             "orq:{q}:scheduled" zset A={now+1000}
-            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1
+            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1 events=1
             "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 attempt=1 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 worker="" history="1 {now} w1 failed boom" last_error=boom updated_at={now} outcome=failed lease_exp="" run_at={now+1000}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
@@ -875,8 +875,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} dead -1]"#,
         keys: r#"
             "orq:{q}:dead" zset A={now}
-            "orq:{q}:events" stream {k=dead ts={now} id=A t=t1 a=1 m="bad input"}
-            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1
+            "orq:{q}:events" stream {ts={now} k=dead id=A t=t1 a=1 m="bad input"}
+            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1 events=1
             "orq:{q}:task:A" hash status=dead token=2-ab tenant=t1 attempt=1 max_retries=5 worker="" history="1 {now} w1 failed bad input" last_error="bad input" updated_at={now} outcome=failed lease_exp="" finished_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:dead=1
         "#,
@@ -892,9 +892,9 @@ const CASES: &[Case] = &[
         argv: "A 2-ab",
         reply: r#"[{now} released]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=released ts={now} id=A t=t1 a=1 w=w1}
+            "orq:{q}:events" stream {ts={now} k=released id=A t=t1 a=1 w=w1}
             "orq:{q}:ready:t1" zset A=11
-            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1
+            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1 events=1
             "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
             "orq:{q}:tenants" zset t1=3.5
@@ -912,8 +912,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now} id A]]"#,
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
-            "orq:{q}:events" stream {k=cancelled ts={now} id=A t=t1 a=0 from=queued}
-            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1
+            "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events=1
             "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
         "#,
@@ -938,9 +938,9 @@ const CASES: &[Case] = &[
         argv: "ids A B",
         reply: r#"[{now} [replayed notfound]]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=replayed ts={now} id=A t=t1 a=0}
+            "orq:{q}:events" stream {ts={now} k=replayed id=A t=t1 a=0}
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1
+            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1 events=1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -957,8 +957,8 @@ const CASES: &[Case] = &[
         argv: "A B C",
         reply: r#"[{now} [purged queued notfound]]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=purged ts={now} id=A t=t1 a=3}
-            "orq:{q}:stats" hash n:dead=-1 total:purged=1
+            "orq:{q}:events" stream {ts={now} k=purged id=A t=t1 a=3}
+            "orq:{q}:stats" hash n:dead=-1 total:purged=1 events=1
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:dead=-1
         "#,
@@ -974,14 +974,74 @@ const CASES: &[Case] = &[
         argv: "10 0 86400000 10",
         reply: r#"[{now} 1 0 {t+60000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=retrying ts={now} id=A t=t1 a=1 run_at={now+100} m="lease expired"}
+            "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+100} m="lease expired"}
             "orq:{q}:leases" zset B={t+60000}
             "orq:{q}:scheduled" zset A={now+100}
-            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1
+            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1 events=1
             "orq:{q}:task:A" hash status=retrying token=1-aa tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w1 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
             "orq:{q}:task:B" hash status=leased tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
+    },
+    Case {
+        name: "lease: a call's events share batch entries; a reaped lease's retry (its message holds a space) is a plain entry between them, in order",
+        seed: &[
+            "ZADD orq:{q}:scheduled {t-1000} A",
+            "HSET orq:{q}:task:A status scheduled tenant t1 priority 0 attempt 0",
+            "ZADD orq:{q}:leases {t-1000} B",
+            "HSET orq:{q}:task:B status leased token 1-bb tenant t1 attempt 1 max_retries 1 b_init 100 b_mult 2 b_max 1000 b_jitter 0 worker w0",
+            "HSET orq:{q}:stats n:scheduled 1 n:leased 1",
+            "HSET orq:{q}:tenant:t1 n:scheduled 1 n:leased 1",
+        ],
+        script: "lease",
+        argv: "w1 1 0f 0 10 10",
+        reply: r#"[{now} [[{now+30000} [status queued tenant t1 priority 0 attempt 0 updated_at {now} id A] 1 1]] {now+100}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
+            "orq:{q}:leases" zset A={now+30000}
+            "orq:{q}:scheduled" zset B={now+100}
+            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 seq=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 events=3 vtime=0 served=1
+            "orq:{q}:task:A" hash status=leased tenant=t1 priority=0 attempt=1 updated_at={now} epoch=1 token=1-0f worker=w1 lease_exp={now+30000}
+            "orq:{q}:task:B" hash status=retrying token=1-bb tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w0 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
+            "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 served=1
+            "orq:{q}:workers" zset w1={now}
+        "#
+    },
+    Case {
+        name: "enqueue: an event counter behind the stream (lost, or an earlier orq's time-based ids) goes on from the stream's last id",
+        seed: &[
+            "XADD orq:{q}:events 1700000000000-3 k paused ts 1700000000000 id '' t '' a 0",
+        ],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        reply: r#"[{now} [[1 queued {now}]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=paused ts=1700000000000 id="" t="" a=0} {ts={now} e="queued A t1 0"}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1700000000001 total:repaired=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#
+    },
+    Case {
+        name: "enqueue: an id or a tenant with a space or a newline is refused before any write",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 3 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' '' B 't 2' echo {} '' '' '' '' '' '' '' '' '' '' '' '' C t3 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        reply: r#"!"INVALID item 2: id and tenant must not contain spaces or newlines""#,
+        keys: ""
+    },
+    Case {
+        name: "lease: a worker id with a space is refused before any write",
+        seed: &["ZADD orq:{q}:scheduled {t-1000} A"],
+        script: "lease",
+        argv: "'w 1' 1 0f 0 10 10",
+        reply: r#"!"INVALID worker id must not contain spaces or newlines""#,
+        keys: r#"
+            "orq:{q}:scheduled" zset A={t-1000}
+        "#
     },
     Case {
         name: "promote: due tasks move to their ready sets, later ones stay",
@@ -994,10 +1054,10 @@ const CASES: &[Case] = &[
         argv: "10",
         reply: r#"[{now} 1 {t+60000}]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=queued ts={now} id=A t=t1 a=1 from=retrying}
+            "orq:{q}:events" stream {ts={now} e="queued A t1 1 from retrying"}
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:scheduled" zset B={t+60000}
-            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1
+            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1 events=1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
             "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
             "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1

@@ -425,37 +425,27 @@ impl World {
             if id == last {
                 continue;
             }
-            let mut f = BTreeMap::new();
-            for pair in fields.as_array().unwrap_or_default().chunks(2) {
-                if let [k, v] = pair {
-                    f.insert(
-                        k.as_str().unwrap_or_default().to_string(),
-                        v.as_str().unwrap_or_default().to_string(),
-                    );
-                }
+            let fields = fields.as_array().unwrap_or_default();
+            for e in orq::decode::stream_events(&id, fields) {
+                let mut details: Map<String, Value> = e
+                    .fields
+                    .into_iter()
+                    .map(|(k, v)| (k, Value::String(v)))
+                    .collect();
+                details.insert("store_ms".into(), json!(e.ts_ms));
+                lines.push(
+                    json!({
+                        "t_ms": self.vt.elapsed_ms(),
+                        "actor": actor,
+                        "kind": e.kind,
+                        "task": e.task_id,
+                        "tenant": e.tenant,
+                        "attempt": e.attempt,
+                        "details": details,
+                    })
+                    .to_string(),
+                );
             }
-            let mut details = Map::new();
-            for (k, v) in &f {
-                if !matches!(k.as_str(), "k" | "id" | "t" | "a" | "ts") {
-                    details.insert(k.clone(), Value::String(v.clone()));
-                }
-            }
-            details.insert(
-                "store_ms".into(),
-                json!(f.get("ts").and_then(|t| t.parse::<u64>().ok())),
-            );
-            lines.push(
-                json!({
-                    "t_ms": self.vt.elapsed_ms(),
-                    "actor": actor,
-                    "kind": f.get("k").cloned().unwrap_or_default(),
-                    "task": f.get("id"),
-                    "tenant": f.get("t"),
-                    "attempt": f.get("a").and_then(|a| a.parse::<u64>().ok()),
-                    "details": details,
-                })
-                .to_string(),
-            );
             new_last = id;
         }
         let mut st = self.state.lock().unwrap();
