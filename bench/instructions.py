@@ -10,8 +10,8 @@ can judge a lever of a few percent on a shared, noisy machine (docs/measurements
 
 Phases, each measured on its own (the counters are zeroed before and dumped after):
   enqueue   --tasks tasks in calls of --batch (payload {}, type noop, priorities 0..9 in turn,
-            spread over --tenants tenants; every other setting at its default, sent as '' as the
-            client sends it);
+            spread over --tenants tenants; every other setting at its default: the packed
+            settings value '', as the client sends it);
   lease     the queued tasks, --lease per call (the worker's arguments);
   complete  the leased tasks, complete_batch calls of --lease items (result null).
 With --refill, lease and complete are one phase, as a worker pool whose completions refill its
@@ -122,7 +122,8 @@ def main():
                    help="lease with the completions (complete_batch with a lease), as a pool "
                         "serving one queue does")
     p.add_argument("--full-args", action="store_true",
-                   help="send every enqueue setting as a value, as clients before 73176ca did")
+                   help="send every enqueue setting with its value (packed), as clients before "
+                        "73176ca sent them")
     a = p.parse_args()
     for tool in ("valgrind", "callgrind_control"):
         if not shutil.which(tool):
@@ -191,9 +192,9 @@ def main():
             for j in range(k, k + n):
                 prio = j % 10
                 if a.full_args:
-                    settings = [prio, "", 0, 3, 1000, 2, 300000, 0.2, 30000, "", "", 86400000]
+                    settings = [prio, ",0,3,1000,2,300000,0.2,30000,,,86400000"]
                 else:
-                    settings = ["" if prio == 0 else prio] + [""] * 11
+                    settings = ["" if prio == 0 else prio, ""]
                 argv += [ulid(now, rng), f"t{j % a.tenants}", "noop", "{}"] + settings
             enq.append(argv)
             k += n

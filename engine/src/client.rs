@@ -377,7 +377,7 @@ impl Client {
         let mut out: Vec<Option<Submitted>> = vec![None; specs.len()];
         for (queue, positions) in groups {
             let registered_now = self.register_queue(queue, false).await?;
-            let mut args = Vec::with_capacity(2 + positions.len() * 16);
+            let mut args = Vec::with_capacity(2 + positions.len() * 6);
             args.push(arg(queue));
             args.push(arg(positions.len()));
             let now = self.clock.now_ms();
@@ -394,30 +394,34 @@ impl Client {
                 args.push(arg(&s.task_type));
                 args.push(s.payload.as_bytes().to_vec());
                 // A setting at its default goes as '' (enqueue.lua reads it as the default
-                // without parsing or validating it): a default task is four values and twelve
-                // empty strings, which cost Redis less to receive and the script less to check.
+                // without parsing or validating it). The priority is a value of its own; the
+                // other eleven settings travel packed in one value, comma-separated, or as ''
+                // when all are at their defaults: a default task is five values and an empty
+                // one, which cost Redis less to receive than sixteen (docs/measurements.md).
                 let b = &s.backoff;
                 let d = Backoff::default();
                 args.push(opt_arg(s.priority, 0));
-                args.push(s.run_at_ms.map(arg).unwrap_or_default());
-                args.push(opt_arg(s.delay_ms, 0));
-                args.push(opt_arg(s.max_retries, DEFAULT_MAX_RETRIES));
-                args.push(opt_arg(b.initial_ms, d.initial_ms));
-                args.push(opt_arg(b.multiplier, d.multiplier));
-                args.push(opt_arg(b.max_ms, d.max_ms));
-                args.push(opt_arg(b.jitter, d.jitter));
-                args.push(opt_arg(s.lease_ms, DEFAULT_LEASE_MS));
-                args.push(s.timeout_ms.map(arg).unwrap_or_default());
-                match &s.idempotency_key {
-                    Some(k) => {
-                        args.push(arg(k));
-                        args.push(arg(IDEMPOTENCY_TTL_MS));
-                    }
-                    None => {
-                        args.push(Vec::new());
-                        args.push(Vec::new());
-                    }
-                }
+                let settings = [
+                    s.run_at_ms.map(arg).unwrap_or_default(),
+                    opt_arg(s.delay_ms, 0),
+                    opt_arg(s.max_retries, DEFAULT_MAX_RETRIES),
+                    opt_arg(b.initial_ms, d.initial_ms),
+                    opt_arg(b.multiplier, d.multiplier),
+                    opt_arg(b.max_ms, d.max_ms),
+                    opt_arg(b.jitter, d.jitter),
+                    opt_arg(s.lease_ms, DEFAULT_LEASE_MS),
+                    s.timeout_ms.map(arg).unwrap_or_default(),
+                    s.idempotency_key.as_ref().map(arg).unwrap_or_default(),
+                    s.idempotency_key
+                        .as_ref()
+                        .map(|_| arg(IDEMPOTENCY_TTL_MS))
+                        .unwrap_or_default(),
+                ];
+                args.push(if settings.iter().all(Vec::is_empty) {
+                    Vec::new()
+                } else {
+                    settings.join(&b","[..])
+                });
             }
             let reply = call(&*self.store, op, queue, args).await?;
             let it = items(op, &reply, "")?;

@@ -122,7 +122,12 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         run_at_ms: num_or("run_at", created_at)?,
         created_at_ms: created_at,
         updated_at_ms: num_or("updated_at", created_at)?,
-        finished_at_ms: opt_num("finished_at"),
+        // A completed task's `finished_at` is its `updated_at` (complete writes only that).
+        finished_at_ms: opt_num("finished_at").or_else(|| {
+            (status == Status::Completed)
+                .then(|| num_or("updated_at", created_at).ok())
+                .flatten()
+        }),
         lease,
         last_error: opt("last_error"),
         result: opt("result"),

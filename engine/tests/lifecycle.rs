@@ -5,7 +5,7 @@ mod common;
 
 use common::{spec, Echo, Env};
 use orq::ops;
-use orq::{Handlers, ListQuery, Status};
+use orq::{Handlers, ListQuery, Status, WorkerConfig};
 use std::collections::HashSet;
 
 // Goal: a submitted task is leased by a worker, its handler runs once, and the task ends
@@ -618,8 +618,8 @@ impl LeaseSizes {
     }
 }
 
-/// A pool of concurrency 4 with `linger_ms`, over a store that records lease sizes, with eight
-/// gated tasks submitted; returns once the first four handlers run.
+/// A pool of concurrency 4 in one lane with `linger_ms`, over a store that records lease sizes,
+/// with eight gated tasks submitted; returns once the first four handlers run.
 async fn gated_pool(
     env: &Env,
     linger_ms: u64,
@@ -643,6 +643,8 @@ async fn gated_pool(
         |c| {
             c.concurrency = 4;
             c.lease_linger_ms = linger_ms;
+            // One lane: these tests follow one lease loop's batching.
+            c.lanes = 1;
         },
     );
     let specs = (0..8)
@@ -760,6 +762,22 @@ async fn refill_pool(
     common::RunningWorker,
     Vec<String>,
 ) {
+    lanes_pool(env, concurrency, WorkerConfig::default().lanes, ms, tasks).await
+}
+
+/// [`refill_pool`] with `lanes` lanes.
+async fn lanes_pool(
+    env: &Env,
+    concurrency: usize,
+    lanes: usize,
+    ms: u64,
+    tasks: usize,
+) -> (
+    std::sync::Arc<LeaseSizes>,
+    Overlap,
+    common::RunningWorker,
+    Vec<String>,
+) {
     let calls = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
         sizes: Default::default(),
@@ -774,7 +792,10 @@ async fn refill_pool(
         "w-1",
         "q",
         Handlers::new().register("overlap", overlap.clone()),
-        |c| c.concurrency = concurrency,
+        |c| {
+            c.concurrency = concurrency;
+            c.lanes = lanes;
+        },
     );
     let specs = (0..tasks)
         .map(|n| spec("q", "overlap", &format!("{{\"n\":{n}}}")))
@@ -815,6 +836,48 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
         refills >= 1,
         "completions leased ({leases} lease calls, {refills} refills)"
     );
+}
+
+// Goal: a pool's lanes split its slots and together stay within its concurrency: each lane
+// leases for its own share (concurrency / lanes, the first lanes one more), every task runs once,
+// and the lanes stop together.
+// Method: concurrency 5 in 2 lanes (3 + 2 slots), 60 tasks whose handlers sleep 5 ms; no lease
+// asks for more than 3, at most 5 handlers overlap; then the same with 16 lanes asked of a pool
+// of concurrency 3 (3 lanes of 1: no call asks for more than 1).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
+    use std::sync::atomic::Ordering;
+    let env = Env::start().await;
+    for (concurrency, lanes, share) in [(5, 2, 3), (3, 16, 1)] {
+        let (calls, overlap, worker, ids) = lanes_pool(&env, concurrency, lanes, 5, 60).await;
+        for id in &ids {
+            let t = env.wait_status("q", id, Status::Completed).await;
+            assert_eq!(t.attempt, 1, "task {id} ran once");
+        }
+        worker.stop().await;
+        assert_eq!(
+            overlap.runs.load(Ordering::SeqCst),
+            60,
+            "each handler ran once"
+        );
+        let max = overlap.max.load(Ordering::SeqCst);
+        assert!(
+            max <= concurrency,
+            "at most {concurrency} handlers at once, saw {max}"
+        );
+        let sizes = calls.sizes.lock().unwrap().clone();
+        assert!(!sizes.is_empty());
+        assert!(
+            sizes.iter().all(|&n| (1..=share).contains(&n)),
+            "each lane asks for at most its share of {share}: {sizes:?}"
+        );
+        assert!(
+            sizes.contains(&share),
+            "a lane asked for its whole share: {sizes:?}"
+        );
+        overlap.runs.store(0, Ordering::SeqCst);
+        overlap.max.store(0, Ordering::SeqCst);
+    }
 }
 
 // Goal: a pool that stops while its completions lease leaves no task leased: what the completer

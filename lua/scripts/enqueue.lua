@@ -20,14 +20,19 @@
 --   ARGV[1]  string   queue name (not stored: the task key names the queue; kept so that the
 --                     argument layout of every recorded call and fuzz seed stays valid)
 --   ARGV[2]  integer  n, number of tasks (1..1000)
---   then n groups of 16 values, one group per task. A value marked (default) may be '', which
+--   then n groups of 6 values, one group per task. A setting marked (default) may be '', which
 --   means that default and costs the script no parsing or validation (the client sends '' for
---   every setting left at its default: most tasks of a batch then carry four values):
---     id           string   ULID made by the client
---     tenant       string   tenant name (validated by the caller: [A-Za-z0-9._-]{1,64})
+--   every setting left at its default):
+--     id           string   ULID made by the client (no space or newline: the event stream's
+--                           batch entries separate values with spaces, lib.lua)
+--     tenant       string   tenant name (validated by the caller: [A-Za-z0-9._-]{1,64}; no
+--                           space or newline)
 --     type         string   handler name
 --     payload      bytes    JSON payload
 --     priority     integer  0..9, 9 most urgent (default 0)
+--     settings     string   '' when every one of the eleven settings below is at its default
+--                           (most tasks: six values a task instead of sixteen), else the eleven
+--                           joined by commas, in this order, each '' for its default:
 --     run_at       integer  ms since epoch, or '' to use delay
 --     delay        integer  ms from the store's now, used when run_at is '' (default 0)
 --     max_retries  integer  0..100 (default 3, lib.lua TASK_DEFAULTS)
@@ -37,8 +42,9 @@
 --     b_jitter     number   jitter fraction 0..1 (default 0.2)
 --     lease_ms     integer  lease length, ms, 1..86400000 (default 30000)
 --     timeout_ms   integer  handler timeout ms, 1..86400000, or '' for none
---     idem         string   idempotency key (validated by the caller), or '' for none; keys are
---                           scoped by tenant, so two tenants never see each other's tasks
+--     idem         string   idempotency key (validated by the caller: [A-Za-z0-9._:-], so
+--                           never a comma), or '' for none; keys are scoped by tenant, so two
+--                           tenants never see each other's tasks
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms, 1..31622400000;
 --                           required with an idempotency key, ignored without one
 --
@@ -55,7 +61,9 @@
 --   it would read or write holds another Redis type than orq's; nothing written).
 -- Emits: queued or scheduled, one per new task.
 
-local GROUP = 16
+local GROUP = 6
+-- Settings packed into an item's sixth value.
+local SETTINGS = 11
 -- The retry-policy settings, stored only when they differ from lib.lua's TASK_DEFAULTS (as
 -- numbers); priority, stored the same way, is handled on its own.
 local POLICY = {'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
@@ -102,8 +110,21 @@ for i = 1, n do
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
   local err
-  local p5, p6, p7, p8 = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
-  local p9, p10, p11, p12, p13 = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11], ARGV[b + 12], ARGV[b + 13]
+  local p5 = ARGV[b + 5]
+  local p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = '', '', '', '', '', '', '', '', '', '', ''
+  local packed = ARGV[b + 6]
+  if packed ~= '' then
+    local f, k = {}, 0
+    for v in string.gmatch(packed .. ',', '([^,]*),') do
+      k = k + 1
+      f[k] = v
+    end
+    if k ~= SETTINGS then
+      return redis.error_reply('INVALID item ' .. istr(i) .. ': settings must be '
+        .. istr(SETTINGS) .. ' comma-separated values')
+    end
+    p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = unpack(f)
+  end
   it.priority, err = opt_int(p5, 0, 'priority', 0, 9)
   if not it.priority then return redis.error_reply(err) end
   if p6 ~= '' then
@@ -135,13 +156,13 @@ for i = 1, n do
     it.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', 1, 86400000)
     if not it.lease_ms then return redis.error_reply(err) end
   end
-  if ARGV[b + 14] ~= '' then
-    it.timeout_ms, err = arg_int(ARGV[b + 14], 'timeout_ms', 1, 86400000)
+  if p14 ~= '' then
+    it.timeout_ms, err = arg_int(p14, 'timeout_ms', 1, 86400000)
     if not it.timeout_ms then return redis.error_reply(err) end
   end
-  it.idem = ARGV[b + 15]
+  it.idem = p15
   if it.idem ~= '' then
-    it.idem_ttl, err = arg_int(ARGV[b + 16], 'idem_ttl_ms', 1, 31622400000)
+    it.idem_ttl, err = arg_int(p16, 'idem_ttl_ms', 1, 31622400000)
     if not it.idem_ttl then return redis.error_reply(err) end
   end
   items[i] = it

@@ -862,11 +862,11 @@ local function complete_task(id, token, result, now, per_tenant)
     redis.call('ZREM', K_LEASES, id)
     redis.call('ZADD', K_COMPLETED, istr(now), id)
   end
-  -- No outcome (a completed task's is 'completed', check_lease knows) and lease_exp is left:
-  -- it is read only while the task is leased.
+  -- No outcome (a completed task's is 'completed', check_lease knows) and no finished_at (a
+  -- completed task's is its updated_at, which nothing changes after this), and lease_exp is
+  -- left: it is read only while the task is leased.
   local now_s = istr(now)
-  redis.call('HSET', task_key(id), 'result', result, 'finished_at', now_s, 'updated_at', now_s,
-    'status', 'completed')
+  redis.call('HSET', task_key(id), 'result', result, 'updated_at', now_s, 'status', 'completed')
   if per_tenant then
     -- The caller counts the batch's completions once per tenant (`count_completed`).
     local c = per_tenant.counts

@@ -40,6 +40,8 @@ pub struct BenchPlan {
     pub batch: u64,
     /// C: handlers running at once in the worker pool (1..=10,000).
     pub concurrency: usize,
+    /// Lanes the pool's slots are split into ([`orq::WorkerConfig::lanes`], 1..=16).
+    pub lanes: usize,
     /// T: tenants the tasks are spread over, round robin (1..=100,000).
     pub tenants: u64,
     /// P: priorities the tasks are spread over, round robin: task k has priority k mod P
@@ -96,6 +98,8 @@ pub struct BenchReport {
     pub batch: u64,
     /// C.
     pub concurrency: usize,
+    /// Lanes of the pool.
+    pub lanes: usize,
     /// T.
     pub tenants: u64,
     /// P.
@@ -288,6 +292,7 @@ pub async fn run(
         tasks: plan.tasks,
         batch: plan.batch,
         concurrency: plan.concurrency,
+        lanes: plan.lanes,
         tenants: plan.tenants,
         priorities: plan.priorities,
         delayed: plan.delayed,
@@ -402,6 +407,7 @@ fn pool(
         WorkerConfig {
             queues: vec![queue.to_string()],
             concurrency: plan.concurrency,
+            lanes: plan.lanes,
             ..WorkerConfig::default()
         },
     )
@@ -502,6 +508,7 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         tasks: a.tasks,
         batch: a.batch,
         concurrency: a.concurrency as usize,
+        lanes: a.lanes as usize,
         tenants: a.tenants,
         priorities: a.priorities,
         delayed: a.delayed,
@@ -595,8 +602,8 @@ pub fn table(r: &BenchReport) -> String {
         (
             "workload",
             format!(
-                "{} tasks, batch {}, concurrency {}, {} tenants, {} priorities, {} delayed",
-                r.tasks, r.batch, r.concurrency, r.tenants, r.priorities, r.delayed
+                "{} tasks, batch {}, concurrency {} in {} lanes, {} tenants, {} priorities, {} delayed",
+                r.tasks, r.batch, r.concurrency, r.lanes, r.tenants, r.priorities, r.delayed
             ),
         ),
         ("submit", format!("{:.0} tasks/s", r.submit_per_s)),

@@ -76,6 +76,10 @@ pub struct BenchArgs {
     /// Handlers running at once in the worker pool (C).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub concurrency: u64,
+    /// Lanes the pool's slots are split into, each with its own lease loop and completer (as
+    /// `orq worker --lanes`).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
+    pub lanes: u64,
     /// Tenants the tasks are spread over, round robin (T).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub tenants: u64,
@@ -344,6 +348,11 @@ pub struct PoolArgs {
         default_value_t = 1
     )]
     pub lease_linger_ms: u64,
+    /// Lanes the slots are split into (1..=16, at most --concurrency), each with its own lease
+    /// loop and completer: while one lane's call is in the store another's tasks run, so a busy
+    /// pool keeps the store working.
+    #[arg(long, env = "ORQ_LANES", default_value_t = 2)]
+    pub lanes: usize,
 }
 
 /// The warning for a Redis `maxmemory-policy` that can evict orq's keys, `None` for
@@ -506,10 +515,14 @@ fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> 
     if pool.lease_linger_ms > 1_000 {
         return Err("--lease-linger-ms: must be 0..=1000".into());
     }
+    if pool.lanes == 0 || pool.lanes > orq::worker::LANES_MAX {
+        return Err(format!("--lanes: must be 1..={}", orq::worker::LANES_MAX));
+    }
     let mut c = WorkerConfig {
         queues: rt.queues.clone(),
         concurrency: pool.concurrency,
         lease_linger_ms: pool.lease_linger_ms,
+        lanes: pool.lanes,
         ..WorkerConfig::default()
     };
     if let Some(id) = &pool.worker_id {

@@ -396,7 +396,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a new task with no delay is queued in its tenant's ready set",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 5 '' 0 2 1000 2 60000 0 30000 '' '' 86400000",
+        argv: "q 1 A t1 echo {} 5 ,0,2,1000,2,60000,0,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -412,7 +412,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with the default settings stores only what differs from them (the compact record)",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
+        argv: "q 1 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -428,7 +428,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a setting sent as '' is its default, as the client sends a default task",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        argv: "q 1 A t1 echo {} '' ''",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -444,7 +444,7 @@ const CASES: &[Case] = &[
         name: "enqueue: '' settings beside sent ones: only the sent ones that differ are stored",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 2 '' 5000 5 '' 3 '' '' 30000 '' '' ''",
+        argv: "q 1 A t1 echo {} 2 ,5000,5,,3,,,30000,,,",
         reply: r#"[{now} [[1 scheduled {now+5000}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
@@ -459,7 +459,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an idempotency key needs its TTL ('' is not a default for it)",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' k ''",
+        argv: "q 1 A t1 echo {} '' ,,,,,,,,,k,",
         reply: r#"!"INVALID idem_ttl_ms must be an integer in [1, 31622400000]""#,
         keys: "",
     },
@@ -467,7 +467,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a setting that is not '' is still validated",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' 1.5 '' '' '' ''",
+        argv: "q 1 A t1 echo {} '' ,,,,,,1.5,,,,",
         reply: r#"!"INVALID backoff.jitter must be a number in [0, 1]""#,
         keys: "",
     },
@@ -475,7 +475,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
         seed: &["HSET orq:{q}:task:C status queued tenant t1 type echo"],
         script: "enqueue",
-        argv: "q 3 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 A t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000 C t1 echo {} 0 '' 0 3 1000 2 300000 0.2 30000 '' '' 86400000",
+        argv: "q 3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -492,7 +492,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with a future run_at is scheduled",
         seed: &["HSET orq:{q}:stats total:enqueued 4"],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 5 {t+60000} 0 0 1000 2 60000 0.5 30000 5000 '' 86400000",
+        argv: "q 1 A t1 echo {} 5 {t+60000},0,0,1000,2,60000,0.5,30000,5000,,86400000",
         reply: r#"[{now} [[1 scheduled {t+60000}]] 0]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {t+60000}"}
@@ -511,7 +511,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:stats total:enqueued 1",
         ],
         script: "enqueue",
-        argv: "q 1 B t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' k 600000",
+        argv: "q 1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000",
         reply: r#"[{now} [[0 [status queued tenant t1 id A]]] 0]"#,
         keys: r#"
             "orq:{q}:idem:t1:k" string A expires={t+600000}
@@ -526,7 +526,7 @@ const CASES: &[Case] = &[
             "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
         ],
         script: "enqueue",
-        argv: "q 1 B t2 echo {} 0 '' 0 0 1000 2 60000 0 30000 '' k 600000",
+        argv: "q 1 B t2 echo {} 0 ,0,0,1000,2,60000,0,30000,,k,600000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued B t2 0"}
@@ -544,16 +544,24 @@ const CASES: &[Case] = &[
         name: "enqueue: an invalid item rejects the whole batch before any write",
         seed: &[],
         script: "enqueue",
-        argv: "q 2 A t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' '' 1000 B t1 echo {} 10 '' 0 0 1000 2 60000 0 30000 '' '' 1000",
+        argv: "q 2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000 B t1 echo {} 10 ,0,0,1000,2,60000,0,30000,,,1000",
         reply: r#"!"INVALID priority must be an integer in [0, 9]""#,
+        keys: "",
+    },
+    Case {
+        name: "enqueue: packed settings must be eleven comma-separated values",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' ,,,,,,,,,",
+        reply: r#"!"INVALID item 1: settings must be 11 comma-separated values""#,
         keys: "",
     },
     Case {
         name: "enqueue: the argument count must match the item count",
         seed: &[],
         script: "enqueue",
-        argv: "q 2 A t1 echo {} 5 '' 0 0 1000 2 60000 0 30000 '' '' 1000",
-        reply: r#"!"INVALID expected 34 arguments""#,
+        argv: "q 2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000",
+        reply: r#"!"INVALID expected 14 arguments""#,
         keys: "",
     },
     Case {
@@ -638,7 +646,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:t1" zset B=1
             "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events=1
-            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok finished_at={now} updated_at={now}
+            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok updated_at={now}
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
             "orq:{q}:tenants" zset t1=7.5
@@ -710,7 +718,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events=1
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" finished_at={now} updated_at={now}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
     },
@@ -761,7 +769,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events=2
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 served=1
             "orq:{q}:workers" zset w2={now}
@@ -785,7 +793,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1 events=3
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" finished_at={now} updated_at={now}
+            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
             "orq:{q}:workers" zset w2={now}
@@ -1013,7 +1021,7 @@ const CASES: &[Case] = &[
             "XADD orq:{q}:events 1700000000000-3 k paused ts 1700000000000 id '' t '' a 0",
         ],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        argv: "q 1 A t1 echo {} '' ''",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {k=paused ts=1700000000000 id="" t="" a=0} {ts={now} e="queued A t1 0"}
@@ -1029,7 +1037,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an id or a tenant with a space or a newline is refused before any write",
         seed: &[],
         script: "enqueue",
-        argv: "q 3 A t1 echo {} '' '' '' '' '' '' '' '' '' '' '' '' B 't 2' echo {} '' '' '' '' '' '' '' '' '' '' '' '' C t3 echo {} '' '' '' '' '' '' '' '' '' '' '' ''",
+        argv: "q 3 A t1 echo {} '' '' B 't 2' echo {} '' '' C t3 echo {} '' ''",
         reply: r#"!"INVALID item 2: id and tenant must not contain spaces or newlines""#,
         keys: ""
     },

@@ -442,6 +442,15 @@ impl Known {
     }
 }
 
+/// An enqueue item's packed settings (enqueue.lua): '' when all are '', else comma-joined.
+fn packed_settings(v: &[String]) -> String {
+    if v.iter().all(String::is_empty) {
+        String::new()
+    } else {
+        v.join(",")
+    }
+}
+
 /// The (script, KEYS, ARGV) of a step, with its corruption applied, or None for a sleep.
 fn resolve(
     step: &Step,
@@ -494,17 +503,19 @@ fn resolve_op(
                     it.ttype.clone(),
                     it.payload.clone(),
                     it.priority.clone(),
-                    run_at,
-                    it.delay.clone(),
-                    it.max_retries.clone(),
-                    it.b_init.clone(),
-                    it.b_mult.clone(),
-                    it.b_max.clone(),
-                    it.b_jitter.clone(),
-                    it.lease_ms.clone(),
-                    it.timeout.clone(),
-                    it.idem.clone(),
-                    it.idem_ttl.clone(),
+                    packed_settings(&[
+                        run_at,
+                        it.delay.clone(),
+                        it.max_retries.clone(),
+                        it.b_init.clone(),
+                        it.b_mult.clone(),
+                        it.b_max.clone(),
+                        it.b_jitter.clone(),
+                        it.lease_ms.clone(),
+                        it.timeout.clone(),
+                        it.idem.clone(),
+                        it.idem_ttl.clone(),
+                    ]),
                 ]);
             }
             if *extra_arg {

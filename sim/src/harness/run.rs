@@ -108,6 +108,7 @@ fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<
         concurrency: world.config.concurrency as usize,
         idle_poll_ms: 50,
         lease_linger_ms: WorkerConfig::default().lease_linger_ms,
+        lanes: WorkerConfig::default().lanes,
         heartbeat_divisor: 3,
         shutdown_grace_ms: 100,
         planted_ignore_lost_lease: world.config.planted == PlantedBug::WorkerIgnoresLostLease,
