@@ -616,8 +616,11 @@ impl Worker {
             .lanes
             .clamp(1, LANES_MAX)
             .min(config.concurrency.max(1));
+        tracing::info!(worker = %config.id, concurrency = config.concurrency, lanes, "worker started");
         if lanes == 1 {
-            return self.run_lane(shutdown).await;
+            self.run_lane(0, shutdown).await;
+            tracing::info!(worker = %config.id, "worker stopped");
+            return;
         }
         let lane_workers: Vec<Worker> = (0..lanes)
             .map(|i| {
@@ -634,11 +637,19 @@ impl Worker {
                 )
             })
             .collect();
-        futures::future::join_all(lane_workers.iter().map(|w| w.run_lane(shutdown.clone()))).await;
+        futures::future::join_all(
+            lane_workers
+                .iter()
+                .enumerate()
+                .map(|(lane, w)| w.run_lane(lane, shutdown.clone())),
+        )
+        .await;
+        tracing::info!(worker = %config.id, "worker stopped");
     }
 
-    /// One lane of [`Worker::run`]: this pool's whole concurrency, one lease loop, one completer.
-    async fn run_lane(&self, shutdown: CancellationToken) {
+    /// Lane `lane` of [`Worker::run`]: this pool's whole concurrency, one lease loop, one
+    /// completer.
+    async fn run_lane(&self, lane: usize, shutdown: CancellationToken) {
         let inner = &self.inner;
         let hard_stop = CancellationToken::new();
         let mut in_flight: JoinSet<()> = JoinSet::new();
@@ -671,7 +682,7 @@ impl Worker {
         // Queues whose lease calls were refused (not a store outage): refusals in a row, and the
         // local time before which the queue is not asked again. Only looked up, never iterated.
         let mut refused: HashMap<String, (u32, u64)> = HashMap::new();
-        tracing::info!(worker = %inner.config.id, concurrency = inner.config.concurrency, "worker started");
+        tracing::debug!(worker = %inner.config.id, lane, concurrency = inner.config.concurrency, "lane started");
         let concurrency = inner.config.concurrency;
         // While the loop leaves the free slots to the completer: the timer that bounds it, and
         // whether it has run out (the loop then leases itself until the wait is over).
@@ -915,7 +926,7 @@ impl Worker {
                 }
             }
         }
-        tracing::info!(worker = %inner.config.id, "worker stopped");
+        tracing::debug!(worker = %inner.config.id, lane, "lane stopped");
     }
 
     /// Run one leased task in `in_flight`, holding `slot`. Its lease deadline by the local clock
