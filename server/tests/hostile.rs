@@ -666,8 +666,8 @@ async fn slow_loris_clients_are_disconnected() {
 }
 
 // Goal: the command line refuses limits that cannot work: a submit burst smaller than a batch,
-// zero or huge timeouts, a lease linger over a second, no handler slots (exit code 2, naming
-// the flag).
+// zero or huge timeouts, a lease linger over a second, no handler slots, no lanes or more than
+// 16 (exit code 2, naming the flag).
 #[test]
 fn bad_limit_flags_are_refused_at_startup() {
     for (flag, value) in [
@@ -676,6 +676,8 @@ fn bad_limit_flags_are_refused_at_startup() {
         ("--body-timeout-ms", "600001"),
         ("--lease-linger-ms", "1001"),
         ("--concurrency", "0"),
+        ("--lanes", "0"),
+        ("--lanes", "17"),
     ] {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_orq"))
             .args([
