@@ -148,9 +148,14 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
     })
 }
 
-/// A stream ID `<ms>-<seq>` as its two parts, or `None` when it is not one.
+/// A stream ID `<ms>-<seq>` (two runs of 1..=20 ASCII digits, each at most `u64::MAX`) as its
+/// two parts, for ordering; `None` when it is not one.
 pub fn stream_id(id: &str) -> Option<(u64, u64)> {
     let (ms, seq) = id.split_once('-')?;
+    let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
+    if !digits(ms) || !digits(seq) {
+        return None;
+    }
     Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
@@ -318,6 +323,8 @@ mod tests {
         assert_eq!(stream_events("bad", &[]), vec![]);
         assert_eq!(stream_id("12-3"), Some((12, 3)));
         assert_eq!(stream_id("12"), None);
+        assert_eq!(stream_id("+1-2"), None);
+        assert_eq!(stream_id("18446744073709551616-0"), None);
     }
 
     // Goal: script error codes become typed errors that name the operation.

@@ -804,6 +804,28 @@ async fn lanes_pool(
     (calls, overlap, worker, ids)
 }
 
+/// Wait until every task of `ids` completed after one attempt, stop the pool, check that each
+/// handler ran once; returns the most handlers that overlapped (and resets the counters).
+async fn run_once_each(
+    env: &Env,
+    ids: &[String],
+    worker: common::RunningWorker,
+    overlap: &Overlap,
+) -> usize {
+    use std::sync::atomic::Ordering;
+    for id in ids {
+        let t = env.wait_status("q", id, Status::Completed).await;
+        assert_eq!(t.attempt, 1, "task {id} ran once");
+    }
+    worker.stop().await;
+    assert_eq!(
+        overlap.runs.swap(0, Ordering::SeqCst),
+        ids.len(),
+        "each handler ran once"
+    );
+    overlap.max.swap(0, Ordering::SeqCst)
+}
+
 // Goal: a pool serving one queue with ready work refills the slots its completions free in the
 // completion's own call (complete_batch with a lease: one round trip instead of two), and the
 // lease loop and the completer together never run more handlers than `concurrency` (both
@@ -815,20 +837,10 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
     use std::sync::atomic::Ordering;
     let env = Env::start().await;
     let (calls, overlap, worker, ids) = refill_pool(&env, 3, 5, 40).await;
-    for id in &ids {
-        let t = env.wait_status("q", id, Status::Completed).await;
-        assert_eq!(t.attempt, 1, "task {id} ran once");
-    }
-    worker.stop().await;
-    assert_eq!(
-        overlap.runs.load(Ordering::SeqCst),
-        40,
-        "each handler ran once"
-    );
+    let max = run_once_each(&env, &ids, worker, &overlap).await;
     assert!(
-        overlap.max.load(Ordering::SeqCst) <= 3,
-        "at most `concurrency` handlers at once, saw {}",
-        overlap.max.load(Ordering::SeqCst)
+        max <= 3,
+        "at most `concurrency` handlers at once, saw {max}"
     );
     let refills = calls.refills.load(Ordering::SeqCst);
     let leases = calls.sizes.lock().unwrap().len() - refills;
@@ -846,21 +858,10 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
 // of concurrency 3 (3 lanes of 1: no call asks for more than 1).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
-    use std::sync::atomic::Ordering;
     let env = Env::start().await;
     for (concurrency, lanes, share) in [(5, 2, 3), (3, 16, 1)] {
         let (calls, overlap, worker, ids) = lanes_pool(&env, concurrency, lanes, 5, 60).await;
-        for id in &ids {
-            let t = env.wait_status("q", id, Status::Completed).await;
-            assert_eq!(t.attempt, 1, "task {id} ran once");
-        }
-        worker.stop().await;
-        assert_eq!(
-            overlap.runs.load(Ordering::SeqCst),
-            60,
-            "each handler ran once"
-        );
-        let max = overlap.max.load(Ordering::SeqCst);
+        let max = run_once_each(&env, &ids, worker, &overlap).await;
         assert!(
             max <= concurrency,
             "at most {concurrency} handlers at once, saw {max}"
@@ -875,8 +876,6 @@ async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
             sizes.contains(&share),
             "a lane asked for its whole share: {sizes:?}"
         );
-        overlap.runs.store(0, Ordering::SeqCst);
-        overlap.max.store(0, Ordering::SeqCst);
     }
 }
 

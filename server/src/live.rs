@@ -58,12 +58,12 @@ pub const SAMPLE_MAX: usize = 4096;
 /// Most ids of tasks seen `scheduled` remembered per queue (see [`QueueMetrics`]: `submitted`).
 pub const SCHEDULED_TRACK_MAX: usize = 20_000;
 
-/// One stream entry as the poller broadcasts it, with its SSE `data` already serialised.
+/// One event of a stream as the poller broadcasts it, with its SSE `data` already serialised.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveEvent {
     /// The queue whose stream holds the entry.
     pub queue: String,
-    /// The entry's stream id, `<ms>-<seq>`.
+    /// The event's id, a stream id `<n>-<seq>` (`orq::decode::stream_events`).
     pub stream_id: String,
     /// The SSE event name: `task` for task transitions, `queue` for `paused`, `resumed`,
     /// `configured` and `tenant_configured`.
@@ -107,14 +107,10 @@ impl LiveEvent {
     }
 }
 
-/// A Redis stream id `<ms>-<seq>` as a pair, for ordering; `None` when malformed.
+/// A stream id `<n>-<seq>` (an event's id) as a pair, for ordering; `None` when malformed
+/// ([`orq::decode::stream_id`]).
 pub fn parse_stream_id(s: &str) -> Option<(u64, u64)> {
-    let (ms, seq) = s.split_once('-')?;
-    let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
-    if !digits(ms) || !digits(seq) {
-        return None;
-    }
-    Some((ms.parse().ok()?, seq.parse().ok()?))
+    orq::decode::stream_id(s)
 }
 
 /// The shared half of the live views: the broadcast channel, the metrics and the SSE client
