@@ -158,8 +158,9 @@ pub const WORKERS_MAX: u64 = 1000;
 /// a stream entry holds the events of one call, see [`crate::decode::stream_events`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct QueueEvent {
-    /// The event's id, a stream id `<n>-<seq>` (n numbers the queue's events, see
-    /// [`crate::decode::stream_events`]): pass it as `after` to read on.
+    /// The event's id, a stream id `<ms>-<n>` (ms the time of the call that wrote it, n its
+    /// number in the queue, see [`crate::decode::stream_events`]): pass it as `after` to read
+    /// on.
     pub stream_id: String,
     /// What happened: a status the task entered (`queued`, `leased`, `completed`, ...) or a
     /// queue setting (`paused`, `resumed`, `configured`, `tenant_configured`).

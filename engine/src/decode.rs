@@ -148,12 +148,13 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
     })
 }
 
-/// A stream ID `<ms>-<seq>` (two runs of 1..=20 ASCII digits, each at most `u64::MAX`) as its
-/// two parts, for ordering; `None` when it is not one.
+/// A stream ID `<ms>-<seq>` (two runs of ASCII digits, leading zeros allowed, each at most
+/// `u64::MAX`, at most 41 bytes in all, as the `events` script accepts) as its two parts, for
+/// ordering; `None` when it is not one.
 pub fn stream_id(id: &str) -> Option<(u64, u64)> {
     let (ms, seq) = id.split_once('-')?;
-    let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
-    if !digits(ms) || !digits(seq) {
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if id.len() > 41 || !digits(ms) || !digits(seq) {
         return None;
     }
     Some((ms.parse().ok()?, seq.parse().ok()?))
@@ -167,10 +168,11 @@ pub fn stream_id(id: &str) -> Option<(u64, u64)> {
 /// - a batch: `ts`, then `e`, whose value is events joined by `" \n "`, each its kind, id,
 ///   tenant, attempt, then names and values, joined by single spaces.
 ///
-/// Event IDs: an entry `<n>-<s>` of m events holds events n - m + 1 ..= n, named `<n - m + 1>-0`
-/// ..= `<n>-0`; a single event is named by the entry's ID. They are unique, increasing stream
-/// IDs, so the last one read is the `after` of the next read. Never fails: a field that is not
-/// text is read lossily, a malformed event keeps what it has (empty or 0 for the rest).
+/// Event IDs: an entry `<ms>-<n>` of m events holds the queue's events n - m + 1 ..= n, named
+/// `<ms>-<n - m + 1>` ..= `<ms>-<n>`; a single event is named by the entry's ID. They are
+/// unique, increasing stream IDs, so the last one read is the `after` of the next read. Never
+/// fails: a field that is not text is read lossily, a malformed event keeps what it has (empty
+/// or 0 for the rest).
 pub fn stream_events(entry_id: &str, flat: &[Resp]) -> Vec<QueueEvent> {
     let text = |r: &Resp| {
         r.as_bytes()
@@ -235,9 +237,9 @@ pub fn stream_events(entry_id: &str, flat: &[Resp]) -> Vec<QueueEvent> {
     }
     let m = out.len() as u64;
     match stream_id(entry_id) {
-        Some((n, _)) if m > 1 && n >= m - 1 => {
+        Some((ms, n)) if m > 1 && n >= m - 1 => {
             for (j, e) in out.iter_mut().enumerate() {
-                e.stream_id = format!("{}-0", n - (m - 1) + j as u64);
+                e.stream_id = format!("{ms}-{}", n - (m - 1) + j as u64);
             }
         }
         _ => {
@@ -291,12 +293,12 @@ mod tests {
         assert_eq!(ev[0].attempt, 2);
         assert_eq!(ev[0].fields["m"], "a b\nc");
 
-        // A batch of three events 8, 9, 10 in entry 10-0, one with an empty worker.
+        // A batch of three events 8, 9, 10 in entry 5-10, one with an empty worker.
         let lines =
             "leased A t1 1 w w1 epoch 1 wait_ms 3 \n completed B t2 1 w  run_ms 5 \n queued C t1 0";
-        let ev = stream_events("10-0", &flat(&[("ts", "11"), ("e", lines)]));
+        let ev = stream_events("5-10", &flat(&[("ts", "11"), ("e", lines)]));
         let ids: Vec<_> = ev.iter().map(|e| e.stream_id.as_str()).collect();
-        assert_eq!(ids, ["8-0", "9-0", "10-0"]);
+        assert_eq!(ids, ["5-8", "5-9", "5-10"]);
         assert!(ev.iter().all(|e| e.ts_ms == 11));
         assert_eq!(ev[0].kind, "leased");
         assert_eq!(ev[0].fields["wait_ms"], "3");
@@ -312,9 +314,9 @@ mod tests {
 
         // Malformed: a batch whose id is too small to number it, a dangling name, fields before
         // any event, a non-text field, an odd field list.
-        let ev = stream_events("1-0", &flat(&[("ts", "x"), ("e", "a \n b \n c")]));
+        let ev = stream_events("7-1", &flat(&[("ts", "x"), ("e", "a \n b \n c")]));
         assert_eq!(ev.len(), 3);
-        assert!(ev.iter().all(|e| e.stream_id == "1-0" && e.ts_ms == 0));
+        assert!(ev.iter().all(|e| e.stream_id == "7-1" && e.ts_ms == 0));
         let ev = stream_events("3-0", &flat(&[("w", "x"), ("e", "leased A t1 x w")]));
         assert_eq!(ev.len(), 1);
         assert_eq!((ev[0].attempt, ev[0].fields["w"].as_str()), (0, ""));
@@ -325,6 +327,8 @@ mod tests {
         assert_eq!(stream_id("12"), None);
         assert_eq!(stream_id("+1-2"), None);
         assert_eq!(stream_id("18446744073709551616-0"), None);
+        assert_eq!(stream_id("000000000000000000001-0"), Some((1, 0)));
+        assert_eq!(stream_id(&format!("1-{}", "0".repeat(40))), None);
     }
 
     // Goal: script error codes become typed errors that name the operation.

@@ -7,7 +7,7 @@
 --                            ts, k, id, t, a, ..., or a batch: fields ts and e)
 --
 -- ARGV:
---   ARGV[1]  string   after: an event id `<n>-<seq>`; the entries that hold events after it are
+--   ARGV[1]  string   after: an event id `<ms>-<n>`; the entries that hold events after it are
 --                     returned; '' = from the oldest entry still held
 --   ARGV[2]  integer  count: events wanted (1..1000)
 --
@@ -51,10 +51,15 @@ if after ~= '' then
   end
   start = '(' .. after
 end
--- An entry `<n>-0` of m events holds events n - m + 1 .. n, so the first entry after `after`
--- holds its next event. Fetched in chunks until the entries hold `count` events after `after`
--- (a plain entry holds one, a batch entry one per ' \n '-separated part of its `e`).
-local after_n = after ~= '' and tonumber(string.match(after, '^(%d+)')) or nil
+-- An entry `<ms>-<n>` of m events holds events `<ms>-<n - m + 1>` .. `<ms>-<n>` (lib.lua), so
+-- the first entry after `after` holds its next event. Fetched in chunks until the entries hold
+-- `count` events after `after` (a plain entry holds one, a batch entry one per
+-- ' \n '-separated part of its `e`), or the stream ends.
+local after_ms, after_n = nil, nil
+if after ~= '' then
+  local a, b = string.match(after, '^(%d+)%-(%d+)$')
+  after_ms, after_n = tonumber(a), tonumber(b)
+end
 local out = {}
 local events = 0
 while events < count do
@@ -71,14 +76,16 @@ while events < count do
         m = m + 1 + seps
       end
     end
-    local n = tonumber(string.match(chunk[i][1], '^(%d+)'))
-    if after_n and n and n - after_n >= 1 and n - after_n < m then
-      m = n - after_n
+    -- The entry that holds `after` itself: only its events after it count.
+    local ms, n = string.match(chunk[i][1], '^(%d+)%-(%d+)$')
+    if after_ms and tonumber(ms) == after_ms and tonumber(n) - after_n < m then
+      m = tonumber(n) - after_n
     end
     events = events + m
     out[#out + 1] = chunk[i]
+    if events >= count then break end
   end
-  if #chunk < want then break end
+  if #chunk < want or events >= count then break end
   start = '(' .. chunk[#chunk][1]
 end
 return {now, out}

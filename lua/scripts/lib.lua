@@ -47,7 +47,7 @@
 -- their defaults.
 
 -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
--- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MINID) so the simulator can model it.
+-- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
 local EVENTS_MAX = 10000
 -- Width of one priority band in a ready ZSET score: score = (9 - priority) * PRIO_SPAN + seq.
 local PRIO_SPAN = 1099511627776
@@ -292,24 +292,41 @@ end
 --     holds up to EVENTS_PER_ENTRY events joined by ' \n ' (space, newline, space), each event
 --     its kind, id, tenant, attempt, then its kind-specific names and values, joined by single
 --     spaces. No value in an event contains a space or a newline: enqueue refuses such ids and
---     tenants, `lease_args` such worker ids, and an event with a message (`m`) that has one is
---     written as a plain entry of its own instead (after the pending batch).
+--     tenants, `lease_args` such worker ids, and an event with a message (`m`), or a completion
+--     whose stored worker or tenant has one (written by an earlier orq, or damaged), is written
+--     as a plain entry of its own instead (after the pending batch).
 -- One XADD of two fields per call instead of an XADD of ten fields per task saves Redis about
 -- 10,000 instructions per event (docs/measurements.md).
--- Events are numbered 1, 2, ... per queue (the stats hash's `events` holds the last number
--- written) and an entry's ID is `<n>-0` for the number n of its last event: the i-th of an
--- entry's m events is event n - m + i, and readers name it `<n - m + i>-0`
--- (`orq::decode::stream_events`). Event IDs are so unique, ordered and valid stream IDs, and a
--- reader's `after` cursor works as before. Trimming keeps whole entries and at least the last
--- EVENTS_MAX events: XTRIM MINID drops the entries whose last event is older. When the counter is
--- behind the stream (the stats hash lost, or entries written with `*` IDs by an earlier orq) the
--- XADD is refused; the numbering then continues from the stream's last ID.
+-- Event IDs. Events are numbered 1, 2, ... per queue, and an entry's ID is `<ms>-<n>`: ms the
+-- call's time (never behind the last entry's), n the number of its last event. The i-th of an
+-- entry's m events is event n - m + i and readers name it `<ms>-<n - m + i>`
+-- (`orq::decode::stream_events`): unique, increasing, valid stream IDs, so a reader's `after`
+-- cursor works as before. The time keeps them increasing when Redis loses its latest writes (a
+-- failover, a restart) and the numbering goes back with it: new events come after the lost
+-- ones, as they did with `*` IDs. The stats hash's `events` holds the last event's ID; without
+-- a valid one (a new queue, a lost stats hash, an earlier orq's `*` IDs) the numbering goes on
+-- from the stream's last ID, and when the stream holds a later ID than the record, after it
+-- (XADD refuses the ID; counted in `total:repaired`). Trimming keeps whole entries and at least
+-- the last EVENTS_MAX events (`finish_events`). A batch call that fails after its first write
+-- (out of memory) loses the events it had not written yet.
 local EVENTS_PER_ENTRY = 100
 
 -- Whether `s` holds a space or a newline (which separate the values of a batch entry). Plain
 -- searches: a pattern class costs Redis ~250 instructions a byte.
 local function has_separator(s)
   return string.find(s, ' ', 1, true) ~= nil or string.find(s, '\n', 1, true) ~= nil
+end
+
+-- `has_separator`, memoised for the values a call repeats (worker ids and tenants read from
+-- task hashes that an earlier orq, or damage, may have written with a space).
+local separator_memo = {}
+local function repeated_has_separator(s)
+  local r = separator_memo[s]
+  if r == nil then
+    r = has_separator(s)
+    separator_memo[s] = r
+  end
+  return r
 end
 
 -- Whether this call writes its events once at its end (`events_deferred`: a batch script calls
@@ -322,31 +339,79 @@ local ev_len = 0
 local ev_count = 0
 local ev_now = 0
 
--- Write an entry of `m` events (`fields`: its fields after `ts`; nil: the pending batch) at
--- `now`, then trim the stream.
+-- A stream ID `<ms>-<seq>` as two numbers, or nil.
+local function parse_stream_id(s)
+  if type(s) ~= 'string' then return nil end
+  local a, b = string.match(s, '^(%d+)%-(%d+)$')
+  if not a then return nil end
+  return tonumber(a), tonumber(b)
+end
+
+-- The id (as two numbers) of the last event this call wrote, and the entries it wrote.
+local ev_last_ms, ev_last_n = nil, nil
+local ev_entries = 0
+
+-- Write an entry of `m` events whose fields after `ts` are `fields`, at `now`.
 local function write_events(now, m, fields)
   if m == 0 then return end
-  local n = hincr(K_STATS, 'events', m)
+  local lt, ln = ev_last_ms, ev_last_n
+  if not lt then
+    local rec = redis.call('HGET', K_STATS, 'events')
+    lt, ln = parse_stream_id(rec)
+    if not lt then
+      -- No record (a new queue, a lost stats hash, an earlier orq): go on from the stream's last
+      -- id, if any.
+      if rec then repaired(1) end
+      local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
+      if top[1] then lt, ln = parse_stream_id(top[1][1]) end
+      lt, ln = lt or 0, ln or 0
+    end
+  end
+  local t, n = math.max(now, lt), ln + m
   local ts = istr(now)
-  local id = redis.pcall('XADD', K_EVENTS, istr(n) .. '-0', 'ts', ts, unpack(fields))
+  local id = redis.pcall('XADD', K_EVENTS, istr(t) .. '-' .. istr(n), 'ts', ts, unpack(fields))
   if type(id) == 'table' and id.err then
-    -- The counter is behind the stream's last ID: continue from that ID's number. An empty
-    -- stream that still refuses (its last ID outlived its entries) starts again.
+    -- The stream holds a later id than the record (a stale stats hash, a writer of an earlier
+    -- orq): go on after it. A stream whose last id outlived its entries starts again.
     local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
-    local last = top[1] and tonumber(string.match(top[1][1], '^(%d+)'))
-    if last and last < 9007199254740991 - 2 * EVENTS_PER_ENTRY then
-      n = last + m
+    local tt, tn = parse_stream_id(top[1] and top[1][1])
+    if tt and tt < 9007199254740991 and tn < 9007199254740991 - 2 * EVENTS_PER_ENTRY then
+      t, n = tt + 1, tn + m
     else
       redis.call('DEL', K_EVENTS)
-      n = m
+      t, n = now, m
     end
-    redis.call('HSET', K_STATS, 'events', istr(n))
     repaired(1)
-    redis.call('XADD', K_EVENTS, istr(n) .. '-0', 'ts', ts, unpack(fields))
+    redis.call('XADD', K_EVENTS, istr(t) .. '-' .. istr(n), 'ts', ts, unpack(fields))
   end
+  ev_last_ms, ev_last_n = t, n
+  ev_entries = ev_entries + 1
+end
+
+-- After a call's writes: record the last event's id in the stats hash, and drop the oldest
+-- entries while the newest EVENTS_MAX events are all after them (an entry whose number is above
+-- the last one's was numbered before the counter was reset, so it is old too). Reads as many of
+-- the oldest entries as this call wrote, plus one, at a time, at most four times a call.
+local function finish_events()
+  if ev_entries == 0 then return end
+  local n = ev_last_n
+  redis.call('HSET', K_STATS, 'events', istr(ev_last_ms) .. '-' .. istr(n))
   if n > EVENTS_MAX then
-    redis.call('XTRIM', K_EVENTS, 'MINID', istr(n - EVENTS_MAX + 1))
+    for _ = 1, 4 do
+      local old = redis.call('XRANGE', K_EVENTS, '-', '+', 'COUNT', ev_entries + 1)
+      local drop = 0
+      for i = 1, #old do
+        local _, on = parse_stream_id(old[i][1])
+        if on and on > n then on = 0 end
+        if on and on <= n - EVENTS_MAX then drop = drop + 1 else break end
+      end
+      if drop > 0 then
+        redis.call('XTRIM', K_EVENTS, 'MAXLEN', redis.call('XLEN', K_EVENTS) - drop)
+      end
+      if drop < #old or drop == 0 then break end
+    end
   end
+  ev_entries = 0
 end
 
 -- Write the pending batch as one entry (nothing when there is none).
@@ -369,9 +434,11 @@ end
 local function emit(now, kind, id, tenant, attempt, k1, v1, k2, v2, k3, v3)
   local a = istr(attempt)
   if not events_deferred or ((kind == 'retrying' or kind == 'dead')
-      and has_separator(table.concat({v1 or '', v2 or '', v3 or ''}))) then
+      and has_separator(table.concat({v1 or '', v2 or '', v3 or ''})))
+      or (kind == 'completed' and (repeated_has_separator(v1) or repeated_has_separator(tenant))) then
     write_batch()
     write_events(now, 1, {'k', kind, 'id', id, 't', tenant, 'a', a, k1, v1, k2, v2, k3, v3})
+    if not events_deferred then finish_events() end
     return
   end
   if ev_count > 0 and ev_now ~= now then
@@ -407,9 +474,10 @@ local function emit(now, kind, id, tenant, attempt, k1, v1, k2, v2, k3, v3)
   end
 end
 
--- Write the events this call deferred (nothing when there are none).
+-- Write the events this call deferred (nothing when there are none), then record and trim.
 local function flush_events()
   write_batch()
+  finish_events()
 end
 
 -- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored

@@ -292,7 +292,8 @@ pub async fn run(
         tasks: plan.tasks,
         batch: plan.batch,
         concurrency: plan.concurrency,
-        lanes: plan.lanes,
+        // The lanes the pool ran (a pool never has more lanes than slots).
+        lanes: plan.lanes.min(plan.concurrency),
         tenants: plan.tenants,
         priorities: plan.priorities,
         delayed: plan.delayed,

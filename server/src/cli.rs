@@ -348,9 +348,10 @@ pub struct PoolArgs {
         default_value_t = 1
     )]
     pub lease_linger_ms: u64,
-    /// Lanes the slots are split into (1..=16, at most --concurrency), each with its own lease
-    /// loop and completer: while one lane's call is in the store another's tasks run, so a busy
-    /// pool keeps the store working.
+    /// Lanes the slots are split into (1..=16; a pool runs at most one lane per slot, so more
+    /// than --concurrency means --concurrency lanes of one slot), each with its own lease loop
+    /// and completer: while one lane's call is in the store another's tasks run, so a busy pool
+    /// keeps the store working.
     #[arg(long, env = "ORQ_LANES", default_value_t = 2)]
     pub lanes: usize,
 }

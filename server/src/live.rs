@@ -63,14 +63,14 @@ pub const SCHEDULED_TRACK_MAX: usize = 20_000;
 pub struct LiveEvent {
     /// The queue whose stream holds the entry.
     pub queue: String,
-    /// The event's id, a stream id `<n>-<seq>` (`orq::decode::stream_events`).
+    /// The event's id, a stream id `<ms>-<n>` (`orq::decode::stream_events`).
     pub stream_id: String,
     /// The SSE event name: `task` for task transitions, `queue` for `paused`, `resumed`,
     /// `configured` and `tenant_configured`.
     pub class: &'static str,
     /// The task's tenant (or the configured tenant); empty for queue settings events.
     pub tenant: String,
-    /// The SSE `data`: `{"queue": "q", "stream_id": "1700000000000-0", "kind": "leased",
+    /// The SSE `data`: `{"queue": "q", "stream_id": "1700000000000-42", "kind": "leased",
     /// "ts": 1700000000000, "task_id": "01K..", "tenant": "t", "attempt": 1,
     /// "fields": {"w": "w1", "epoch": "1", "wait_ms": "12"}}`; `ts` is the store's clock in ms
     /// since the Unix epoch; `task_id` and `tenant` are null when the entry has none (queue
@@ -107,7 +107,7 @@ impl LiveEvent {
     }
 }
 
-/// A stream id `<n>-<seq>` (an event's id) as a pair, for ordering; `None` when malformed
+/// A stream id `<ms>-<n>` (an event's id) as a pair, for ordering; `None` when malformed
 /// ([`orq::decode::stream_id`]).
 pub fn parse_stream_id(s: &str) -> Option<(u64, u64)> {
     orq::decode::stream_id(s)
@@ -653,7 +653,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
     let Some(v) = headers.get("last-event-id") else {
         return Ok(None);
     };
-    let bad = || ApiError::bad_request("Last-Event-ID: must be <queue>/<ms>-<seq>");
+    let bad = || ApiError::bad_request("Last-Event-ID: must be <queue>/<ms>-<n>");
     let v = v.to_str().map_err(|_| bad())?.trim();
     if v.is_empty() {
         return Ok(None);

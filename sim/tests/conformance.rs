@@ -402,7 +402,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -418,7 +418,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -434,7 +434,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -450,7 +450,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={now+5000}
-            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events=1
+            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now+5000} priority=2 max_retries=5 b_mult=3 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -481,7 +481,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
             "orq:{q}:tenant:t1" hash n:queued=1
@@ -498,7 +498,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {t+60000}"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={t+60000}
-            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1 events=1
+            "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={t+60000} priority=5 max_retries=0 b_max=60000 b_jitter=0.5 timeout_ms=5000 status=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -533,7 +533,7 @@ const CASES: &[Case] = &[
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:t2" zset B=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1
             "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
@@ -584,7 +584,7 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:t1" zset A=5497558138881
             "orq:{q}:ready:t2" zset C=3
-            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
@@ -617,7 +617,7 @@ const CASES: &[Case] = &[
             "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
             "orq:{q}:ready:t1" zset A=1
             "orq:{q}:ready:t2" zset B=2
-            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events=1
+            "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
@@ -645,7 +645,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:t1" zset B=1
-            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events=1
+            "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events={now}-1
             "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok updated_at={now}
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
@@ -666,7 +666,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1 events=2
+            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
@@ -717,7 +717,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
-            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events=1
+            "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events={now}-1
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
@@ -768,7 +768,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events=2
+            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events={now}-2
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 served=1
@@ -792,7 +792,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1 events=3
+            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
@@ -867,7 +867,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+1000} m=boom}
             "orq:{q}:scheduled" zset A={now+1000}
-            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1 events=1
+            "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1 events={now}-1
             "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 attempt=1 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 worker="" history="1 {now} w1 failed boom" last_error=boom updated_at={now} outcome=failed lease_exp="" run_at={now+1000}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
@@ -884,7 +884,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:dead" zset A={now}
             "orq:{q}:events" stream {ts={now} k=dead id=A t=t1 a=1 m="bad input"}
-            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1 events=1
+            "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1 events={now}-1
             "orq:{q}:task:A" hash status=dead token=2-ab tenant=t1 attempt=1 max_retries=5 worker="" history="1 {now} w1 failed bad input" last_error="bad input" updated_at={now} outcome=failed lease_exp="" finished_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:dead=1
         "#,
@@ -902,7 +902,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=released id=A t=t1 a=1 w=w1}
             "orq:{q}:ready:t1" zset A=11
-            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1 events=1
+            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
             "orq:{q}:tenants" zset t1=3.5
@@ -921,7 +921,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
             "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
-            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events=1
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
         "#,
@@ -948,7 +948,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=replayed id=A t=t1 a=0}
             "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1 events=1
+            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -966,7 +966,7 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [purged queued notfound]]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=purged id=A t=t1 a=3}
-            "orq:{q}:stats" hash n:dead=-1 total:purged=1 events=1
+            "orq:{q}:stats" hash n:dead=-1 total:purged=1 events={now}-1
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:tenant:t1" hash n:dead=-1
         "#,
@@ -985,7 +985,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+100} m="lease expired"}
             "orq:{q}:leases" zset B={t+60000}
             "orq:{q}:scheduled" zset A={now+100}
-            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1 events=1
+            "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1 events={now}-1
             "orq:{q}:task:A" hash status=retrying token=1-aa tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w1 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
             "orq:{q}:task:B" hash status=leased tenant=t1
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
@@ -1008,7 +1008,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}
             "orq:{q}:scheduled" zset B={now+100}
-            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 seq=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 events=3 vtime=0 served=1
+            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 seq=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=0 attempt=1 updated_at={now} epoch=1 token=1-0f worker=w1 lease_exp={now+30000}
             "orq:{q}:task:B" hash status=retrying token=1-bb tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w0 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
             "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 served=1
@@ -1016,7 +1016,7 @@ const CASES: &[Case] = &[
         "#
     },
     Case {
-        name: "enqueue: an event counter behind the stream (lost, or an earlier orq's time-based ids) goes on from the stream's last id",
+        name: "enqueue: without a record of the last event id (a new stats hash, an earlier orq's time-based ids) the numbering goes on from the stream's last id",
         seed: &[
             "XADD orq:{q}:events 1700000000000-3 k paused ts 1700000000000 id '' t '' a 0",
         ],
@@ -1027,11 +1027,30 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {k=paused ts=1700000000000 id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events=1700000000001 total:repaired=1
+            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-4
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#
+    },
+    Case {
+        name: "enqueue: a stream holding a later id than the stats hash's record (a stale stats hash) is written after it, counted as repaired",
+        seed: &[
+            "XADD orq:{q}:events 9999999999999-7 k paused ts 1 id '' t '' a 0",
+            "HSET orq:{q}:stats events 5-2",
+        ],
+        script: "enqueue",
+        argv: "q 1 A t1 echo {} '' ''",
+        reply: r#"[{now} [[1 queued {now}]] 0]"#,
+        keys: r#"
+            "orq:{q}:events" stream {k=paused ts=1 id="" t="" a=0} {ts={now} e="queued A t1 0"}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:stats" hash events=10000000000000-8 seq=1 total:enqueued=1 n:queued=1 total:repaired=1
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:tenant:t1" hash n:queued=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
     },
     Case {
         name: "enqueue: an id or a tenant with a space or a newline is refused before any write",
@@ -1065,7 +1084,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 1 from retrying"}
             "orq:{q}:ready:t1" zset A=9895604649985
             "orq:{q}:scheduled" zset B={t+60000}
-            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1 events=1
+            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
             "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
             "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1
