@@ -748,20 +748,18 @@ impl orq::Handler for Overlap {
     }
 }
 
-/// A pool of `concurrency` on queue "q" running [`Overlap`] handlers of `ms`, over a store that
-/// records the leases; `tasks` tasks submitted. Returns the counters, the handler, the pool and
-/// the task ids.
-async fn refill_pool(
-    env: &Env,
-    concurrency: usize,
-    ms: u64,
-    tasks: usize,
-) -> (
+/// What [`refill_pool`] and [`lanes_pool`] return: the lease counters, the handler, the running
+/// pool and the submitted task ids.
+type OverlapPool = (
     std::sync::Arc<LeaseSizes>,
     Overlap,
     common::RunningWorker,
     Vec<String>,
-) {
+);
+
+/// A pool of `concurrency` on queue "q" running [`Overlap`] handlers of `ms`, over a store that
+/// records the leases; `tasks` tasks submitted.
+async fn refill_pool(env: &Env, concurrency: usize, ms: u64, tasks: usize) -> OverlapPool {
     lanes_pool(env, concurrency, WorkerConfig::default().lanes, ms, tasks).await
 }
 
@@ -772,12 +770,7 @@ async fn lanes_pool(
     lanes: usize,
     ms: u64,
     tasks: usize,
-) -> (
-    std::sync::Arc<LeaseSizes>,
-    Overlap,
-    common::RunningWorker,
-    Vec<String>,
-) {
+) -> OverlapPool {
     let calls = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
         sizes: Default::default(),
