@@ -98,6 +98,10 @@ impl Handlers {
 /// Most lanes a pool's slots are split into ([`WorkerConfig::lanes`]).
 pub const LANES_MAX: usize = 16;
 
+/// How many times longer than [`WorkerConfig::idle_poll_ms`] an idle lane other than a pool's
+/// first waits before it asks again, unless a lane that leased work wakes it first.
+pub const LANE_IDLE_FACTOR: u64 = 10;
+
 /// Worker pool settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -127,7 +131,9 @@ pub struct WorkerConfig {
     /// keeps the store working instead of waiting for its own round trips. Two lanes of 25
     /// slots ran 13 % more no-op tasks per second than one of 50 on one Redis; three and four
     /// ran no more than two (docs/measurements.md). Lanes share the worker id, and each serves
-    /// every queue of the pool.
+    /// every queue of the pool. While the pool is idle only its first lane polls every
+    /// `idle_poll_ms` (the others every [`LANE_IDLE_FACTOR`] times that); a lane that leases
+    /// work wakes the idle ones.
     pub lanes: usize,
     /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
     pub heartbeat_divisor: u64,
@@ -576,6 +582,8 @@ struct Inner {
     handlers: Handlers,
     config: WorkerConfig,
     client: Client,
+    /// Shared by the lanes of one pool: a lane that leased work wakes the idle ones.
+    lanes_wake: Arc<Notify>,
 }
 
 impl Worker {
@@ -587,6 +595,18 @@ impl Worker {
         handlers: Handlers,
         config: WorkerConfig,
     ) -> Self {
+        Worker::lane(store, clock, entropy, handlers, config, Arc::default())
+    }
+
+    /// A pool (or one lane of a pool) whose lanes share `lanes_wake`.
+    fn lane(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        entropy: Arc<Entropy>,
+        handlers: Handlers,
+        config: WorkerConfig,
+        lanes_wake: Arc<Notify>,
+    ) -> Self {
         let client = Client::new(store.clone(), clock.clone(), entropy.clone());
         Worker {
             inner: Arc::new(Inner {
@@ -596,6 +616,7 @@ impl Worker {
                 handlers,
                 config,
                 client,
+                lanes_wake,
             }),
         }
     }
@@ -628,12 +649,13 @@ impl Worker {
                 c.concurrency =
                     config.concurrency / lanes + usize::from(i < config.concurrency % lanes);
                 c.lanes = 1;
-                Worker::new(
+                Worker::lane(
                     self.inner.store.clone(),
                     self.inner.clock.clone(),
                     self.inner.entropy.clone(),
                     self.inner.handlers.clone(),
                     c,
+                    self.inner.lanes_wake.clone(),
                 )
             })
             .collect();
@@ -869,7 +891,16 @@ impl Worker {
             }
             rotate = rotate.wrapping_add(1);
             idle = !leased_any;
-            if !leased_any {
+            if leased_any {
+                // Work has come: the pool's idle lanes ask too.
+                inner.lanes_wake.notify_waiters();
+            } else {
+                // An idle lane other than the first polls LANE_IDLE_FACTOR times less often
+                // when nothing is due sooner: the first lane's polls find new work and wake it,
+                // so a pool of lanes asks an idle store about as often as one lane does.
+                if lane > 0 && wait_ms >= inner.config.idle_poll_ms {
+                    wait_ms = inner.config.idle_poll_ms.saturating_mul(LANE_IDLE_FACTOR);
+                }
                 let sleep = inner.clock.sleep(wait_ms.max(1));
                 let mut got = None;
                 tokio::select! {
@@ -878,6 +909,7 @@ impl Worker {
                     _ = shutdown.cancelled() => {}
                     r = leased_rx.recv() => got = r,
                     _ = slots.freed.notified() => {}
+                    _ = inner.lanes_wake.notified() => {}
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
                 }
                 if let Some(r) = got {

@@ -872,6 +872,38 @@ async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
     }
 }
 
+// Goal: an idle pool of two lanes asks the store about as often as one lane would: only its
+// first lane polls every idle_poll_ms; the other waits ten times longer (or until a lane finds
+// work), so idle lanes do not multiply the idle load on Redis.
+// Method: an empty queue, concurrency 4 in 2 lanes, idle_poll_ms 20, for about a second; the
+// lease calls are at most one per 20 ms of the time that passed, plus a few (two polling lanes
+// would make twice that). Only an upper bound: a loaded machine makes fewer calls, not more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_of_two_lanes_polls_about_as_often_as_one() {
+    let env = Env::start().await;
+    let calls = std::sync::Arc::new(LeaseSizes {
+        inner: env.store.clone(),
+        sizes: Default::default(),
+        refills: Default::default(),
+    });
+    let started = std::time::Instant::now();
+    let worker = env.worker_on(calls.clone(), "w-1", "idle", Handlers::new(), |c| {
+        c.concurrency = 4;
+        c.lanes = 2;
+        c.idle_poll_ms = 20;
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    let asked = calls.sizes.lock().unwrap().len();
+    let elapsed_ms = started.elapsed().as_millis() as usize;
+    worker.stop().await;
+    let one_lane = elapsed_ms / 20 + 1;
+    assert!(asked >= 2, "both lanes asked once at start: {asked}");
+    assert!(
+        asked <= one_lane + one_lane / 10 + 4,
+        "{asked} lease calls in {elapsed_ms} ms; one polling lane makes at most {one_lane}"
+    );
+}
+
 // Goal: a pool that stops while its completions lease leaves no task leased: what the completer
 // leased in a call in flight at shutdown runs within the grace period or is released.
 // Method: concurrency 4, 200 tasks of 2 ms; stop the pool once 20 have run, then no task is
