@@ -132,8 +132,8 @@ pub struct WorkerConfig {
     /// slots ran 13 % more no-op tasks per second than one of 50 on one Redis; three and four
     /// ran no more than two (docs/measurements.md). Lanes share the worker id, and each serves
     /// every queue of the pool. While the pool is idle only its first lane polls every
-    /// `idle_poll_ms` (the others every [`LANE_IDLE_FACTOR`] times that); a lane that leases
-    /// work wakes the idle ones.
+    /// `idle_poll_ms` (the others every [`LANE_IDLE_FACTOR`] times that, as long as the first
+    /// lane polls); a lane that leases work wakes the idle ones.
     pub lanes: usize,
     /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
     pub heartbeat_divisor: u64,
@@ -582,8 +582,19 @@ struct Inner {
     handlers: Handlers,
     config: WorkerConfig,
     client: Client,
-    /// Shared by the lanes of one pool: a lane that leased work wakes the idle ones.
-    lanes_wake: Arc<Notify>,
+    /// Shared by the lanes of one pool.
+    lanes: Arc<LaneShare>,
+}
+
+/// What the lanes of one pool share ([`WorkerConfig::lanes`]).
+#[derive(Default)]
+struct LaneShare {
+    /// A lane that leased work wakes the idle ones.
+    wake: Notify,
+    /// Whether the first lane is polling an idle store (it has free slots and its last round
+    /// leased nothing): only then do the other lanes poll less often, since its polls will find
+    /// new work and wake them.
+    first_polling: std::sync::atomic::AtomicBool,
 }
 
 impl Worker {
@@ -598,14 +609,14 @@ impl Worker {
         Worker::lane(store, clock, entropy, handlers, config, Arc::default())
     }
 
-    /// A pool (or one lane of a pool) whose lanes share `lanes_wake`.
+    /// A pool (or one lane of a pool) sharing `lanes` with the other lanes of its pool.
     fn lane(
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         entropy: Arc<Entropy>,
         handlers: Handlers,
         config: WorkerConfig,
-        lanes_wake: Arc<Notify>,
+        lanes: Arc<LaneShare>,
     ) -> Self {
         let client = Client::new(store.clone(), clock.clone(), entropy.clone());
         Worker {
@@ -616,7 +627,7 @@ impl Worker {
                 handlers,
                 config,
                 client,
-                lanes_wake,
+                lanes,
             }),
         }
     }
@@ -655,7 +666,7 @@ impl Worker {
                     self.inner.entropy.clone(),
                     self.inner.handlers.clone(),
                     c,
-                    self.inner.lanes_wake.clone(),
+                    self.inner.lanes.clone(),
                 )
             })
             .collect();
@@ -891,14 +902,25 @@ impl Worker {
             }
             rotate = rotate.wrapping_add(1);
             idle = !leased_any;
+            if lane == 0 {
+                inner
+                    .lanes
+                    .first_polling
+                    .store(!leased_any, Ordering::SeqCst);
+            }
             if leased_any {
                 // Work has come: the pool's idle lanes ask too.
-                inner.lanes_wake.notify_waiters();
+                inner.lanes.wake.notify_waiters();
             } else {
                 // An idle lane other than the first polls LANE_IDLE_FACTOR times less often
-                // when nothing is due sooner: the first lane's polls find new work and wake it,
-                // so a pool of lanes asks an idle store about as often as one lane does.
-                if lane > 0 && wait_ms >= inner.config.idle_poll_ms {
+                // while the first one polls too and nothing is due sooner: the first lane's
+                // polls find new work and wake it, so a pool of lanes asks an idle store about
+                // as often as one lane does. (While the first lane is busy, the others poll as
+                // usual, so new work never waits for a busy lane.)
+                if lane > 0
+                    && wait_ms >= inner.config.idle_poll_ms
+                    && inner.lanes.first_polling.load(Ordering::SeqCst)
+                {
                     wait_ms = inner.config.idle_poll_ms.saturating_mul(LANE_IDLE_FACTOR);
                 }
                 let sleep = inner.clock.sleep(wait_ms.max(1));
@@ -909,7 +931,7 @@ impl Worker {
                     _ = shutdown.cancelled() => {}
                     r = leased_rx.recv() => got = r,
                     _ = slots.freed.notified() => {}
-                    _ = inner.lanes_wake.notified() => {}
+                    _ = inner.lanes.wake.notified() => {}
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
                 }
                 if let Some(r) = got {

@@ -904,6 +904,36 @@ async fn an_idle_pool_of_two_lanes_polls_about_as_often_as_one() {
     );
 }
 
+// Goal: while one lane is busy, the pool's other lanes poll at the usual rate, so new work
+// never waits for a busy lane (only when the first lane polls an idle store too do the others
+// poll less often).
+// Method: 2 slots in 2 lanes, idle_poll_ms 4 s (an idle second lane would wait 40 s, more than
+// the test's 30 s deadline). Task A, submitted before the pool starts, goes to the first lane's
+// first lease and holds it; task B, submitted then, must still start: the second lane asks
+// again after 4 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate() {
+    let env = Env::start().await;
+    let gated = Gated::default();
+    env.submit_ids(vec![spec("q", "gated", "{\"n\":1}")]).await;
+    let worker = env.worker_on(
+        env.store.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("gated", gated.clone()),
+        |c| {
+            c.concurrency = 2;
+            c.lanes = 2;
+            c.idle_poll_ms = 4_000;
+        },
+    );
+    gated.wait_started(1).await;
+    env.submit_ids(vec![spec("q", "gated", "{\"n\":2}")]).await;
+    gated.wait_started(2).await;
+    gated.permits.add_permits(2);
+    worker.stop().await;
+}
+
 // Goal: a pool that stops while its completions lease leaves no task leased: what the completer
 // leased in a call in flight at shutdown runs within the grace period or is released.
 // Method: concurrency 4, 200 tasks of 2 ms; stop the pool once 20 have run, then no task is

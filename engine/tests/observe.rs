@@ -260,6 +260,29 @@ async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_reco
     );
 }
 
+// Goal: old entries of one event each are trimmed as fast as new entries of a hundred come, so
+// the stream keeps fewer than 10,100 events after each call whatever the entries hold.
+// Method: 10,000 tasks submitted one by one (10,000 plain-sized entries), then 11 batches of
+// 1,000 (110 entries of 100): the stream then holds the last 10,000..10,099 events, and every
+// one of the single submits' events is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_event_entries_are_trimmed_as_fast_as_batches_come() {
+    let env = Env::start().await;
+    for _ in 0..10_000 {
+        env.client.submit(spec("q", "echo", "{}")).await.unwrap();
+    }
+    for _ in 0..11 {
+        env.submit_ids((0..1000).map(|_| spec("q", "echo", "{}")).collect())
+            .await;
+    }
+    let all = all_events(&env, "q", 1000).await;
+    assert!(
+        (10_000..10_100).contains(&all.len()),
+        "kept {} events",
+        all.len()
+    );
+}
+
 // Goal: when Redis loses its latest writes (a failover to a lagging replica, a restart), the
 // events written after it get ids after the lost ones, so a reader whose cursor names a lost
 // event still reads them.

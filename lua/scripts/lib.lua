@@ -391,14 +391,17 @@ end
 -- After a call's writes: record the last event's id in the stats hash, and drop the oldest
 -- entries while the newest EVENTS_MAX events are all after them (an entry whose number is above
 -- the last one's was numbered before the counter was reset, so it is old too). Reads as many of
--- the oldest entries as this call wrote, plus one, at a time, at most four times a call.
+-- the oldest entries as this call wrote, plus one; while every entry read goes, twice as many
+-- again, at most eight times a call (up to ~255 × that many entries: old entries of one event
+-- each go as fast as new ones of a hundred come).
 local function finish_events()
   if ev_entries == 0 then return end
   local n = ev_last_n
   redis.call('HSET', K_STATS, 'events', istr(ev_last_ms) .. '-' .. istr(n))
   if n > EVENTS_MAX then
-    for _ = 1, 4 do
-      local old = redis.call('XRANGE', K_EVENTS, '-', '+', 'COUNT', ev_entries + 1)
+    local want = ev_entries + 1
+    for _ = 1, 8 do
+      local old = redis.call('XRANGE', K_EVENTS, '-', '+', 'COUNT', want)
       local drop = 0
       for i = 1, #old do
         local _, on = parse_stream_id(old[i][1])
@@ -408,7 +411,8 @@ local function finish_events()
       if drop > 0 then
         redis.call('XTRIM', K_EVENTS, 'MAXLEN', redis.call('XLEN', K_EVENTS) - drop)
       end
-      if drop < #old or drop == 0 then break end
+      if drop < want then break end
+      want = want * 2
     end
   end
   ev_entries = 0
