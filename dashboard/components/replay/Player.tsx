@@ -29,6 +29,21 @@ export const MARKER_COLOURS: Record<string, string> = {
   snapshot: "#9333ea",
 };
 
+/** Which marker is drawn on top where markers overlap (a long timeline puts many in one
+ *  pixel): the rare, telling ones (a violation, the end, a crash or a lossy restart) above the
+ *  frequent ones (lost replies, duplicates), so a click on them reaches them. */
+export const MARKER_LAYER: Record<string, number> = {
+  violation: 5,
+  end: 5,
+  crash: 4,
+  lossy_restart: 4,
+  stall: 3,
+  clock_jump: 3,
+  pause: 3,
+  faults_off: 3,
+  snapshot: 2,
+};
+
 const SPEEDS = [0.25, 1, 5, 20, 100];
 
 export function Player({
@@ -151,7 +166,11 @@ export function Player({
                 type="button"
                 key={m.index}
                 className={`marker ${m.kind}${m.kind === "end" && failed ? " end-failed" : ""}`}
-                style={{ left: pos(m), background: MARKER_COLOURS[m.kind] ?? "#334155" }}
+                style={{
+                  left: pos(m),
+                  background: MARKER_COLOURS[m.kind] ?? "#334155",
+                  zIndex: MARKER_LAYER[m.kind] ?? 1,
+                }}
                 title={`${formatVirtual(m.t_ms)} · ${m.label}`}
                 aria-label={`${(FAULT_KINDS as readonly string[]).includes(m.kind) ? "fault" : "landmark"} ${m.kind} at ${formatVirtual(m.t_ms)} (${m.t_ms} ms): ${m.label}`}
                 data-testid="marker"
