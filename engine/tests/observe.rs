@@ -102,6 +102,22 @@ async fn all_events(env: &Env, queue: &str, count: usize) -> Vec<orq::QueueEvent
     out
 }
 
+/// Submit 11 batches of 1,000 tasks to "q", read every event the stream kept, and check that it
+/// kept the last 10,000..10,099 (whole entries are trimmed).
+async fn submit_11_batches_and_read_the_kept_events(env: &Env) -> Vec<orq::QueueEvent> {
+    for _ in 0..11 {
+        env.submit_ids((0..1000).map(|_| spec("q", "echo", "{}")).collect())
+            .await;
+    }
+    let all = all_events(env, "q", 1000).await;
+    assert!(
+        (10_000..10_100).contains(&all.len()),
+        "kept {} events",
+        all.len()
+    );
+    all
+}
+
 /// A stream id's two numbers, for ordering.
 fn id_of(e: &orq::QueueEvent) -> (u64, u64) {
     orq::decode::stream_id(&e.stream_id).expect("event ids are stream ids")
@@ -207,16 +223,7 @@ async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_reco
         4,
         "the earlier entries are kept until 10,000 newer events"
     );
-    for _ in 0..11 {
-        env.submit_ids((0..1000).map(|_| spec("q", "echo", "{}")).collect())
-            .await;
-    }
-    let all = all_events(&env, "q", 1000).await;
-    assert!(
-        (10_000..10_100).contains(&all.len()),
-        "kept {} events",
-        all.len()
-    );
+    let all = submit_11_batches_and_read_the_kept_events(&env).await;
     assert!(
         all.iter().all(|e| e.kind == "queued"),
         "the oldest were trimmed"
@@ -271,16 +278,7 @@ async fn single_event_entries_are_trimmed_as_fast_as_batches_come() {
     for _ in 0..10_000 {
         env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     }
-    for _ in 0..11 {
-        env.submit_ids((0..1000).map(|_| spec("q", "echo", "{}")).collect())
-            .await;
-    }
-    let all = all_events(&env, "q", 1000).await;
-    assert!(
-        (10_000..10_100).contains(&all.len()),
-        "kept {} events",
-        all.len()
-    );
+    submit_11_batches_and_read_the_kept_events(&env).await;
 }
 
 // Goal: when Redis loses its latest writes (a failover to a lagging replica, a restart), the
