@@ -654,8 +654,8 @@ impl Client {
     }
 
     /// Pause (`Some(true)`) or resume (`Some(false)`) leasing in `queue`, and/or set its
-    /// starvation bound step (`aging_step_ms`, 0 = strict priority; applies to tasks queued
-    /// after the change). Submits, promotion and reaping go on while paused.
+    /// starvation bound step (`aging_step_ms`, 0 = strict priority; applies at once, to the
+    /// tasks already queued too). Submits, promotion and reaping go on while paused.
     pub async fn configure_queue(
         &self,
         queue: &str,

@@ -40,7 +40,7 @@ pub fn is_valid_task_id(s: &str) -> bool {
 /// | KEYS[i] | key | Redis type |
 /// |---|---|---|
 /// | 1 | `orq:{q}:task:` | prefix of HASH `orq:{q}:task:<id>` |
-/// | 2 | `orq:{q}:ready:` | prefix of ZSET `orq:{q}:ready:<tenant>` |
+/// | 2 | `orq:{q}:ready:` | prefix of LIST `orq:{q}:ready:<priority>:<tenant>` (ids, oldest first) |
 /// | 3 | `orq:{q}:tenants` | ZSET, score = virtual time |
 /// | 4 | `orq:{q}:scheduled` | ZSET, score = run_at ms |
 /// | 5 | `orq:{q}:leases` | ZSET, score = lease deadline ms |

@@ -336,13 +336,14 @@ async fn limited_tenants_never_hide_an_eligible_one() {
     );
 }
 
-// Goal: switching the starvation bound on or off rescores the tasks already queued, so none is
-// stranded behind tasks queued under the other rule; too large a backlog refuses the change.
+// Goal: switching the starvation bound on or off applies at once to the tasks already queued (lease
+// orders the heads of the priority lists under the rule in force), so none is stranded behind
+// tasks queued under the other rule, however large the backlog.
 // Method: strict priority: queue a priority-0 task, then priority-9 tasks 300 ms later; switch
 // aging on with a 10 ms step: the priority-0 task (older by more than 9 steps) goes first. Switch
 // back: priority 9 first again, FIFO within a priority.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switching_aging_rescores_the_queued_tasks() {
+async fn switching_aging_applies_at_once_to_the_queued_tasks() {
     let env = Env::start().await;
     let low = env.client.submit(task("t", 0)).await.unwrap().task.id;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -378,16 +379,20 @@ async fn switching_aging_rescores_the_queued_tasks() {
     );
     assert_eq!(order[3], low2);
 
-    // More than 10,000 ready tasks: the change is refused and nothing moves.
+    // 11,000 ready tasks (the rescoring this replaced refused a switch above 10,000): the change
+    // is accepted, and the oldest task goes first under it.
+    let mut first = None;
     for _ in 0..11 {
         let specs = (0..1000).map(|_| task("big", 0)).collect();
-        env.client.submit_batch(specs).await.unwrap();
+        let ids = env.client.submit_batch(specs).await.unwrap();
+        first.get_or_insert_with(|| ids[0].task.id.clone());
     }
-    match env.client.configure_queue("q", None, Some(5)).await {
-        Err(Error::Conflict { .. }) => {}
-        other => panic!("expected Conflict, got {other:?}"),
-    }
-    assert_eq!(env.client.stats("q").await.unwrap().aging_step_ms, 0);
+    env.client
+        .configure_queue("q", None, Some(5))
+        .await
+        .unwrap();
+    assert_eq!(env.client.stats("q").await.unwrap().aging_step_ms, 5);
+    assert_eq!(Some(env.lease_one("q", "w").await.id), first);
 }
 
 // Goal: with the starvation bound on, tasks of one priority made ready in the same millisecond

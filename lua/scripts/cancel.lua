@@ -6,7 +6,7 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
 --   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
@@ -32,7 +32,7 @@ if missing then return missing end
 local bad = check_keys({3, 4, 5, 8, 11, 12, 15})
 if bad then return bad end
 local t
-t, bad = fields(id, {'status', 'tenant', 'attempt', 'worker'})
+t, bad = fields(id, {'status', 'tenant', 'attempt', 'worker', 'priority'})
 if bad then return bad end
 if not t.status then
   return redis.error_reply('NOTFOUND task ' .. id)
@@ -44,10 +44,11 @@ local CANCELLABLE = {queued = true, scheduled = true, retrying = true, leased = 
 if not CANCELLABLE[t.status] then
   return redis.error_reply('CONFLICT task is ' .. t.status)
 end
-bad = tenant_error(t.tenant)
+local p = priority_of(t.priority)
+bad = tenant_error(t.tenant, t.status == 'queued' and p or nil)
 if bad then return bad end
 if t.status == 'queued' then
-  from_ready(id, t.tenant)
+  from_ready(id, t.tenant, p)
 elseif t.status == 'scheduled' or t.status == 'retrying' then
   redis.call('ZREM', K_SCHEDULED, id)
 elseif t.status == 'leased' then

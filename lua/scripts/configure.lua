@@ -5,12 +5,10 @@
 -- resuming lets leasing go on. A tenant's new rate limit starts with a full bucket.
 --
 -- KEYS: the queue key set (lib.lua); this script uses
---   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id> (priority, updated_at read)
---   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant> (rescored)
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant> (weight, max_inflight,
 --                                   max_queued, rate_per_s, burst, tokens, tokens_at)
---   KEYS[11] orq:{q}:stats          HASH seq (strict-priority FIFO sequence)
+--   KEYS[11] orq:{q}:stats          HASH counters
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
 --   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms, defaults (JSON)
@@ -20,8 +18,8 @@
 --   ARGV[1]  'queue'
 --   ARGV[2]  string   paused: '1' pause, '0' resume, '' keep
 --   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..3600000 the starvation bound step,
---                     '' keep. A change rescores every ready task under the new rule (at most
---                     RESCORE_MAX = 10000 ready tasks, else CONFLICT and nothing is written)
+--                     '' keep. It orders the ready tasks as lease reads them, so a change
+--                     applies at once to the tasks already queued (lib.lua, pop_ready)
 --   ARGV[4]  bytes    defaults: the queue's default task options as JSON (validated by the
 --                     caller, at most 4096 bytes), '' keep, '-' remove
 -- ARGV, mode tenant:
@@ -35,15 +33,12 @@
 --
 -- Returns: {now_ms, fields} with the queue's config hash or the tenant's hash after the change,
 --   flat (HGETALL).
--- Errors: INVALID <field ...> (nothing written); CONFLICT (aging change with too many ready tasks);
---   CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
+-- Errors: INVALID <field ...> (nothing written); CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
 --   written).
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
 
 local now = now_ms()
 local mode = ARGV[1]
--- Most ready tasks rescored by a change of aging_step_ms.
-local RESCORE_MAX = 10000
 
 -- Validate one optional field: '' keep, '-' clear, else a number in [lo, hi] (integer when int).
 local function opt(v, name, lo, hi, int)
@@ -78,25 +73,6 @@ if mode == 'queue' then
   if string.len(defaults) > 4096 then
     return redis.error_reply('INVALID defaults must be at most 4096 bytes')
   end
-  -- A change of aging rescores every ready task under the new rule, so tasks queued before the
-  -- change keep their place among those queued after it. Bounded, and checked before anything
-  -- is written (Redis does not roll back).
-  local owners = nil
-  if step ~= '' and step ~= aging_step() then
-    owners = redis.call('ZRANGE', K_TENANTS, 0, -1)
-    local parked = redis.call('ZRANGE', K_PARKED, 0, -1)
-    for i = 1, #parked do owners[#owners + 1] = parked[i] end
-    local total = 0
-    for i = 1, #owners do
-      bad = type_error(ready_key(owners[i]), 'zset')
-      if bad then return bad end
-      total = total + redis.call('ZCARD', ready_key(owners[i]))
-    end
-    if total > RESCORE_MAX then
-      return redis.error_reply('CONFLICT aging_step_ms can change only while at most ' ..
-        istr(RESCORE_MAX) .. ' tasks are ready (' .. istr(total) .. ' are)')
-    end
-  end
   local kind = 'configured'
   if paused ~= '' then
     redis.call('HSET', K_CONFIG, 'paused', paused)
@@ -104,25 +80,6 @@ if mode == 'queue' then
   end
   if step ~= '' then
     redis.call('HSET', K_CONFIG, 'aging_step_ms', istr(step))
-  end
-  if owners then
-    for i = 1, #owners do
-      local rk = ready_key(owners[i])
-      local ids = redis.call('ZRANGE', rk, 0, -1)
-      for j = 1, #ids do
-        -- A task hash that is missing or of another type keeps its entry (lease drops it).
-        local t = fields(ids[j], {'priority', 'updated_at', 'created_at'}) or {}
-        local p = priority_of(t.priority)
-        -- FIFO among equals follows the order the tasks had.
-        local seq = hincr(K_STATS, 'seq', 1)
-        if step > 0 then
-          -- Enqueue time (a ready task's updated_at, or created_at when never updated, is when it became ready) minus p steps.
-          redis.call('ZADD', rk, aged_score(num(t.updated_at or t.created_at, now), p, step, seq), ids[j])
-        else
-          redis.call('ZADD', rk, istr((9 - p) * PRIO_SPAN + seq), ids[j])
-        end
-      end
-    end
   end
   if defaults == '-' then
     redis.call('HDEL', K_CONFIG, 'defaults')

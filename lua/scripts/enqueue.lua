@@ -5,7 +5,7 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work, score=virtual time
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
 --   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, with TTL
@@ -13,7 +13,7 @@
 --   KEYS[11] orq:{q}:stats          HASH counters
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
---   KEYS[14] orq:{q}:config         HASH aging_step_ms (ready-set order)
+--   KEYS[14] orq:{q}:config         HASH aging_step_ms
 --   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:
@@ -243,14 +243,11 @@ end
 -- nothing. An item whose idempotency key is repeated within the batch counts once.
 local adding = {}
 local seen_idem = {}
-local tenant_checked = {}
 for i = 1, n do
   local it = items[i]
-  if not tenant_checked[it.tenant] then
-    tenant_checked[it.tenant] = true
-    bad = tenant_error(it.tenant)
-    if bad then return bad end
-  end
+  -- The tenant's hash and the ready list of the item's priority (memoised per call).
+  bad = tenant_error(it.tenant, it.priority)
+  if bad then return bad end
   local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
   if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
   local existing
@@ -278,14 +275,12 @@ for i = 1, n do
 end
 
 -- The writes. Per task: one HSET of the whole record (status included), one XADD; per call: the
--- ready sets (one ZADD per tenant), the scheduled set, the known tenants, the sequence and the
+-- ready lists (one RPUSH per tenant and priority), the scheduled set, the known tenants and the
 -- status counters (deferred, lib.lua), and one trim of the event stream.
 defer_events()
 defer_counts()
-local step = aging_step()
-local seq, seq_first = nil, nil
 local vtime = nil
-local ready = {}          -- tenant -> {score, id, score, id, ...}, tenants in first-use order
+local ready = {}          -- ready list key -> {id, ...}, keys in first-use order
 local scheduled = {}      -- {score, id, ...}
 local known = {}          -- tenant -> true once ZADDed to the known tenants this call
 local out = {}
@@ -372,33 +367,19 @@ for i = 1, n do
       scheduled[#scheduled + 1] = it.id
       emit(now, 'scheduled', it.id, it.tenant, 0, 'run_at', istr(it.run_at))
     else
-      -- The queue sequence: one HINCRBY for the first ready task (which repairs a garbage
-      -- counter), then counted locally and written back once.
-      if seq == nil then
-        seq = hincr(K_STATS, 'seq', 1)
-        seq_first = seq
-      else
-        seq = seq + 1
-      end
-      local score
-      if step > 0 then
-        score = aged_score(now, it.priority, step, seq)
-      else
-        score = istr((9 - it.priority) * PRIO_SPAN + seq)
-      end
-      local r = ready[it.tenant]
+      local rk = ready_key(it.tenant, it.priority)
+      local r = ready[rk]
       if not r then
         r = {}
-        ready[it.tenant] = r
-        ready[#ready + 1] = it.tenant
+        ready[rk] = r
+        ready[#ready + 1] = rk
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
-        -- idle (a parked tenant stays parked).
+        -- idle (a parked tenant stays parked). ZADD NX: once per tenant and priority is cheap.
         if not redis.call('ZSCORE', K_PARKED, it.tenant) then
           if vtime == nil then vtime = fstr(queue_vtime()) end
           redis.call('ZADD', K_TENANTS, 'NX', vtime, it.tenant)
         end
       end
-      r[#r + 1] = score
       r[#r + 1] = it.id
       emit(now, 'queued', it.id, it.tenant, 0)
     end
@@ -406,8 +387,8 @@ for i = 1, n do
   end
 end
 for j = 1, #ready do
-  local tenant = ready[j]
-  redis.call('ZADD', ready_key(tenant), unpack(ready[tenant]))
+  local rk = ready[j]
+  redis.call('RPUSH', rk, unpack(ready[rk]))
 end
 if #scheduled > 0 then
   redis.call('ZADD', K_SCHEDULED, unpack(scheduled))
@@ -418,10 +399,6 @@ if total_added > 0 then
     local a = added[j]
     count_status(a[1], nil, a[2], added_n[a[1]][a[2]])
   end
-end
-if seq ~= nil and seq > seq_first then
-  -- seq holds the last number handed out; the first HINCRBY stored only the first.
-  hincr(K_STATS, 'seq', seq - seq_first)
 end
 flush_counts()
 flush_events()

@@ -12,13 +12,15 @@
 -- scanned again while they wait and cannot hide eligible ones. A paused queue
 -- leases nothing (due tasks are still promoted and expired leases reaped).
 -- Within a tenant the most urgent priority goes first, FIFO within a priority (or, with the
--- queue's aging_step_ms, by enqueue time minus priority x step).
+-- queue's aging_step_ms, the heads of the priority lists by when each became ready minus
+-- priority x step). An earlier orq's ready ZSET of a served tenant is moved to its ready lists
+-- first, up to 1000 entries per call (lib.lua, migrate_ready).
 -- The lease token is "<epoch>-<random>": epoch grows by one with every lease of the task (the
 -- fencing epoch given to handlers), the random part comes from the caller.
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:      prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:     prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:     prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants    ZSET tenants with ready work, score=virtual time
 --   KEYS[4]  orq:{q}:scheduled  ZSET score=run_at ms
 --   KEYS[5]  orq:{q}:leases     ZSET score=lease deadline ms

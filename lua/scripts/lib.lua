@@ -4,10 +4,12 @@
 --
 -- The queue key set. Every script is called with the same KEYS, built by one Rust function
 -- (`orq::keys::QueueKeys`), all sharing the queue's hash tag `{q}` so one script touches one
--- Redis Cluster slot. Three entries are key prefixes rather than keys: the task hash, the ready set
--- and the tenant hash of an id or tenant the script finds inside an index (DESIGN.md, Redis keys).
+-- Redis Cluster slot. Three entries are key prefixes rather than keys: the task hash, the ready
+-- lists and the tenant hash of an id or tenant the script finds inside an index (DESIGN.md, Redis
+-- keys; docs/design-notes.md, note 25).
 --   KEYS[1]  orq:{q}:task:           prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:          prefix of ZSET orq:{q}:ready:<tenant> score=priority band + seq
+--   KEYS[2]  orq:{q}:ready:          prefix of LIST orq:{q}:ready:<p>:<tenant>, the ids of the
+--                                    tenant's queued tasks of priority p (0..9), oldest first
 --   KEYS[3]  orq:{q}:tenants         ZSET tenants with ready work, score=virtual time
 --   KEYS[4]  orq:{q}:scheduled       ZSET scheduled and retrying tasks, score=run_at ms
 --   KEYS[5]  orq:{q}:leases          ZSET leased tasks, score=lease deadline ms
@@ -49,8 +51,9 @@
 -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
 -- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
 local EVENTS_MAX = 10000
--- Width of one priority band in a ready ZSET score: score = (9 - priority) * PRIO_SPAN + seq.
-local PRIO_SPAN = 1099511627776
+-- Ready-list migration: most entries of an earlier orq's ready ZSET (orq:{q}:ready:<tenant>) one
+-- lease call moves to the tenant's ready lists.
+local MIGRATE_MAX = 1000
 -- Longest a stored error message or history line may be (bytes).
 local ERROR_MAX = 2048
 -- Attempt history lines kept on a task (older lines are dropped).
@@ -173,8 +176,9 @@ local function task_key(id)
   return K_TASK .. id
 end
 
-local function ready_key(tenant)
-  return K_READY .. tenant
+-- The ready list of `tenant`'s queued tasks of priority `p` (0..9).
+local function ready_key(tenant, p)
+  return K_READY .. p .. ':' .. tenant
 end
 
 local function tenant_key(tenant)
@@ -261,20 +265,44 @@ local function flush_counts()
   counts = {keys = {}, by_key = {}}
 end
 
--- A CORRUPT error reply when one of the tenant's own keys (its ready set and its hash) holds
--- another Redis type than orq's, or the tenant name is missing; else nil.
-local tenant_errors = {}
-local function tenant_error(tenant)
+-- Checked once per call (key -> CORRUPT reply or false): a script writes only orq's types, so
+-- the answer cannot change within a call.
+local tenant_errors, list_errors = {}, {}
+
+-- A CORRUPT error reply when the ready list of (`tenant`, `p`) holds another Redis type; else nil.
+local function list_error(tenant, p)
+  local key = ready_key(tenant, p)
+  local known = list_errors[key]
+  if known == nil then
+    known = type_error(key, 'list') or false
+    list_errors[key] = known
+  end
+  return known or nil
+end
+
+-- A CORRUPT error reply when one of the tenant's own keys holds another Redis type than orq's,
+-- or the tenant name is missing; else nil. The keys: its hash, and its ready list of priority
+-- `p` (a number), or all ten of them (`p` = 'all'), or none (`p` nil: the caller writes no
+-- ready list).
+local function tenant_error(tenant, p)
   if not tenant or tenant == '' then
     return redis.error_reply('CORRUPT task has no tenant')
   end
-  -- Checked once per call: a script writes only orq's types, so the answer cannot change.
   local known = tenant_errors[tenant]
   if known == nil then
-    known = type_error(ready_key(tenant), 'zset') or type_error(tenant_key(tenant), 'hash') or false
+    known = type_error(tenant_key(tenant), 'hash') or false
     tenant_errors[tenant] = known
   end
-  return known or nil
+  if known then return known end
+  if p == 'all' then
+    for q = 9, 0, -1 do
+      local e = list_error(tenant, q)
+      if e then return e end
+    end
+  elseif p then
+    return list_error(tenant, p)
+  end
+  return nil
 end
 
 -- The queue's virtual time (a number; garbage reads as 0).
@@ -563,16 +591,6 @@ local function add_history(id, line)
   redis.call('HSET', key, 'history', table.concat(lines, '\n', first, #lines))
 end
 
--- Sub-millisecond slots of an aged ready score: tasks made ready in the same ms (a batch) keep
--- FIFO order for up to this many tasks per ms. 2^12, so ms + fraction stays exact in a double.
-local AGED_TIE_SPAN = 4096
-
--- An aged ready score: ms since the epoch minus priority x step, plus the queue sequence as a
--- fraction of a ms so ties keep FIFO order.
-local function aged_score(now, priority, step, seq)
-  return fstr(now - priority * step + (seq % AGED_TIE_SPAN) / AGED_TIE_SPAN)
-end
-
 -- The queue's starvation-bound step (ms; 0 = strict priority). A stored value outside the range
 -- `configure` accepts reads as 0.
 local function aging_step()
@@ -581,20 +599,6 @@ local function aging_step()
     return 0
   end
   return step
-end
-
--- The score of a task in its tenant's ready set (lowest goes first). Strict priority (the
--- default): the priority band, then FIFO by a queue-wide sequence. With the queue's
--- aging_step_ms > 0 (the starvation bound): enqueue time minus priority x step, so a task of
--- priority p counts as if it had arrived p steps earlier and a priority-0 task waits at most
--- 9 steps behind later urgent work.
-local function ready_score(priority, now)
-  local step = aging_step()
-  local seq = hincr(K_STATS, 'seq', 1)
-  if step > 0 then
-    return aged_score(now, priority, step, seq)
-  end
-  return istr((9 - priority) * PRIO_SPAN + seq)
 end
 
 -- A task's priority from its stored field: 0..9 (garbage reads as 0).
@@ -606,10 +610,11 @@ local function priority_of(v)
   return p
 end
 
--- Put a task in its tenant's ready set (status queued), and make the tenant eligible for fair
--- share at the current virtual time if it was idle (a parked tenant stays parked).
+-- Put a task at the tail of its tenant's ready list of its priority (status queued), and make the
+-- tenant eligible for fair share at the current virtual time if it was idle (a parked tenant
+-- stays parked). The caller has checked the list's type (tenant_error with the priority).
 local function to_ready(id, tenant, priority, old, now)
-  redis.call('ZADD', ready_key(tenant), ready_score(priority, now), id)
+  redis.call('RPUSH', ready_key(tenant, priority), id)
   if not redis.call('ZSCORE', K_PARKED, tenant) then
     redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
   end
@@ -617,12 +622,22 @@ local function to_ready(id, tenant, priority, old, now)
   set_status(id, tenant, old, 'queued')
 end
 
--- Remove a queued task from its tenant's ready set, dropping the tenant from the fair-share
--- set (or the parked set) when it has no ready work left.
-local function from_ready(id, tenant)
-  local rk = ready_key(tenant)
-  redis.call('ZREM', rk, id)
-  if redis.call('ZCARD', rk) == 0 then
+-- Whether any of the tenant's ready lists holds a task (the lists of priority `top` down to 0).
+local function has_ready(tenant, top)
+  for p = top or 9, 0, -1 do
+    if redis.call('LLEN', ready_key(tenant, p)) > 0 then
+      return true
+    end
+  end
+  return false
+end
+
+-- Remove a queued task of priority `priority` from its tenant's ready list (LREM: O(N) in the
+-- list's length), dropping the tenant from the fair-share set (or the parked set) when it has
+-- no ready work left.
+local function from_ready(id, tenant, priority)
+  redis.call('LREM', ready_key(tenant, priority), 1, id)
+  if not has_ready(tenant) then
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZREM', K_PARKED, tenant)
   end
@@ -740,8 +755,9 @@ end
 -- Whether a task read from an index can be acted on: its hash exists, its status is one of
 -- `statuses` (a set), and it has a tenant whose keys are of orq's types. An entry that fails is
 -- dropped from its index by the caller and counted as repaired (see the header).
-local function indexed_ok(t, statuses)
-  return t ~= nil and t.status and statuses[t.status] and not tenant_error(t.tenant)
+-- With `p`, the tenant's ready list of priority p is checked too (the caller appends to it).
+local function indexed_ok(t, statuses, p)
+  return t ~= nil and t.status and statuses[t.status] and not tenant_error(t.tenant, p)
 end
 
 local WAITING = {scheduled = true, retrying = true}
@@ -754,7 +770,7 @@ local function promote_due(now, bound)
     local id = due[i]
     redis.call('ZREM', K_SCHEDULED, id)
     local t = fields(id, {'tenant', 'priority', 'status', 'attempt'})
-    if indexed_ok(t, WAITING) then
+    if t and indexed_ok(t, WAITING, priority_of(t.priority)) then
       to_ready(id, t.tenant, priority_of(t.priority), t.status, now)
       emit(now, 'queued', id, t.tenant, num(t.attempt, 0), 'from', t.status)
     else
@@ -998,6 +1014,101 @@ end
 -- The queue keys a lease writes or reads by type (check_keys before the first write).
 local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 
+-- Move up to MIGRATE_MAX entries of an earlier orq's ready ZSET of `tenant` (orq:{q}:ready:<tenant>,
+-- score = priority band + sequence, or an aged score) to the tail of the tenant's ready lists,
+-- in the ZSET's order, each to the list of its task's priority; the ZSET goes when empty. An
+-- upgrade thus loses no queued task: it is leased after the tasks queued since the upgrade.
+-- (Tenant names cannot hold ':' (the caller validates them), so no such key is a ready list.)
+-- Returns whether entries are left in the ZSET (the tenant has ready work then).
+local function migrate_ready(tenant)
+  local old = K_READY .. tenant
+  if key_type(old) ~= 'zset' then
+    return false
+  end
+  local ids = redis.call('ZRANGE', old, 0, MIGRATE_MAX - 1)
+  local lists, order = {}, {}
+  for i = 1, #ids do
+    local t = fields(ids[i], {'priority'}) or {}
+    local key = ready_key(tenant, priority_of(t.priority))
+    if not lists[key] then
+      lists[key] = {}
+      order[#order + 1] = key
+    end
+    local l = lists[key]
+    l[#l + 1] = ids[i]
+  end
+  for i = 1, #order do
+    redis.call('RPUSH', order[i], unpack(lists[order[i]]))
+  end
+  if #ids > 0 then
+    redis.call('ZREM', old, unpack(ids))
+  end
+  return redis.call('ZCARD', old) > 0
+end
+
+-- When the task `id` became ready (ms): its last change, or its creation when never changed
+-- (`now` when its hash is gone or not a hash: lease drops such an entry).
+local function ready_since(id, now)
+  local f = redis.pcall('HMGET', task_key(id), 'updated_at', 'created_at')
+  if f.err then
+    return now
+  end
+  return num(f[1] or f[2], now)
+end
+
+-- Pop up to `k` ids from `tenant`'s ready lists, most urgent first, and whether the tenant has
+-- ready work left. Strict priority (`step` 0): the lists from priority 9 down, each FIFO. With
+-- the queue's aging_step_ms `step` > 0 (the starvation bound): the list heads compared by when
+-- each became ready minus priority x step, so a task of priority p counts as if it had arrived p
+-- steps earlier (ties: the higher priority). The caller has checked the lists' types.
+local function pop_ready(tenant, k, step, now)
+  local out = {}
+  if step <= 0 then
+    local p = 9
+    while p >= 0 do
+      local got = redis.call('LPOP', ready_key(tenant, p), k - #out)
+      if got then
+        for i = 1, #got do
+          out[#out + 1] = got[i]
+        end
+      end
+      if #out >= k then break end
+      p = p - 1
+    end
+    return out, p >= 0 and has_ready(tenant, p)
+  end
+  -- Aged: the head of each non-empty list and its score.
+  local heads = {}
+  local function look(p)
+    local h = redis.call('LRANGE', ready_key(tenant, p), 0, 0)
+    if #h == 0 then
+      heads[p] = false
+    else
+      heads[p] = ready_since(h[1], now) - p * step
+    end
+  end
+  for p = 9, 0, -1 do
+    look(p)
+  end
+  while #out < k do
+    local best = nil
+    for p = 9, 0, -1 do
+      if heads[p] and (best == nil or heads[p] < heads[best]) then
+        best = p
+      end
+    end
+    if best == nil then break end
+    out[#out + 1] = redis.call('LPOP', ready_key(tenant, best))
+    look(best)
+  end
+  for p = 9, 0, -1 do
+    if heads[p] then
+      return out, true
+    end
+  end
+  return out, false
+end
+
 -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
 -- says: promote due tasks, record the worker, reap expired leases, unpark due tenants, then
 -- serve tenants by fair share. Returns the reply's {task, ...} and next_ms.
@@ -1010,6 +1121,7 @@ local function lease_tasks(a, now)
 
   local out = {}
   local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'
+  local step = aging_step()
   unpark_due(now, TENANT_SCAN_MAX)
   -- Status counters and `served` are added once at the end; the tenant's live leases are read
   -- from its hash plus the leases this call made (tenant -> count). Counts still deferred by the
@@ -1020,8 +1132,9 @@ local function lease_tasks(a, now)
   local leased_now = {}
   local lease_scores = {}
   local now_s = istr(now)
-  -- Tenants whose keys this call has checked (tenant -> true).
-  local tenant_ok = {}
+  -- Tenants whose keys this call has checked (tenant -> true), and those with entries left in an
+  -- earlier orq's ready ZSET (tenant -> true).
+  local tenant_ok, migrating = {}, {}
   -- Each pass leases tasks of one tenant, drops a tenant with no ready work, parks a limited
   -- tenant, or stops; so the passes are bounded. A pass gives the head tenant as many tasks in a
   -- row as start-time fair queuing would (its virtual time stays ahead of the next tenant's), its
@@ -1034,7 +1147,8 @@ local function lease_tasks(a, now)
     -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
     -- (counted as repaired) so that the other tenants are.
     if tenant_ok[tenant] == nil then
-      tenant_ok[tenant] = tenant_error(tenant) == nil
+      tenant_ok[tenant] = tenant_error(tenant, 'all') == nil
+      if tenant_ok[tenant] then migrating[tenant] = migrate_ready(tenant) end
     end
     local terr = not tenant_ok[tenant]
     local th = {}
@@ -1085,23 +1199,28 @@ local function lease_tasks(a, now)
       else
         k = room
       end
-      local popped = redis.call('ZPOPMIN', ready_key(tenant), k)
-      if #popped == 0 then
+      local popped, left = pop_ready(tenant, k, step, now)
+      if not left and migrating[tenant] then
+        -- The lists ran dry with entries left in the old ZSET: move the next ones.
+        migrating[tenant] = migrate_ready(tenant)
+        left = true
+      end
+      if #popped == 0 and not left then
         redis.call('ZREM', K_TENANTS, tenant)
       else
         local last_vt = vt
-        for j = 2, #popped / 2 do
+        for j = 2, #popped do
           last_vt = last_vt + 1 / weight
           vt = last_vt
         end
         redis.call('HSET', K_STATS, 'vtime', fstr(last_vt))
-        if redis.call('ZCARD', ready_key(tenant)) == 0 then
+        if not left then
           redis.call('ZREM', K_TENANTS, tenant)
         else
           redis.call('ZADD', K_TENANTS, fstr(last_vt + 1 / weight), tenant)
         end
         local served = 0
-        for j = 1, #popped, 2 do
+        for j = 1, #popped do
           local id = popped[j]
           local key = task_key(id)
           -- One HGETALL gives the fields the lease needs and the reply (the record as it was; the

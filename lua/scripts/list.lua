@@ -1,8 +1,8 @@
 -- list: one page of tasks by status, with an opaque cursor.
 --
 -- Transition: none (a read). Pages through the index of the status asked for, or through every
--- index in a fixed order when none is given: queued (each tenant's ready set, tenants in name
--- order, most urgent first), scheduled + retrying (earliest run_at first), leased (earliest
+-- index in a fixed order when none is given: queued (each tenant's ready lists, tenants in name
+-- order, most urgent priority first, FIFO within a priority), scheduled + retrying (earliest run_at first), leased (earliest
 -- deadline first), dead, completed, cancelled (newest first). Filters by tenant and type while
 -- examining at most `scan` index entries per page, so a page can be short (or empty) with a
 -- cursor to continue. The cursor is an offset: under concurrent changes a page may repeat or skip
@@ -10,7 +10,7 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
 --   KEYS[5]  orq:{q}:leases         ZSET score=lease deadline ms
 --   KEYS[6]  orq:{q}:dead           ZSET score=time of death ms
@@ -30,7 +30,7 @@
 --   gives it (the hash, flat, then id), and
 --   next_cursor is '' when the listing is complete.
 -- Errors: INVALID; CORRUPT <key> (an index holds another Redis type than a ZSET). Entries whose
---   task hash is missing or of another type, and ready sets of another type, are skipped.
+--   task hash is missing or of another type, and ready lists of another type, are skipped.
 -- Emits: nothing.
 
 local now = now_ms()
@@ -43,7 +43,7 @@ local scan
 scan, e = arg_int(ARGV[6], 'scan', 1, 100000)
 if not scan then return redis.error_reply(e) end
 
--- Sources in listing order: {index key or false for ready sets, reverse order, status filter set}.
+-- Sources in listing order: {index key or false for ready lists, reverse order, status filter set}.
 local SOURCES = {
   {false, false, {queued = true}},
   {K_SCHEDULED, false, {scheduled = true, retrying = true}},
@@ -72,26 +72,28 @@ if ARGV[4] ~= '' then
   if src < first or src > last then return redis.error_reply('INVALID cursor: does not belong to this status') end
 end
 
--- The key of the index at (src, sub), or nil when src's sub-indexes are exhausted.
+-- The key of the index at (src, sub), or nil when src's sub-indexes are exhausted. The ready
+-- lists' sub-index is 10 x (the tenant's rank, 0 with a tenant filter) + (9 - priority).
 local function index_key(s, u)
   if SOURCES[s][1] then
     if u == 0 then return SOURCES[s][1] end
     return nil
   end
+  local rank, p = math.floor(u / 10), 9 - u % 10
   if tenant ~= '' then
-    if u == 0 then return ready_key(tenant) end
+    if rank == 0 then return ready_key(tenant, p) end
     return nil
   end
-  local name = redis.call('ZRANGE', K_KNOWN, u, u)
+  local name = redis.call('ZRANGE', K_KNOWN, rank, rank)
   if #name == 0 then return nil end
-  return ready_key(name[1])
+  return ready_key(name[1], p)
 end
 
 -- The ids of `key` from rank `from` to `to` (reversed when `rev`); none when `key` holds
--- another type than a ZSET (a ready set of foreign data is skipped).
-local function index_range(key, from, to, rev)
+-- another type than the source's (a ready list of foreign data is skipped).
+local function index_range(key, from, to, rev, list)
   local cmd = 'ZRANGE'
-  if rev then cmd = 'ZREVRANGE' end
+  if list then cmd = 'LRANGE' elseif rev then cmd = 'ZREVRANGE' end
   local ids = redis.pcall(cmd, key, from, to)
   if ids.err then return {} end
   return ids
@@ -106,7 +108,7 @@ while #out < limit and scanned < scan and src <= last do
     src, sub, off = src + 1, 0, 0
   else
     local want = math.min(CHUNK, scan - scanned)
-    local ids = index_range(key, off, off + want - 1, SOURCES[src][2])
+    local ids = index_range(key, off, off + want - 1, SOURCES[src][2], not SOURCES[src][1])
     if #ids == 0 then
       sub, off = sub + 1, 0
     else

@@ -5,13 +5,13 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
 --   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
---   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
+--   KEYS[14] orq:{q}:config      HASH aging_step_ms
 --   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:

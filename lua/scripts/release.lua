@@ -5,13 +5,13 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
---   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
+--   KEYS[14] orq:{q}:config      HASH aging_step_ms
 --   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --
 -- ARGV:
@@ -36,6 +36,8 @@ elseif state ~= 'ok' then
   return state
 end
 local t = fields(id, {'tenant', 'priority', 'attempt', 'worker'})
+bad = tenant_error(t.tenant, priority_of(t.priority))
+if bad then return bad end
 local attempt = num(t.attempt, 1) - 1
 if attempt < 0 then attempt = 0 end
 redis.call('ZREM', K_LEASES, id)

@@ -7,13 +7,13 @@
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
---   KEYS[2]  orq:{q}:ready:      prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
 --   KEYS[6]  orq:{q}:dead        ZSET score=time of death ms
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
 --   KEYS[11] orq:{q}:stats       HASH counters
 --   KEYS[12] orq:{q}:events      STREAM
---   KEYS[14] orq:{q}:config      HASH aging_step_ms (ready-set order)
+--   KEYS[14] orq:{q}:config      HASH aging_step_ms
 --
 -- ARGV, mode ids:
 --   ARGV[1]  'ids'
@@ -49,7 +49,7 @@ local function replay_one(id)
   if t.status ~= 'dead' then
     return t.status
   end
-  if tenant_error(t.tenant) then
+  if tenant_error(t.tenant, priority_of(t.priority)) then
     return 'corrupt'
   end
   redis.call('ZREM', K_DEAD, id)

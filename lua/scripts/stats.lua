@@ -3,7 +3,7 @@
 -- Transition: none (a read).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
---   KEYS[2]  orq:{q}:ready:         prefix of ZSET orq:{q}:ready:<tenant>
+--   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[4]  orq:{q}:scheduled      ZSET
 --   KEYS[5]  orq:{q}:leases         ZSET
 --   KEYS[6]  orq:{q}:dead           ZSET
@@ -41,8 +41,15 @@ if max > 0 then
     local t = names[i]
     local h = redis.pcall('HGETALL', tenant_key(t))
     if h.err then h = {} end
-    local ready = redis.pcall('ZCARD', ready_key(t))
-    if type(ready) ~= 'number' then ready = 0 end
+    -- Its ten ready lists (a list of another type counts 0), and an earlier orq's ready ZSET
+    -- until lease has moved it to the lists (lib.lua, migrate_ready).
+    local ready = 0
+    for p = 0, 9 do
+      local c = redis.pcall('LLEN', ready_key(t, p))
+      if type(c) == 'number' then ready = ready + c end
+    end
+    local old = redis.pcall('ZCARD', K_READY .. t)
+    if type(old) == 'number' then ready = ready + old end
     tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
   end
 end

@@ -1145,7 +1145,6 @@ pub(crate) async fn drain_queue(
         (status = 401, response = Unauthorized),
         (status = 403, response = Forbidden),
         (status = 408, response = RequestTimeout),
-        (status = 409, response = Conflict),
         (status = 413, response = PayloadTooLarge),
         (status = 503, response = Unavailable),
     ),

@@ -123,7 +123,7 @@ impl From<Error> for ApiError {
         match &e {
             Error::Invalid { message, .. } => ApiError::bad_request(message.clone()),
             Error::NotFound { id, .. } => ApiError::task_not_found(id),
-            // A queue setting that cannot change now (aging with too large a backlog).
+            // A queue setting that cannot change now.
             Error::Conflict {
                 op: "configure",
                 status,

@@ -138,6 +138,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("rpop", -2, First, rpop),
     cmd!("lrange", 4, First, lrange),
     cmd!("llen", 2, First, llen),
+    cmd!("lrem", 4, First, lrem),
 ];
 
 /// The command called `name` (case-insensitive), or None when the model does not implement it.
@@ -1372,6 +1373,49 @@ fn lrange(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
 
 fn llen(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
     int(tri!(read_list(ex.db, &args[1])).map_or(0, |l| l.len()))
+}
+
+/// LREM key count element (`lremCommand` in t_list.c): removes the first `count` occurrences
+/// from the head (count > 0), the last `-count` from the tail (count < 0) or all (0); replies
+/// the number removed, and deletes the key when the list is left empty.
+fn lrem(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    let count = tri!(arg_i64(&args[2]));
+    let key = &args[1];
+    if tri!(read_list(ex.db, key)).is_none() {
+        return int(0);
+    }
+    let Some(Value::List(l)) = ex.db.get_mut(key) else {
+        unreachable!("checked type")
+    };
+    let want = if count == 0 {
+        usize::MAX
+    } else {
+        usize::try_from(count.unsigned_abs()).unwrap_or(usize::MAX)
+    };
+    let elem = &args[3];
+    let mut removed = 0usize;
+    if count >= 0 {
+        let mut i = 0;
+        while i < l.len() && removed < want {
+            if l[i] == *elem {
+                l.remove(i);
+                removed += 1;
+            } else {
+                i += 1;
+            }
+        }
+    } else {
+        let mut i = l.len();
+        while i > 0 && removed < want {
+            i -= 1;
+            if l[i] == *elem {
+                l.remove(i);
+                removed += 1;
+            }
+        }
+    }
+    ex.db.remove_if_empty(key);
+    int(removed)
 }
 
 #[cfg(test)]

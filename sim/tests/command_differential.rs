@@ -513,6 +513,7 @@ fn lists() -> BoxedStrategy<Cmd> {
                 c
             }),
         lkey().prop_map(|k| s(&["LLEN", &k])),
+        (lkey(), ints(), pick(VALUES)).prop_map(|(k, n, v)| s(&["LREM", &k, &n, &v])),
     ]
     .boxed()
 }
@@ -783,7 +784,7 @@ fn stream_commands_match_redis() {
     differential("streams", 5, streams);
 }
 
-// Goal: list commands match Redis, including LPOP/RPOP counts.
+// Goal: list commands match Redis, including LPOP/RPOP counts and LREM's direction and count.
 #[test]
 fn list_commands_match_redis() {
     differential("lists", 6, lists);

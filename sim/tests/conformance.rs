@@ -401,8 +401,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:ready:5:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -417,8 +417,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -433,8 +433,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -480,8 +480,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
             "orq:{q}:tenant:t1" hash n:queued=1
@@ -532,8 +532,8 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued B t2 0"}
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
-            "orq:{q}:ready:t2" zset B=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:ready:0:t2" list B
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1
             "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
             "orq:{q}:tenant:t2" hash n:queued=1
@@ -568,25 +568,26 @@ const CASES: &[Case] = &[
         name: "lease: the tenant with the smallest virtual time goes first, its most urgent task is leased",
         seed: &[
             "ZADD orq:{q}:tenants 0 t1 0.5 t2",
-            "ZADD orq:{q}:ready:t1 5497558138881 A 2 B",
-            "ZADD orq:{q}:ready:t2 3 C",
-            "HSET orq:{q}:task:A status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
-            "HSET orq:{q}:task:B status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
+            "RPUSH orq:{q}:ready:4:t1 A",
+            "RPUSH orq:{q}:ready:9:t1 B",
+            "RPUSH orq:{q}:ready:0:t2 C",
+            "HSET orq:{q}:task:A status queued tenant t1 priority 4 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:B status queued tenant t1 priority 9 lease_ms 5000 attempt 0 epoch 0",
             "HSET orq:{q}:task:C status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
             "HSET orq:{q}:stats n:queued 3",
             "HSET orq:{q}:tenant:t1 n:queued 2",
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status queued tenant t1 lease_ms 5000 attempt 0 epoch 0 id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+5000} [status queued tenant t1 priority 9 lease_ms 5000 attempt 0 epoch 0 id B] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:ready:t1" zset A=5497558138881
-            "orq:{q}:ready:t2" zset C=3
+            "orq:{q}:ready:0:t2" list C
+            "orq:{q}:ready:4:t1" list A
             "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
+            "orq:{q}:task:A" hash status=queued tenant=t1 priority=4 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
@@ -597,9 +598,9 @@ const CASES: &[Case] = &[
         name: "lease: a tenant at its max_inflight and one out of tokens are parked, the next is leased",
         seed: &[
             "ZADD orq:{q}:tenants 0 t1 0.25 t2 0.5 t3",
-            "ZADD orq:{q}:ready:t1 1 A",
-            "ZADD orq:{q}:ready:t2 2 B",
-            "ZADD orq:{q}:ready:t3 3 C",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:0:t2 B",
+            "RPUSH orq:{q}:ready:0:t3 C",
             "HSET orq:{q}:task:A status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
             "HSET orq:{q}:task:B status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
             "HSET orq:{q}:task:C status queued tenant t3 lease_ms 5000 attempt 0 epoch 0",
@@ -615,8 +616,8 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="leased C t3 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset C={now+5000}
             "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
-            "orq:{q}:ready:t1" zset A=1
-            "orq:{q}:ready:t2" zset B=2
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:ready:0:t2" list B
             "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
@@ -633,7 +634,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:task:A status leased token 1-ab tenant t1 attempt 1 worker w1 lease_exp {t+5000}",
             "ZADD orq:{q}:leases {t+5000} A",
             "ZADD orq:{q}:parked 9007199254740991 t1",
-            "ZADD orq:{q}:ready:t1 1 B",
+            "RPUSH orq:{q}:ready:0:t1 B",
             "HSET orq:{q}:task:B status queued tenant t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1 vtime 7.5",
             "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
@@ -644,7 +645,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
-            "orq:{q}:ready:t1" zset B=1
+            "orq:{q}:ready:0:t1" list B
             "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events={now}-1
             "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok updated_at={now}
             "orq:{q}:task:B" hash status=queued tenant=t1
@@ -666,7 +667,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=8 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
+            "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
@@ -756,7 +757,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
             "ZADD orq:{q}:leases {t+5000} A",
             "HSET orq:{q}:task:B status queued tenant t1 lease_ms 5000",
-            "ZADD orq:{q}:ready:t1 2 B",
+            "RPUSH orq:{q}:ready:0:t1 B",
             "ZADD orq:{q}:parked 9007199254740991 t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1",
             "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
@@ -792,7 +793,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 seq=1 n:queued=0 vtime=0 served=1 events={now}-3
+            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
@@ -901,8 +902,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} released]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=released id=A t=t1 a=1 w=w1}
-            "orq:{q}:ready:t1" zset A=11
-            "orq:{q}:stats" hash vtime=3.5 seq=11 n:leased=-1 n:queued=1 events={now}-1
+            "orq:{q}:ready:9:t1" list A
+            "orq:{q}:stats" hash vtime=3.5 seq=10 n:leased=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
             "orq:{q}:tenants" zset t1=3.5
@@ -912,7 +913,7 @@ const CASES: &[Case] = &[
         name: "cancel: a queued task leaves its ready set, and its tenant leaves the fair-share set",
         seed: &[
             "HSET orq:{q}:task:A status queued tenant t1 attempt 0",
-            "ZADD orq:{q}:ready:t1 1 A",
+            "RPUSH orq:{q}:ready:0:t1 A",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "cancel",
@@ -924,6 +925,109 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
+        "#,
+    },
+    Case {
+        name: "cancel: a queued task leaves the middle of its ready list; its tenant keeps its other ready work",
+        seed: &[
+            "HSET orq:{q}:task:A status queued tenant t1",
+            "HSET orq:{q}:task:B status queued tenant t1 priority 3",
+            "HSET orq:{q}:task:C status queued tenant t1 priority 3",
+            "HSET orq:{q}:task:D status queued tenant t1 priority 3",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:3:t1 B C D",
+            "ZADD orq:{q}:tenants 0 t1",
+        ],
+        script: "cancel",
+        argv: "C",
+        reply: r#"[{now} cancelled [status cancelled tenant t1 priority 3 finished_at {now} updated_at {now} id C]]"#,
+        keys: r#"
+            "orq:{q}:cancelled" zset C={now}
+            "orq:{q}:events" stream {ts={now} k=cancelled id=C t=t1 a=0 from=queued}
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:ready:3:t1" list B D
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
+            "orq:{q}:task:A" hash status=queued tenant=t1
+            "orq:{q}:task:B" hash status=queued tenant=t1 priority=3
+            "orq:{q}:task:C" hash status=cancelled tenant=t1 priority=3 finished_at={now} updated_at={now}
+            "orq:{q}:task:D" hash status=queued tenant=t1 priority=3
+            "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "enqueue: a batch of two priorities appends each task to the ready list of its priority, in batch order",
+        seed: &[],
+        script: "enqueue",
+        argv: "q 3 A t1 echo {} 2 '' B t1 echo {} 0 '' C t1 echo {} 2 ''",
+        reply: r#"[{now} [[1 queued {now}] [1 queued {now}] [1 queued {now}]] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0 \n queued B t1 0 \n queued C t1 0"}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:0:t1" list B
+            "orq:{q}:ready:2:t1" list A C
+            "orq:{q}:stats" hash total:enqueued=3 n:queued=3 events={now}-3
+            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=2 status=queued
+            "orq:{q}:task:B" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:task:C" hash tenant=t1 type=echo payload="{}" created_at={now} priority=2 status=queued
+            "orq:{q}:tenant:t1" hash n:queued=3
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
+        name: "lease: with aging_step_ms, a priority-0 task older than 9 steps goes before a newer priority-9 task",
+        seed: &[
+            "HSET orq:{q}:config aging_step_ms 10",
+            "HSET orq:{q}:task:A status queued tenant t1 created_at {t-100}",
+            "HSET orq:{q}:task:B status queued tenant t1 priority 9 created_at {t-5}",
+            "HSET orq:{q}:task:C status queued tenant t1 priority 9 created_at {t-200} updated_at {t-4}",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:9:t1 B C",
+            "ZADD orq:{q}:tenants 0 t1",
+        ],
+        script: "lease",
+        argv: "w1 2 ab 0 0 0",
+        reply: r#"[{now} [[{now+30000} [status queued tenant t1 created_at {t-100} id A] 1 1] [{now+30000} [status queued tenant t1 priority 9 created_at {t-5} id B] 1 1]] {now}]"#,
+        keys: r#"
+            "orq:{q}:config" hash aging_step_ms=10
+            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 100 \n leased B t1 1 w w1 epoch 1 wait_ms 5"}
+            "orq:{q}:leases" zset A={now+30000} B={now+30000}
+            "orq:{q}:ready:9:t1" list C
+            "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
+            "orq:{q}:task:A" hash status=leased tenant=t1 created_at={t-100} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 created_at={t-5} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:C" hash status=queued tenant=t1 priority=9 created_at={t-200} updated_at={t-4}
+            "orq:{q}:tenant:t1" hash n:queued=-2 n:leased=2 served=2
+            "orq:{q}:tenants" zset t1=2
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
+        name: "lease: an earlier orq's ready ZSET moves to the tenant's ready lists, in its order, and is leased from them",
+        seed: &[
+            "HSET orq:{q}:task:A status queued tenant t1 priority 9",
+            "HSET orq:{q}:task:B status queued tenant t1",
+            "HSET orq:{q}:task:C status queued tenant t1",
+            "ZADD orq:{q}:ready:t1 1 A 9895604649985 B 9895604649986 C",
+            "RPUSH orq:{q}:ready:0:t1 D",
+            "HSET orq:{q}:task:D status queued tenant t1",
+            "ZADD orq:{q}:tenants 0 t1",
+        ],
+        script: "lease",
+        argv: "w1 2 ab 0 0 0",
+        reply: r#"[{now} [[{now+30000} [status queued tenant t1 priority 9 id A] 1 1] [{now+30000} [status queued tenant t1 id D] 1 1]] {now}]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased D t1 1 w w1 epoch 1 wait_ms 0"}
+            "orq:{q}:leases" zset A={now+30000} D={now+30000}
+            "orq:{q}:ready:0:t1" list B C
+            "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
+            "orq:{q}:task:A" hash status=leased tenant=t1 priority=9 epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:B" hash status=queued tenant=t1
+            "orq:{q}:task:C" hash status=queued tenant=t1
+            "orq:{q}:task:D" hash status=leased tenant=t1 epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:tenant:t1" hash n:queued=-2 n:leased=2 served=2
+            "orq:{q}:tenants" zset t1=2
+            "orq:{q}:workers" zset w1={now}
         "#,
     },
     Case {
@@ -947,8 +1051,8 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [replayed notfound]]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=replayed id=A t=t1 a=0}
-            "orq:{q}:ready:t1" zset A=4398046511105
-            "orq:{q}:stats" hash seq=1 n:dead=-1 n:queued=1 total:replayed=1 events={now}-1
+            "orq:{q}:ready:5:t1" list A
+            "orq:{q}:stats" hash n:dead=-1 n:queued=1 total:replayed=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -1008,7 +1112,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}
             "orq:{q}:scheduled" zset B={now+100}
-            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 seq=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
+            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=0 attempt=1 updated_at={now} epoch=1 token=1-0f worker=w1 lease_exp={now+30000}
             "orq:{q}:task:B" hash status=retrying token=1-bb tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w0 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
             "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 served=1
@@ -1026,8 +1130,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {k=paused ts=1700000000000 id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash seq=1 total:enqueued=1 n:queued=1 events={now}-4
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -1045,8 +1149,8 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {k=paused ts=1 id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=9895604649985
-            "orq:{q}:stats" hash events=10000000000000-8 seq=1 total:enqueued=1 n:queued=1 total:repaired=1
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
             "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
@@ -1082,9 +1186,9 @@ const CASES: &[Case] = &[
         reply: r#"[{now} 1 {t+60000}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 1 from retrying"}
-            "orq:{q}:ready:t1" zset A=9895604649985
+            "orq:{q}:ready:0:t1" list A
             "orq:{q}:scheduled" zset B={t+60000}
-            "orq:{q}:stats" hash seq=1 n:retrying=-1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash n:retrying=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
             "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
             "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1
@@ -1103,16 +1207,16 @@ const CASES: &[Case] = &[
         name: "list: one page of a tenant's queued tasks, with a cursor to continue",
         seed: &[
             "ZADD orq:{q}:known_tenants 0 t1",
-            "ZADD orq:{q}:ready:t1 1 A 2 B",
+            "RPUSH orq:{q}:ready:0:t1 A B",
             "HSET orq:{q}:task:A status queued tenant t1 type echo",
             "HSET orq:{q}:task:B status queued tenant t1 type echo",
         ],
         script: "list",
         argv: "queued '' '' '' 1 100",
-        reply: r#"[{now} [[status queued tenant t1 type echo id A]] 1:0:1]"#,
+        reply: r#"[{now} [[status queued tenant t1 type echo id A]] 1:9:1]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0
-            "orq:{q}:ready:t1" zset A=1 B=2
+            "orq:{q}:ready:0:t1" list A B
             "orq:{q}:task:A" hash status=queued tenant=t1 type=echo
             "orq:{q}:task:B" hash status=queued tenant=t1 type=echo
         "#,
@@ -1123,7 +1227,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:stats n:queued 1 total:enqueued 2",
             "ZADD orq:{q}:known_tenants 0 t1 0 t2",
             "HSET orq:{q}:tenant:t1 n:queued 1 weight 2",
-            "ZADD orq:{q}:ready:t1 1 A",
+            "RPUSH orq:{q}:ready:0:t1 A",
             "ZADD orq:{q}:scheduled 5 B",
         ],
         script: "stats",
@@ -1131,7 +1235,7 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1 -1]] [1 0 0 0 0] 2 []]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0 t2=0
-            "orq:{q}:ready:t1" zset A=1
+            "orq:{q}:ready:0:t1" list A
             "orq:{q}:scheduled" zset B=5
             "orq:{q}:stats" hash n:queued=1 total:enqueued=2
             "orq:{q}:tenant:t1" hash n:queued=1 weight=2

@@ -44,13 +44,17 @@ fn rate(rate_per_s: f64, burst: u64) -> TenantLimits {
     }
 }
 
-/// Tasks of one tenant still waiting in its ready set.
+/// Tasks of one tenant still waiting in its ready lists (one per priority).
 fn ready_count(r: &Runner, tenant: &str) -> i64 {
-    let key = format!("orq:{{{QUEUE}}}:ready:{tenant}");
-    r.store()
-        .command(&[b"ZCARD", key.as_bytes()])
-        .as_int()
-        .unwrap_or(-1)
+    (0..10)
+        .map(|p| {
+            let key = format!("orq:{{{QUEUE}}}:ready:{p}:{tenant}");
+            r.store()
+                .command(&[b"LLEN", key.as_bytes()])
+                .as_int()
+                .unwrap_or(-1)
+        })
+        .sum()
 }
 
 /// What the small tenant saw in one run of the two-tenant scenario.

@@ -412,7 +412,7 @@ fn flat_map(fields: &[Resp]) -> BTreeMap<String, String> {
 pub struct QueueView {
     /// Task hashes by id.
     pub tasks: BTreeMap<String, BTreeMap<String, String>>,
-    /// ZSETs by key suffix after `orq:{q}:` (`ready:t1`, `leases`, ...): member → score.
+    /// ZSETs by key suffix after `orq:{q}:` (`leases`, `scheduled`, ...): member → score.
     pub zsets: BTreeMap<String, BTreeMap<String, f64>>,
     /// Other hashes by key suffix (`stats`, `tenant:t1`).
     pub hashes: BTreeMap<String, BTreeMap<String, String>>,
@@ -455,9 +455,18 @@ pub fn view(w: &World) -> QueueView {
     })
 }
 
-fn index_of(status: &str, tenant: &str) -> String {
+/// The index a task of `status`, `tenant` and stored `priority` field (absent: 0) belongs in, by
+/// key suffix: a ready list `ready:<p>:<tenant>` (lib.lua's `priority_of`: a stored priority
+/// that is not an integer 0..9 reads as 0) or a ZSET.
+fn index_of(status: &str, tenant: &str, priority: Option<&[u8]>) -> String {
     match status {
-        "queued" => format!("ready:{tenant}"),
+        "queued" => {
+            let p = match priority {
+                Some([d @ b'0'..=b'9']) => d - b'0',
+                _ => 0,
+            };
+            format!("ready:{p}:{tenant}")
+        }
         "scheduled" | "retrying" => "scheduled".into(),
         "leased" => "leases".into(),
         "dead" => "dead".into(),
@@ -504,6 +513,7 @@ pub fn check_store_state(
     store.read(|db| {
         let mut tasks: Vec<(&[u8], &crate::Hash)> = Vec::new();
         let mut zsets: Vec<(&[u8], &crate::ZSet)> = Vec::new();
+        let mut lists: Vec<(&[u8], &std::collections::VecDeque<Vec<u8>>)> = Vec::new();
         let mut hashes: Vec<(&[u8], &crate::Hash)> = Vec::new();
         for (key, value) in db.iter() {
             let Some(suffix) = key.strip_prefix(prefix.as_bytes()) else {
@@ -522,9 +532,19 @@ pub fn check_store_state(
                 {
                     zsets.push((suffix, z))
                 }
+                StoreValue::List(l) if suffix.starts_with(b"ready:") => lists.push((suffix, l)),
                 _ => {}
             }
         }
+        // Ready-list entries: id -> the lists holding it, once per occurrence.
+        let mut listed: BTreeMap<&[u8], Vec<&[u8]>> = BTreeMap::new();
+        for &(name, l) in &lists {
+            for m in l.iter() {
+                listed.entry(m.as_slice()).or_default().push(name);
+            }
+        }
+        // The tenant of a ready list's key suffix `ready:<p>:<tenant>`.
+        let list_tenant = |name: &[u8]| -> Vec<u8> { name.get(b"ready:0:".len()..).unwrap_or(b"").to_vec() };
         let zset = |name: &str| match db.get(format!("{prefix}{name}").as_bytes()) {
             Some(StoreValue::ZSet(z)) => Some(z),
             _ => None,
@@ -543,9 +563,19 @@ pub fn check_store_state(
             *counts.entry((b"", status)).or_default() += 1;
             *counts.entry((tenant, status)).or_default() += 1;
             let status_s = text(status);
-            let home = index_of(&status_s, &text(tenant));
+            let home = index_of(&status_s, &text(tenant), f.get(b"priority".as_slice()).map(Vec::as_slice));
             // Check 1: in its index, with the right score, and in no other.
+            let in_lists = listed.get(id).map_or(&[][..], Vec::as_slice);
             let mut found = false;
+            if status == b"queued" {
+                if in_lists != [home.as_bytes()] {
+                    let names: Vec<String> = in_lists.iter().map(|n| text(n)).collect();
+                    return Err(format!("task {ids} is queued but its ready lists are {names:?}, not [{home}]"));
+                }
+                found = true;
+            } else if let Some(name) = in_lists.first() {
+                return Err(format!("task {ids} is {status_s} but also in {}", text(name)));
+            }
             for &(name, z) in &zsets {
                 let here = z.score(id);
                 if name == home.as_bytes() {
@@ -607,27 +637,32 @@ pub fn check_store_state(
                 };
                 let status = text(f.get(b"status".as_slice()).map(Vec::as_slice).unwrap_or(b""));
                 let tenant = text(f.get(b"tenant".as_slice()).map(Vec::as_slice).unwrap_or(b""));
-                if index_of(&status, &tenant).as_bytes() != name {
+                let priority = f.get(b"priority".as_slice()).map(Vec::as_slice);
+                if index_of(&status, &tenant, priority).as_bytes() != name {
                     return Err(format!("{} holds {}, which is {status}", text(name), text(m)));
                 }
             }
         }
+        for (m, names) in &listed {
+            if !by_id.contains_key(m) {
+                return Err(format!("{} holds {}, which has no task hash", text(names[0]), text(m)));
+            }
+        }
         // The tenants and parked sets together hold exactly the tenants with ready work, each in
         // one of them; a tenant parked at its cap is at its cap.
-        for &(name, z) in &zsets {
-            if let Some(t) = name.strip_prefix(b"ready:") {
-                if !z.is_empty() && !waiting(t) {
-                    return Err(format!(
-                        "tenant {} has ready work but is in neither the tenants nor the parked set",
-                        text(t)
-                    ));
-                }
+        for &(name, l) in &lists {
+            let t = list_tenant(name);
+            if !l.is_empty() && !waiting(&t) {
+                return Err(format!(
+                    "tenant {} has ready work but is in neither the tenants nor the parked set",
+                    text(&t)
+                ));
             }
         }
         for (set, name) in [(tenants, "tenants"), (parked, "parked")] {
             for (t, score) in set.iter().flat_map(|z| z.iter()) {
-                let ready = zsets.iter().find(|(n, _)| n.strip_prefix(b"ready:") == Some(t));
-                if ready.is_none_or(|(_, z)| z.is_empty()) {
+                let ready = lists.iter().find(|(n, l)| list_tenant(n) == t && !l.is_empty());
+                if ready.is_none() {
                     return Err(format!("tenant {} is in the {name} set without ready work", text(t)));
                 }
                 if name == "parked" && tenants.is_some_and(|z| z.score(t).is_some()) {
