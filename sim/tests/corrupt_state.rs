@@ -540,6 +540,79 @@ fn a_ready_list_of_another_type_is_refused_and_its_tenant_skipped() {
     });
 }
 
+// Goal: an upgrade from an orq whose ready set was one ZSET per tenant loses no queued task: lease
+// moves the ZSET to the ready lists, at most 1,000 entries per call and across as many calls as it
+// takes, and every task is leased once, each priority in the ZSET's order, the tasks submitted
+// since the upgrade included.
+// Method: 2,500 old-format ready entries (strict scores: priority band, then a sequence; every
+// tenth task priority 9), two tasks submitted after the upgrade, then leases of 100 until none.
+#[test]
+fn an_earlier_orqs_ready_zset_is_leased_in_its_order_across_calls() {
+    on_both_stores(|s| {
+        const N: usize = 2500;
+        const SPAN: u64 = 1 << 40;
+        let id = |i: usize| format!("01OLD{i:021}");
+        for i in 0..N {
+            let p = if i % 10 == 0 { 9 } else { 0 };
+            let (key, ps) = (task_key(&id(i)), p.to_string());
+            s.command(&[
+                "HSET", &key, "status", "queued", "tenant", "t1", "priority", &ps,
+            ]);
+            let score = ((9 - p) * SPAN + i as u64 + 1).to_string();
+            s.command(&["ZADD", "orq:{q}:ready:t1", &score, &id(i)]);
+        }
+        let n = N.to_string();
+        s.command(&["HSET", STATS, "n:queued", &n]);
+        s.command(&["HSET", "orq:{q}:tenant:t1", "n:queued", &n]);
+        s.command(&["ZADD", "orq:{q}:tenants", "0", "t1"]);
+        enqueue(s, A, "t1");
+        enqueue(s, B, "t1");
+        let mut order = Vec::new();
+        for _ in 0..100 {
+            let got = lease(s, 100);
+            if got.is_empty() {
+                break;
+            }
+            order.extend(got.into_iter().map(|(id, _)| id));
+        }
+        assert_eq!(order.len(), N + 2, "{}: every task leased", s.name());
+        let mut seen = std::collections::BTreeSet::new();
+        assert!(
+            order.iter().all(|i| seen.insert(i.clone())),
+            "{}: leased twice",
+            s.name()
+        );
+        for p in [9, 0] {
+            let old: Vec<String> = (0..N)
+                .filter(|i| (i % 10 == 0) == (p == 9))
+                .map(id)
+                .collect();
+            let leased: Vec<String> = order.iter().filter(|i| old.contains(i)).cloned().collect();
+            assert_eq!(
+                leased,
+                old,
+                "{}: priority {p} in the ZSET's order",
+                s.name()
+            );
+        }
+        let ready = s.command(&[
+            "EXISTS",
+            "orq:{q}:ready:t1",
+            "orq:{q}:ready:0:t1",
+            "orq:{q}:ready:9:t1",
+        ]);
+        assert_eq!(
+            ready,
+            Resp::Int(0),
+            "{}: the ZSET and the lists are gone",
+            s.name()
+        );
+        assert_eq!(s.command(&["ZSCORE", "orq:{q}:tenants", "t1"]), Resp::Nil);
+        assert_eq!(stat(s, "n:queued"), 0, "{}", s.name());
+        assert_eq!(stat(s, "total:repaired"), 0, "{}", s.name());
+    });
+}
+
 // ----- a worker pool and a scheduler beside corrupt state, on MemoryStore ------------------------
 
 /// Counts the lease calls on one queue (to show a refused queue is not asked in a hot loop).
