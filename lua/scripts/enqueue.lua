@@ -263,7 +263,10 @@ for i = 1, n do
   local add = adding[tenant]
   if add then
     adding[tenant] = nil
-    local f = redis.call('HMGET', tenant_key(tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying')
+    local f = redis.call('HMGET', tenant_key(tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying',
+      'rp')
+    -- The tenant's ready-list mask (lib.lua), read here with the admission fields.
+    if tenant_rps[tenant] == nil then tenant_rps[tenant] = rp_parse(f[5]) end
     local cap = tonumber(f[1])
     if cap and cap >= 0 then
       local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
@@ -373,6 +376,7 @@ for i = 1, n do
         r = {}
         ready[rk] = r
         ready[#ready + 1] = rk
+        mark_ready(it.tenant, it.priority)
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
         -- idle (a parked tenant stays parked). ZADD NX: once per tenant and priority is cheap.
         if not redis.call('ZSCORE', K_PARKED, it.tenant) then

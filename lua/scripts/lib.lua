@@ -17,8 +17,9 @@
 --   KEYS[7]  orq:{q}:completed       ZSET completed tasks, score=finish time ms
 --   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
 --   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
---   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, counters)
---   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, seq, vtime)
+--   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, limits, counters,
+--                                    rp: the ready-list mask, a bit per priority whose list holds ids)
+--   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, vtime, events)
 --   KEYS[12] orq:{q}:events          STREAM the events of each call, numbered, >= EVENTS_MAX kept
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
 --   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
@@ -610,10 +611,60 @@ local function priority_of(v)
   return p
 end
 
+-- The ready-list mask: bit p of the tenant hash's `rp` field is set exactly while the tenant's
+-- ready list of priority p holds ids, so lease and cancel touch only those lists. Every push
+-- sets its bit (mark_ready) and every call that empties a list clears it (a lease pass, cancel).
+-- An absent or garbage `rp` (a tenant from before the mask, or a damaged field) is "unknown":
+-- lease then looks at all ten lists and stores the exact mask.
+local RP_UNKNOWN = -1
+local POW2 = {[0] = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+-- tenant -> the mask as stored (RP_UNKNOWN when absent or garbage), memoised for the call.
+local tenant_rps = {}
+
+local function rp_parse(v)
+  local m = tonumber(v)
+  if not m or m < 0 or m > 1023 or m ~= math.floor(m) then
+    return RP_UNKNOWN
+  end
+  return m
+end
+
+-- Whether bit p of mask m is set (an unknown mask has every bit set).
+local function rp_has(m, p)
+  return m == RP_UNKNOWN or math.floor(m / POW2[p]) % 2 == 1
+end
+
+-- The tenant's stored mask (the caller has checked the tenant hash's type).
+local function rp_get(tenant)
+  local m = tenant_rps[tenant]
+  if m == nil then
+    m = rp_parse(redis.call('HGET', tenant_key(tenant), 'rp'))
+    tenant_rps[tenant] = m
+  end
+  return m
+end
+
+-- Store the tenant's mask `m` (an exact one) when it differs from the stored one.
+local function rp_store(tenant, m)
+  if rp_get(tenant) ~= m then
+    redis.call('HSET', tenant_key(tenant), 'rp', istr(m))
+    tenant_rps[tenant] = m
+  end
+end
+
+-- Record that the tenant's ready list of priority p is about to receive ids.
+local function mark_ready(tenant, p)
+  local m = rp_get(tenant)
+  if not rp_has(m, p) then
+    rp_store(tenant, m + POW2[p])
+  end
+end
+
 -- Put a task at the tail of its tenant's ready list of its priority (status queued), and make the
 -- tenant eligible for fair share at the current virtual time if it was idle (a parked tenant
 -- stays parked). The caller has checked the list's type (tenant_error with the priority).
 local function to_ready(id, tenant, priority, old, now)
+  mark_ready(tenant, priority)
   redis.call('RPUSH', ready_key(tenant, priority), id)
   if not redis.call('ZSCORE', K_PARKED, tenant) then
     redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
@@ -622,22 +673,37 @@ local function to_ready(id, tenant, priority, old, now)
   set_status(id, tenant, old, 'queued')
 end
 
--- Whether any of the tenant's ready lists holds a task (the lists of priority `top` down to 0).
-local function has_ready(tenant, top)
-  for p = top or 9, 0, -1 do
-    if redis.call('LLEN', ready_key(tenant, p)) > 0 then
-      return true
+-- The exact ready-list mask of `tenant`, read from the lists (LLEN) where `m` is unknown, and
+-- whether one of them holds another Redis type (it counts as empty).
+local function rp_exact(tenant, m)
+  if m ~= RP_UNKNOWN then
+    return m, false
+  end
+  m = 0
+  local foreign = false
+  for p = 0, 9 do
+    local n = redis.pcall('LLEN', ready_key(tenant, p))
+    if type(n) ~= 'number' then
+      foreign = true
+    elseif n > 0 then
+      m = m + POW2[p]
     end
   end
-  return false
+  return m, foreign
 end
 
 -- Remove a queued task of priority `priority` from its tenant's ready list (LREM: O(N) in the
 -- list's length), dropping the tenant from the fair-share set (or the parked set) when it has
 -- no ready work left.
 local function from_ready(id, tenant, priority)
-  redis.call('LREM', ready_key(tenant, priority), 1, id)
-  if not has_ready(tenant) then
+  local key = ready_key(tenant, priority)
+  redis.call('LREM', key, 1, id)
+  local m = rp_exact(tenant, rp_get(tenant))
+  if redis.call('LLEN', key) == 0 and rp_has(m, priority) then
+    m = m - POW2[priority]
+  end
+  rp_store(tenant, m)
+  if m == 0 then
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZREM', K_PARKED, tenant)
   end
@@ -984,7 +1050,8 @@ end
 -- leases, and most limited tenants parked (and parked tenants unparked) per call.
 local LEASE_MAX = 100
 local TENANT_SCAN_MAX = 64
-local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased'}
+local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased',
+  'rp'}
 
 -- The lease arguments at ARGV[base + 1 .. base + 6] (the `lease` script's ARGV[1..6], see its
 -- header): a table {worker, n, bits, seed, promote_bound, reap_bound}, or nil and an INVALID
@@ -1029,16 +1096,18 @@ local function migrate_ready(tenant)
   local lists, order = {}, {}
   for i = 1, #ids do
     local t = fields(ids[i], {'priority'}) or {}
-    local key = ready_key(tenant, priority_of(t.priority))
-    if not lists[key] then
-      lists[key] = {}
-      order[#order + 1] = key
+    local p = priority_of(t.priority)
+    if not lists[p] then
+      lists[p] = {}
+      order[#order + 1] = p
     end
-    local l = lists[key]
+    local l = lists[p]
     l[#l + 1] = ids[i]
   end
   for i = 1, #order do
-    redis.call('RPUSH', order[i], unpack(lists[order[i]]))
+    local p = order[i]
+    mark_ready(tenant, p)
+    redis.call('RPUSH', ready_key(tenant, p), unpack(lists[p]))
   end
   if #ids > 0 then
     redis.call('ZREM', old, unpack(ids))
@@ -1056,57 +1125,72 @@ local function ready_since(id, now)
   return num(f[1] or f[2], now)
 end
 
--- Pop up to `k` ids from `tenant`'s ready lists, most urgent first, and whether the tenant has
--- ready work left. Strict priority (`step` 0): the lists from priority 9 down, each FIFO. With
--- the queue's aging_step_ms `step` > 0 (the starvation bound): the list heads compared by when
--- each became ready minus priority x step, so a task of priority p counts as if it had arrived p
--- steps earlier (ties: the higher priority). The caller has checked the lists' types.
-local function pop_ready(tenant, k, step, now)
+-- Pop up to `k` ids from `tenant`'s ready lists, most urgent first. Strict priority (`step` 0):
+-- the lists from priority 9 down, each FIFO. With the queue's aging_step_ms `step` > 0 (the
+-- starvation bound): the list heads compared by when each became ready minus priority x step,
+-- so a task of priority p counts as if it had arrived p steps earlier (ties: the higher
+-- priority). Only the lists the tenant's mask `m` marks are touched, and the exact mask after
+-- the pops is stored. Returns the ids, whether the tenant has ready work left, and whether one
+-- of its lists holds another Redis type (the ids popped before it are returned; nothing is
+-- stored then).
+local function pop_ready(tenant, k, step, now, m)
   local out = {}
+  local function bad(r)
+    return type(r) == 'table' and r.err ~= nil
+  end
+  local foreign
+  m, foreign = rp_exact(tenant, m)
+  if foreign then return out, true, true end
   if step <= 0 then
-    local p = 9
-    while p >= 0 do
-      local got = redis.call('LPOP', ready_key(tenant, p), k - #out)
-      if got then
-        for i = 1, #got do
+    for p = 9, 0, -1 do
+      if #out >= k then break end
+      if rp_has(m, p) then
+        local key = ready_key(tenant, p)
+        local want = k - #out
+        local got = redis.pcall('LPOP', key, want)
+        if bad(got) then return out, true, true end
+        local g = got and #got or 0
+        for i = 1, g do
           out[#out + 1] = got[i]
         end
+        -- Fewer than asked: the list is empty now. As many: it may hold more.
+        if g < want or redis.call('LLEN', key) == 0 then
+          m = m - POW2[p]
+        end
       end
-      if #out >= k then break end
-      p = p - 1
     end
-    return out, p >= 0 and has_ready(tenant, p)
-  end
-  -- Aged: the head of each non-empty list and its score.
-  local heads = {}
-  local function look(p)
-    local h = redis.call('LRANGE', ready_key(tenant, p), 0, 0)
-    if #h == 0 then
-      heads[p] = false
-    else
-      heads[p] = ready_since(h[1], now) - p * step
+  else
+    -- Aged: the head of each marked list and its score (false: the list is empty).
+    local heads = {}
+    local function look(p)
+      local h = redis.pcall('LRANGE', ready_key(tenant, p), 0, 0)
+      if bad(h) then return true end
+      if #h == 0 then
+        heads[p] = false
+        if rp_has(m, p) then m = m - POW2[p] end
+      else
+        heads[p] = ready_since(h[1], now) - p * step
+      end
+      return false
     end
-  end
-  for p = 9, 0, -1 do
-    look(p)
-  end
-  while #out < k do
-    local best = nil
     for p = 9, 0, -1 do
-      if heads[p] and (best == nil or heads[p] < heads[best]) then
-        best = p
+      heads[p] = false
+      if rp_has(m, p) and look(p) then return out, true, true end
+    end
+    while #out < k do
+      local best = nil
+      for p = 9, 0, -1 do
+        if heads[p] and (best == nil or heads[p] < heads[best]) then
+          best = p
+        end
       end
-    end
-    if best == nil then break end
-    out[#out + 1] = redis.call('LPOP', ready_key(tenant, best))
-    look(best)
-  end
-  for p = 9, 0, -1 do
-    if heads[p] then
-      return out, true
+      if best == nil then break end
+      out[#out + 1] = redis.call('LPOP', ready_key(tenant, best))
+      look(best)
     end
   end
-  return out, false
+  rp_store(tenant, m)
+  return out, m > 0, false
 end
 
 -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
@@ -1147,7 +1231,8 @@ local function lease_tasks(a, now)
     -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
     -- (counted as repaired) so that the other tenants are.
     if tenant_ok[tenant] == nil then
-      tenant_ok[tenant] = tenant_error(tenant, 'all') == nil
+      -- The hash's type; its ready lists' types are found by the pops (pop_ready).
+      tenant_ok[tenant] = tenant_error(tenant) == nil
       if tenant_ok[tenant] then migrating[tenant] = migrate_ready(tenant) end
     end
     local terr = not tenant_ok[tenant]
@@ -1199,7 +1284,16 @@ local function lease_tasks(a, now)
       else
         k = room
       end
-      local popped, left = pop_ready(tenant, k, step, now)
+      -- The mask as this call last stored it, or as read with the tenant's fields.
+      if tenant_rps[tenant] == nil then tenant_rps[tenant] = rp_parse(th.rp) end
+      local popped, left, corrupt = pop_ready(tenant, k, step, now, tenant_rps[tenant])
+      if corrupt then
+        -- A ready list of another type: the tenant leaves the fair-share set (the ids popped
+        -- before it are served).
+        left = false
+        migrating[tenant] = false
+        repaired(1)
+      end
       if not left and migrating[tenant] then
         -- The lists ran dry with entries left in the old ZSET: move the next ones.
         migrating[tenant] = migrate_ready(tenant)

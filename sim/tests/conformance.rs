@@ -589,7 +589,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash status=queued tenant=t1 priority=4 lease_ms=5000 attempt=0 epoch=0
             "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:tenant:t1" hash n:queued=1 n:leased=1 served=1
+            "orq:{q}:tenant:t1" hash n:queued=1 rp=16 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -624,7 +624,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
             "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
             "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
-            "orq:{q}:tenant:t3" hash n:queued=0 n:leased=1 served=1
+            "orq:{q}:tenant:t3" hash n:queued=0 rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -669,7 +669,7 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
-            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 n:leased=1 served=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -772,7 +772,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events={now}-2
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
-            "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 served=1
+            "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
     },
@@ -796,7 +796,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
             "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
-            "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 served=1
+            "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
     },
@@ -924,7 +924,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
             "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
-            "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
+            "orq:{q}:tenant:t1" hash rp=0 n:queued=-1 n:cancelled=1
         "#,
     },
     Case {
@@ -951,7 +951,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:B" hash status=queued tenant=t1 priority=3
             "orq:{q}:task:C" hash status=cancelled tenant=t1 priority=3 finished_at={now} updated_at={now}
             "orq:{q}:task:D" hash status=queued tenant=t1 priority=3
-            "orq:{q}:tenant:t1" hash n:queued=-1 n:cancelled=1
+            "orq:{q}:tenant:t1" hash rp=9 n:queued=-1 n:cancelled=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -975,29 +975,29 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
-        name: "lease: with aging_step_ms, a priority-0 task older than 9 steps goes before a newer priority-9 task",
+        name: "lease: with aging_step_ms, a priority-0 task ready more than 9 steps before a priority-9 task goes first (a task's last change is when it became ready)",
         seed: &[
             "HSET orq:{q}:config aging_step_ms 10",
-            "HSET orq:{q}:task:A status queued tenant t1 created_at {t-100}",
-            "HSET orq:{q}:task:B status queued tenant t1 priority 9 created_at {t-5}",
-            "HSET orq:{q}:task:C status queued tenant t1 priority 9 created_at {t-200} updated_at {t-4}",
+            "HSET orq:{q}:task:A status queued tenant t1 created_at {t+100000}",
+            "HSET orq:{q}:task:B status queued tenant t1 priority 9 created_at {t+100095}",
+            "HSET orq:{q}:task:C status queued tenant t1 priority 9 created_at {t-200} updated_at {t+100096}",
             "RPUSH orq:{q}:ready:0:t1 A",
             "RPUSH orq:{q}:ready:9:t1 B C",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "lease",
         argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} [status queued tenant t1 created_at {t-100} id A] 1 1] [{now+30000} [status queued tenant t1 priority 9 created_at {t-5} id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+30000} [status queued tenant t1 created_at {t+100000} id A] 1 1] [{now+30000} [status queued tenant t1 priority 9 created_at {t+100095} id B] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:config" hash aging_step_ms=10
-            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 100 \n leased B t1 1 w w1 epoch 1 wait_ms 5"}
+            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000} B={now+30000}
             "orq:{q}:ready:9:t1" list C
             "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
-            "orq:{q}:task:A" hash status=leased tenant=t1 created_at={t-100} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 created_at={t-5} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:task:C" hash status=queued tenant=t1 priority=9 created_at={t-200} updated_at={t-4}
-            "orq:{q}:tenant:t1" hash n:queued=-2 n:leased=2 served=2
+            "orq:{q}:task:A" hash status=leased tenant=t1 created_at={t+100000} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 created_at={t+100095} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:C" hash status=queued tenant=t1 priority=9 created_at={t-200} updated_at={t+100096}
+            "orq:{q}:tenant:t1" hash rp=512 n:queued=-2 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -1025,7 +1025,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:B" hash status=queued tenant=t1
             "orq:{q}:task:C" hash status=queued tenant=t1
             "orq:{q}:task:D" hash status=leased tenant=t1 epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:tenant:t1" hash n:queued=-2 n:leased=2 served=2
+            "orq:{q}:tenant:t1" hash rp=1 n:queued=-2 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -1115,7 +1115,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
             "orq:{q}:task:A" hash status=leased tenant=t1 priority=0 attempt=1 updated_at={now} epoch=1 token=1-0f worker=w1 lease_exp={now+30000}
             "orq:{q}:task:B" hash status=retrying token=1-bb tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w0 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
-            "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 served=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 rp=0 served=1
             "orq:{q}:workers" zset w1={now}
         "#
     },

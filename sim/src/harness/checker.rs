@@ -659,6 +659,27 @@ pub fn check_store_state(
                 ));
             }
         }
+        // A tenant's ready-list mask (its hash's `rp`, lib.lua), when stored, says exactly which
+        // of its ready lists hold ids.
+        for &(name, h) in &hashes {
+            let Some(t) = name.strip_prefix(b"tenant:") else {
+                continue;
+            };
+            let Some(mask) = h.get(b"rp".as_slice()).and_then(|v| text(v).parse::<u32>().ok()) else {
+                continue;
+            };
+            for p in 0..10u32 {
+                let key = format!("ready:{p}:{}", text(t));
+                let listed = lists.iter().any(|(n, l)| *n == key.as_bytes() && !l.is_empty());
+                if listed != (mask >> p & 1 == 1) {
+                    return Err(format!(
+                        "tenant {} has ready-list mask {mask}, but its list of priority {p} {}",
+                        text(t),
+                        if listed { "holds ids" } else { "is empty" }
+                    ));
+                }
+            }
+        }
         for (set, name) in [(tenants, "tenants"), (parked, "parked")] {
             for (t, score) in set.iter().flat_map(|z| z.iter()) {
                 let ready = lists.iter().find(|(n, l)| list_tenant(n) == t && !l.is_empty());
