@@ -179,7 +179,8 @@ end
 
 -- The ready list of `tenant`'s queued tasks of priority `p` (0..9).
 local function ready_key(tenant, p)
-  return K_READY .. p .. ':' .. tenant
+  -- p + 0: a priority parsed from '-0' is -0, which would print as '-0'.
+  return K_READY .. (p + 0) .. ':' .. tenant
 end
 
 local function tenant_key(tenant)
@@ -673,23 +674,23 @@ local function to_ready(id, tenant, priority, old, now)
   set_status(id, tenant, old, 'queued')
 end
 
--- The exact ready-list mask of `tenant`, read from the lists (LLEN) where `m` is unknown, and
--- whether one of them holds another Redis type (it counts as empty).
-local function rp_exact(tenant, m)
+-- The exact ready-list mask of `tenant`, read from the lists (LLEN) where `m` is unknown. With
+-- `count`, a list of another type is counted in `total:repaired` (it counts as empty either
+-- way: nothing is leased from it, and submits to it are refused).
+local function rp_exact(tenant, m, count)
   if m ~= RP_UNKNOWN then
-    return m, false
+    return m
   end
   m = 0
-  local foreign = false
   for p = 0, 9 do
     local n = redis.pcall('LLEN', ready_key(tenant, p))
     if type(n) ~= 'number' then
-      foreign = true
+      if count then repaired(1) end
     elseif n > 0 then
       m = m + POW2[p]
     end
   end
-  return m, foreign
+  return m
 end
 
 -- Remove a queued task of priority `priority` from its tenant's ready list (LREM: O(N) in the
@@ -703,7 +704,15 @@ local function from_ready(id, tenant, priority)
     m = m - POW2[priority]
   end
   rp_store(tenant, m)
-  if m == 0 then
+  -- A task still in an earlier orq's ready ZSET (lease has not moved it yet) leaves it too, and
+  -- the tenant keeps its place while that ZSET holds work.
+  local old = K_READY .. tenant
+  local old_left = false
+  if key_type(old) == 'zset' then
+    redis.call('ZREM', old, id)
+    old_left = redis.call('ZCARD', old) > 0
+  end
+  if m == 0 and not old_left then
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZREM', K_PARKED, tenant)
   end
@@ -1106,8 +1115,14 @@ local function migrate_ready(tenant)
   end
   for i = 1, #order do
     local p = order[i]
-    mark_ready(tenant, p)
-    redis.call('RPUSH', ready_key(tenant, p), unpack(lists[p]))
+    if list_error(tenant, p) then
+      -- A list of another type cannot take them: the entries are dropped (their task hashes
+      -- are left for inspection), as lease drops a ready entry it cannot act on.
+      repaired(#lists[p])
+    else
+      mark_ready(tenant, p)
+      redis.call('RPUSH', ready_key(tenant, p), unpack(lists[p]))
+    end
   end
   if #ids > 0 then
     redis.call('ZREM', old, unpack(ids))
@@ -1130,17 +1145,15 @@ end
 -- starvation bound): the list heads compared by when each became ready minus priority x step,
 -- so a task of priority p counts as if it had arrived p steps earlier (ties: the higher
 -- priority). Only the lists the tenant's mask `m` marks are touched, and the exact mask after
--- the pops is stored. Returns the ids, whether the tenant has ready work left, and whether one
--- of its lists holds another Redis type (the ids popped before it are returned; nothing is
--- stored then).
+-- the pops is stored. A list of another Redis type counts as empty: its bit is cleared and it
+-- is counted in `total:repaired` (once: the stored mask skips it afterwards), and the tenant's
+-- other lists are served. Returns the ids and whether the tenant has ready work left.
 local function pop_ready(tenant, k, step, now, m)
   local out = {}
   local function bad(r)
     return type(r) == 'table' and r.err ~= nil
   end
-  local foreign
-  m, foreign = rp_exact(tenant, m)
-  if foreign then return out, true, true end
+  m = rp_exact(tenant, m, true)
   if step <= 0 then
     for p = 9, 0, -1 do
       if #out >= k then break end
@@ -1148,14 +1161,18 @@ local function pop_ready(tenant, k, step, now, m)
         local key = ready_key(tenant, p)
         local want = k - #out
         local got = redis.pcall('LPOP', key, want)
-        if bad(got) then return out, true, true end
-        local g = got and #got or 0
-        for i = 1, g do
-          out[#out + 1] = got[i]
-        end
-        -- Fewer than asked: the list is empty now. As many: it may hold more.
-        if g < want or redis.call('LLEN', key) == 0 then
+        if bad(got) then
+          repaired(1)
           m = m - POW2[p]
+        else
+          local g = got and #got or 0
+          for i = 1, g do
+            out[#out + 1] = got[i]
+          end
+          -- Fewer than asked: the list is empty now. As many: it may hold more.
+          if g < want or redis.call('LLEN', key) == 0 then
+            m = m - POW2[p]
+          end
         end
       end
     end
@@ -1164,18 +1181,17 @@ local function pop_ready(tenant, k, step, now, m)
     local heads = {}
     local function look(p)
       local h = redis.pcall('LRANGE', ready_key(tenant, p), 0, 0)
-      if bad(h) then return true end
-      if #h == 0 then
+      if bad(h) then repaired(1) end
+      if bad(h) or #h == 0 then
         heads[p] = false
         if rp_has(m, p) then m = m - POW2[p] end
       else
         heads[p] = ready_since(h[1], now) - p * step
       end
-      return false
     end
     for p = 9, 0, -1 do
       heads[p] = false
-      if rp_has(m, p) and look(p) then return out, true, true end
+      if rp_has(m, p) then look(p) end
     end
     while #out < k do
       local best = nil
@@ -1190,7 +1206,7 @@ local function pop_ready(tenant, k, step, now, m)
     end
   end
   rp_store(tenant, m)
-  return out, m > 0, false
+  return out, m > 0
 end
 
 -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
@@ -1231,7 +1247,7 @@ local function lease_tasks(a, now)
     -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
     -- (counted as repaired) so that the other tenants are.
     if tenant_ok[tenant] == nil then
-      -- The hash's type; its ready lists' types are found by the pops (pop_ready).
+      -- The hash's type; a ready list of another type is found by the pops (pop_ready).
       tenant_ok[tenant] = tenant_error(tenant) == nil
       if tenant_ok[tenant] then migrating[tenant] = migrate_ready(tenant) end
     end
@@ -1286,14 +1302,7 @@ local function lease_tasks(a, now)
       end
       -- The mask as this call last stored it, or as read with the tenant's fields.
       if tenant_rps[tenant] == nil then tenant_rps[tenant] = rp_parse(th.rp) end
-      local popped, left, corrupt = pop_ready(tenant, k, step, now, tenant_rps[tenant])
-      if corrupt then
-        -- A ready list of another type: the tenant leaves the fair-share set (the ids popped
-        -- before it are served).
-        left = false
-        migrating[tenant] = false
-        repaired(1)
-      end
+      local popped, left = pop_ready(tenant, k, step, now, tenant_rps[tenant])
       if not left and migrating[tenant] then
         -- The lists ran dry with entries left in the old ZSET: move the next ones.
         migrating[tenant] = migrate_ready(tenant)

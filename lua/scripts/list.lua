@@ -4,8 +4,8 @@
 -- index in a fixed order when none is given: queued (each tenant's ready lists, tenants in name
 -- order, most urgent priority first, FIFO within a priority), scheduled + retrying (earliest run_at first), leased (earliest
 -- deadline first), dead, completed, cancelled (newest first). Filters by tenant and type while
--- examining at most `scan` index entries per page, so a page can be short (or empty) with a
--- cursor to continue. The cursor is an offset: under concurrent changes a page may repeat or skip
+-- examining at most `scan` index entries per page (an empty index counts as one), so a page
+-- can be short (or empty) with a cursor to continue. The cursor is an offset: under concurrent changes a page may repeat or skip
 -- a task, like any offset pagination.
 --
 -- KEYS: the queue key set (lib.lua); this script uses
@@ -110,7 +110,10 @@ while #out < limit and scanned < scan and src <= last do
     local want = math.min(CHUNK, scan - scanned)
     local ids = index_range(key, off, off + want - 1, SOURCES[src][2], not SOURCES[src][1])
     if #ids == 0 then
+      -- An empty index (most of a tenant's ten ready lists) counts as one entry examined, so a
+      -- page over many idle tenants stays bounded by `scan`.
       sub, off = sub + 1, 0
+      scanned = scanned + 1
     else
       for i = 1, #ids do
         local id = ids[i]
