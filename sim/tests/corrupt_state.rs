@@ -138,6 +138,16 @@ fn error(s: &mut dyn Subject, r: &Resp, code: &str) -> String {
 
 const STATS: &str = "orq:{q}:stats";
 
+/// Assert that `r` is a CORRUPT reply naming `key` as holding a string.
+fn refused_for_a_string(s: &mut dyn Subject, r: &Resp, key: &str) {
+    let e = error(s, r, "CORRUPT");
+    assert!(
+        e.contains(&format!("{key} holds a string")),
+        "{}: {e}",
+        s.name()
+    );
+}
+
 fn task_key(id: &str) -> String {
     format!("orq:{{q}}:task:{id}")
 }
@@ -163,6 +173,26 @@ fn enqueue(s: &mut dyn Subject, id: &str, tenant: &str) -> Resp {
             ",0,1,100,2,1000,0,30000,,,86400000",
         ],
     )
+}
+
+/// Enqueue task `id` of `tenant` at `priority` (every other setting its default), and check it
+/// was accepted.
+fn enqueue_at_priority(s: &mut dyn Subject, id: &str, tenant: &str, priority: &str) {
+    let r = call(
+        s,
+        "enqueue",
+        &["q", "1", id, tenant, "job", "{}", priority, ""],
+    );
+    assert!(
+        r.as_array().is_some(),
+        "{}: enqueue answered {r:?}",
+        s.name()
+    );
+}
+
+/// The ids of up to `n` tasks leased.
+fn lease_ids(s: &mut dyn Subject, n: usize) -> Vec<String> {
+    lease(s, n).into_iter().map(|(id, _)| id).collect()
 }
 
 /// Lease up to `n` tasks; returns (id, token) of each.
@@ -484,12 +514,7 @@ fn tenant_keys_of_another_type_do_not_block_other_tenants() {
         s.command(&["SET", "orq:{q}:tenant:t1", "foreign"]);
         let before = s.dump();
         let r = enqueue(s, C, "t1");
-        let e = error(s, &r, "CORRUPT");
-        assert!(
-            e.contains("orq:{q}:tenant:t1 holds a string"),
-            "{}: {e}",
-            s.name()
-        );
+        refused_for_a_string(s, &r, "orq:{q}:tenant:t1");
         assert_eq!(before, s.dump(), "{}: refused enqueue wrote", s.name());
         let leased = lease(s, 2);
         assert_eq!(leased.len(), 1, "{}", s.name());
@@ -511,34 +536,19 @@ fn a_ready_list_of_another_type_is_refused_and_counts_as_empty_at_lease() {
         s.command(&["SET", "orq:{q}:ready:0:t1", "foreign"]);
         let before = s.dump();
         let r = enqueue(s, C, "t1");
-        let e = error(s, &r, "CORRUPT");
-        assert!(
-            e.contains("orq:{q}:ready:0:t1 holds a string"),
-            "{}: {e}",
-            s.name()
-        );
+        refused_for_a_string(s, &r, "orq:{q}:ready:0:t1");
         let r = call(s, "cancel", &[A]);
         error(s, &r, "CORRUPT");
         assert_eq!(before, s.dump(), "{}: refused calls wrote", s.name());
         // Another priority of the same tenant has a healthy list.
-        let r = call(s, "enqueue", &["q", "1", C, "t1", "job", "{}", "4", ""]);
-        assert!(
-            r.as_array().is_some(),
-            "{}: enqueue answered {r:?}",
-            s.name()
-        );
-        let leased: Vec<String> = lease(s, 3).into_iter().map(|(id, _)| id).collect();
+        enqueue_at_priority(s, C, "t1", "4");
+        let leased = lease_ids(s, 3);
         assert_eq!(leased, [C, B], "{}", s.name());
         assert_eq!(s.command(&["ZSCORE", "orq:{q}:tenants", "t1"]), Resp::Nil);
         assert_eq!(stat(s, "total:repaired"), 1, "{}", s.name());
         // Another task of priority 4: served, and the damaged list is not counted again.
-        let r = call(s, "enqueue", &["q", "1", D, "t1", "job", "{}", "4", ""]);
-        assert!(
-            r.as_array().is_some(),
-            "{}: enqueue answered {r:?}",
-            s.name()
-        );
-        let leased: Vec<String> = lease(s, 3).into_iter().map(|(id, _)| id).collect();
+        enqueue_at_priority(s, D, "t1", "4");
+        let leased = lease_ids(s, 3);
         assert_eq!(leased, [D], "{}", s.name());
         assert_eq!(stat(s, "total:repaired"), 1, "{}", s.name());
     });
@@ -655,7 +665,7 @@ fn a_cancel_before_the_upgrade_moved_the_ready_zset_strands_nothing() {
             "{}: t1 keeps its place",
             s.name()
         );
-        let leased: Vec<String> = lease(s, 10).into_iter().map(|(id, _)| id).collect();
+        let leased = lease_ids(s, 10);
         assert_eq!(leased, [B, C], "{}", s.name());
         assert_eq!(stat(s, "total:repaired"), 0, "{}", s.name());
     });
@@ -671,7 +681,7 @@ fn an_upgrade_into_a_ready_list_of_another_type_drops_the_entries_and_leasing_go
         seed_old_ready_zset(s, &[A, B]);
         s.command(&["SET", "orq:{q}:ready:0:t1", "foreign"]);
         enqueue(s, C, "t2");
-        let leased: Vec<String> = lease(s, 10).into_iter().map(|(id, _)| id).collect();
+        let leased = lease_ids(s, 10);
         assert_eq!(leased, [C], "{}", s.name());
         assert_eq!(
             s.command(&["EXISTS", "orq:{q}:ready:t1"]),
@@ -690,19 +700,14 @@ fn an_upgrade_into_a_ready_list_of_another_type_drops_the_entries_and_leasing_go
 #[test]
 fn a_priority_of_minus_zero_is_priority_zero() {
     on_both_stores(|s| {
-        let r = call(s, "enqueue", &["q", "1", A, "t1", "job", "{}", "-0", ""]);
-        assert!(
-            r.as_array().is_some(),
-            "{}: enqueue answered {r:?}",
-            s.name()
-        );
+        enqueue_at_priority(s, A, "t1", "-0");
         assert_eq!(
             s.command(&["LLEN", "orq:{q}:ready:0:t1"]),
             Resp::Int(1),
             "{}",
             s.name()
         );
-        let leased: Vec<String> = lease(s, 10).into_iter().map(|(id, _)| id).collect();
+        let leased = lease_ids(s, 10);
         assert_eq!(leased, [A], "{}", s.name());
     });
 }
