@@ -183,6 +183,12 @@ local function ready_key(tenant, p)
   return K_READY .. (p + 0) .. ':' .. tenant
 end
 
+-- An earlier orq's ready ZSET of `tenant` (score = priority band + sequence), which lease moves
+-- to the ready lists (migrate_ready). Tenant names cannot hold ':', so it is no ready list.
+local function old_ready_key(tenant)
+  return K_READY .. tenant
+end
+
 local function tenant_key(tenant)
   return K_TENANT .. tenant
 end
@@ -284,8 +290,7 @@ end
 
 -- A CORRUPT error reply when one of the tenant's own keys holds another Redis type than orq's,
 -- or the tenant name is missing; else nil. The keys: its hash, and its ready list of priority
--- `p` (a number), or all ten of them (`p` = 'all'), or none (`p` nil: the caller writes no
--- ready list).
+-- `p` (none when `p` is nil: the caller writes no ready list).
 local function tenant_error(tenant, p)
   if not tenant or tenant == '' then
     return redis.error_reply('CORRUPT task has no tenant')
@@ -296,12 +301,7 @@ local function tenant_error(tenant, p)
     tenant_errors[tenant] = known
   end
   if known then return known end
-  if p == 'all' then
-    for q = 9, 0, -1 do
-      local e = list_error(tenant, q)
-      if e then return e end
-    end
-  elseif p then
+  if p then
     return list_error(tenant, p)
   end
   return nil
@@ -706,7 +706,7 @@ local function from_ready(id, tenant, priority)
   rp_store(tenant, m)
   -- A task still in an earlier orq's ready ZSET (lease has not moved it yet) leaves it too, and
   -- the tenant keeps its place while that ZSET holds work.
-  local old = K_READY .. tenant
+  local old = old_ready_key(tenant)
   local old_left = false
   if key_type(old) == 'zset' then
     redis.call('ZREM', old, id)
@@ -1094,10 +1094,9 @@ local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 -- score = priority band + sequence, or an aged score) to the tail of the tenant's ready lists,
 -- in the ZSET's order, each to the list of its task's priority; the ZSET goes when empty. An
 -- upgrade thus loses no queued task: it is leased after the tasks queued since the upgrade.
--- (Tenant names cannot hold ':' (the caller validates them), so no such key is a ready list.)
 -- Returns whether entries are left in the ZSET (the tenant has ready work then).
 local function migrate_ready(tenant)
-  local old = K_READY .. tenant
+  local old = old_ready_key(tenant)
   if key_type(old) ~= 'zset' then
     return false
   end

@@ -48,7 +48,7 @@ if max > 0 then
       local c = redis.pcall('LLEN', ready_key(t, p))
       if type(c) == 'number' then ready = ready + c end
     end
-    local old = redis.pcall('ZCARD', K_READY .. t)
+    local old = redis.pcall('ZCARD', old_ready_key(t))
     if type(old) == 'number' then ready = ready + old end
     tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
   end
