@@ -4,7 +4,9 @@
 use crate::client::QueueEvent;
 use crate::error::{Error, Result};
 use crate::resp::Resp;
-use crate::task::{Backoff, Lease, Status, Task, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES};
+use crate::task::{
+    field_of_stored, Backoff, Lease, Status, Task, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES,
+};
 use std::collections::{BTreeMap, HashMap};
 
 /// Split a reply into its items, turning an error reply into the typed error.
@@ -65,11 +67,24 @@ pub fn field_map(op: &'static str, flat: &[Resp]) -> Result<HashMap<String, Stri
 }
 
 /// A task of queue `queue` from its fields as lib.lua's `task_view` gives them: the compact
-/// hash, flat, then `id`. An absent setting is its default ([`crate::task::DEFAULT_MAX_RETRIES`],
-/// [`crate::task::DEFAULT_LEASE_MS`], [`Backoff::default`], priority, attempt and epoch 0); an
-/// absent `updated_at` or `run_at` is `created_at`.
+/// hash in its stored names ([`crate::task::STORED_NAMES`]), flat, then `id`. An absent setting
+/// is its default ([`crate::task::DEFAULT_MAX_RETRIES`], [`crate::task::DEFAULT_LEASE_MS`],
+/// [`Backoff::default`], priority, attempt and epoch 0); an absent `updated_at` or `run_at` is
+/// `created_at`, and an absent `status` is queued. Fields of names orq does not store are
+/// ignored.
 pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
-    let f = field_map(op, flat)?;
+    let stored = field_map(op, flat)?;
+    let mut f: HashMap<String, String> = HashMap::with_capacity(stored.len());
+    for (name, value) in stored {
+        if let Some(field) = field_of_stored(&name) {
+            f.insert(field.to_string(), value);
+        } else if name == "id" {
+            f.insert(name, value);
+        }
+    }
+    if !f.contains_key("status") && f.contains_key("created_at") {
+        f.insert("status".into(), "queued".into());
+    }
     let text = |name: &str| -> Result<String> {
         f.get(name)
             .cloned()
@@ -362,10 +377,42 @@ mod tests {
         ));
     }
 
+    // Goal: a record in the stored names decodes whole: an absent status is queued, the
+    // settings it does not store are the defaults, and a field orq does not store is ignored.
+    #[test]
+    fn a_record_in_the_stored_names_decodes_with_its_defaults() {
+        let flat: Vec<Resp> = [
+            "t", "acme", "y", "echo", "p", "{}", "c", "100", "pr", "7", "mr", "9", "zz", "?", "id",
+            "A",
+        ]
+        .into_iter()
+        .map(b)
+        .collect();
+        let t = task("get", "q", &flat).unwrap();
+        assert_eq!(t.status, Status::Queued);
+        assert_eq!((t.id.as_str(), t.queue.as_str()), ("A", "q"));
+        assert_eq!((t.tenant.as_str(), t.task_type.as_str()), ("acme", "echo"));
+        assert_eq!((t.priority, t.max_retries, t.attempt), (7, 9, 0));
+        assert_eq!((t.created_at_ms, t.updated_at_ms, t.run_at_ms), (100, 100, 100));
+        assert_eq!(t.lease_ms, DEFAULT_LEASE_MS);
+        assert_eq!(t.backoff, Backoff::default());
+        let mut leased = flat.clone();
+        leased.splice(0..0, [b("s"), b("leased"), b("k"), b("1-ab"), b("x"), b("900")]);
+        let t = task("get", "q", &leased).unwrap();
+        let lease = t.lease.expect("a leased task carries its lease");
+        assert_eq!((lease.token.as_str(), lease.expires_at_ms), ("1-ab", 900));
+    }
+
     // Goal: a task hash with a missing or garbage field is a typed error, never a panic.
     #[test]
     fn corrupt_task_fields_are_protocol_errors() {
-        let flat = vec![b("id"), b("x"), b("status"), b("bogus")];
+        let flat = vec![b("id"), b("x"), b("s"), b("bogus")];
+        assert!(matches!(
+            task("get", "q", &flat),
+            Err(Error::Protocol { .. })
+        ));
+        // A record without its creation time is damaged, not queued.
+        let flat = vec![b("t"), b("a"), b("y"), b("e"), b("p"), b("{}"), b("id"), b("x")];
         assert!(matches!(
             task("get", "q", &flat),
             Err(Error::Protocol { .. })

@@ -64,14 +64,16 @@ impl LeaseWrite {
     /// The flat field list of the leased task: `before` (field/value pairs, `id` last) with the
     /// fields the lease wrote replaced, or added before `id`, in the order the script writes them.
     fn apply(&self, before: &[Resp], worker: &str, token_bits: &str) -> Vec<Resp> {
+        // In the stored names (crate::task::STORED_NAMES): epoch, attempt, token, worker,
+        // lease_exp, updated_at, status.
         let written: [(&str, String); 7] = [
-            ("epoch", self.epoch.to_string()),
-            ("attempt", self.attempt.to_string()),
-            ("token", format!("{}-{token_bits}", self.epoch)),
-            ("worker", worker.to_string()),
-            ("lease_exp", self.expires_at_ms.to_string()),
-            ("updated_at", self.now_ms.to_string()),
-            ("status", "leased".to_string()),
+            ("e", self.epoch.to_string()),
+            ("a", self.attempt.to_string()),
+            ("k", format!("{}-{token_bits}", self.epoch)),
+            ("w", worker.to_string()),
+            ("x", self.expires_at_ms.to_string()),
+            ("u", self.now_ms.to_string()),
+            ("s", "leased".to_string()),
         ];
         let mut flat: Vec<Resp> = Vec::with_capacity(before.len() + 2 * written.len());
         let mut id: Option<&[Resp]> = None;
@@ -163,7 +165,7 @@ fn leased(
                 let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
                 corrupt.push(CorruptLease {
                     id: field("id"),
-                    token: field("token"),
+                    token: field("k"), // the stored name of token (task::STORED_NAMES)
                     error,
                 });
             }
@@ -457,15 +459,14 @@ mod tests {
     #[test]
     fn lease_writes_apply_to_the_record_as_it_was() {
         let before = flat(&[
-            ("tenant", "t1"),
-            ("type", "echo"),
-            ("payload", "{}"),
-            ("created_at", "100"),
-            ("status", "queued"),
-            ("attempt", "1"),
-            ("epoch", "2"),
-            ("token", "2-old"),
-            ("outcome", "released"),
+            ("t", "t1"),
+            ("y", "echo"),
+            ("p", "{}"),
+            ("c", "100"),
+            ("a", "1"),
+            ("e", "2"),
+            ("k", "2-old"),
+            ("o", "released"),
             ("id", "A"),
         ]);
         let w = LeaseWrite {
@@ -476,18 +477,18 @@ mod tests {
         };
         let got = w.apply(&before, "w1", "ab");
         let want = flat(&[
-            ("tenant", "t1"),
-            ("type", "echo"),
-            ("payload", "{}"),
-            ("created_at", "100"),
-            ("outcome", "released"),
-            ("epoch", "3"),
-            ("attempt", "2"),
-            ("token", "3-ab"),
-            ("worker", "w1"),
-            ("lease_exp", "5300"),
-            ("updated_at", "300"),
-            ("status", "leased"),
+            ("t", "t1"),
+            ("y", "echo"),
+            ("p", "{}"),
+            ("c", "100"),
+            ("o", "released"),
+            ("e", "3"),
+            ("a", "2"),
+            ("k", "3-ab"),
+            ("w", "w1"),
+            ("x", "5300"),
+            ("u", "300"),
+            ("s", "leased"),
             ("id", "A"),
         ]);
         assert_eq!(got, want);

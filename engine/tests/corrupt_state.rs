@@ -42,11 +42,11 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
     let mut raw = env.raw().await;
     let _: () = raw.del(key("q", &planted[0])).await.unwrap();
     let _: () = raw
-        .hset(key("q", &planted[1]), "status", "bogus")
+        .hset(key("q", &planted[1]), "s", "bogus") // status (task::STORED_NAMES)
         .await
         .unwrap();
     let _: () = raw
-        .hset(key("q", &planted[2]), "priority", "x")
+        .hset(key("q", &planted[2]), "pr", "x") // priority
         .await
         .unwrap();
     let _: () = raw.zadd("orq:{q}:scheduled", GHOST, 0).await.unwrap();
@@ -99,8 +99,8 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
         async move {
             let (status, error): (Option<String>, Option<String>) = redis::cmd("HMGET")
                 .arg(&k)
-                .arg("status")
-                .arg("last_error")
+                .arg("s") // status and last_error, in the stored names
+                .arg("le")
                 .query_async(&mut raw)
                 .await
                 .unwrap();

@@ -227,24 +227,28 @@ impl fmt::Debug for Input {
     }
 }
 
-/// Task fields a corruption may hit.
-pub const TASK_FIELDS: [&str; 16] = [
-    "status",
-    "tenant",
-    "attempt",
-    "epoch",
-    "priority",
-    "max_retries",
-    "lease_ms",
-    "run_at",
-    "token",
-    "b_init",
-    "b_mult",
-    "updated_at",
+/// Task fields a corruption may hit: stored names (orq::task::STORED_NAMES; `c` is created_at,
+/// without which a record is an earlier orq's or damaged), names orq does not store, and two
+/// long names of an earlier orq's records (the upgrade renames them where `c` is missing).
+pub const TASK_FIELDS: [&str; 18] = [
+    "s",
+    "t",
+    "a",
+    "e",
+    "pr",
+    "mr",
+    "l",
+    "r",
+    "k",
+    "bi",
+    "bm",
+    "u",
     "leased_at",
-    "replays",
-    "history",
+    "rn",
+    "hi",
     "id",
+    "c",
+    "created_at",
 ];
 
 /// Garbage values for fields.

@@ -53,12 +53,12 @@ elseif t.status == 'scheduled' or t.status == 'retrying' then
   redis.call('ZREM', K_SCHEDULED, id)
 elseif t.status == 'leased' then
   redis.call('ZREM', K_LEASES, id)
-  redis.call('HSET', task_key(id), 'outcome', 'cancelled', 'lease_exp', '')
+  redis.call('HSET', task_key(id), F.outcome, 'cancelled', F.lease_exp, '')
 else
   return redis.error_reply('CONFLICT task is ' .. t.status)
 end
 redis.call('ZADD', K_CANCELLED, istr(now), id)
-redis.call('HSET', task_key(id), 'finished_at', istr(now), 'updated_at', istr(now))
+redis.call('HSET', task_key(id), F.finished_at, istr(now), F.updated_at, istr(now))
 set_status(id, t.tenant, t.status, 'cancelled')
 emit(now, 'cancelled', id, t.tenant, num(t.attempt, 0), 'from', t.status)
 return {now, 'cancelled', task_view(id)}

@@ -277,9 +277,9 @@ for i = 1, n do
   end
 end
 
--- The writes. Per task: one HSET of the whole record (status included), one XADD; per call: the
--- ready lists (one RPUSH per tenant and priority), the scheduled set, the known tenants and the
--- status counters (deferred, lib.lua), and one trim of the event stream.
+-- The writes. Per task: one HSET of the whole record (its status too, unless queued), one XADD;
+-- per call: the ready lists (one RPUSH per tenant and priority), the scheduled set, the known
+-- tenants and the status counters (deferred, lib.lua), and one trim of the event stream.
 defer_events()
 defer_counts()
 local vtime = nil
@@ -308,17 +308,18 @@ for i = 1, n do
     if it.run_at > now then
       status = 'scheduled'
     end
-    -- The compact record (lib.lua, TASK_DEFAULTS): no id or queue (the key names both), no
-    -- updated_at (it is created_at until the first change), no run_at when it is created_at, and
-    -- a policy field only where it differs from the default.
-    local fieldsv = {'tenant', it.tenant, 'type', it.type, 'payload', it.payload,
-      'created_at', istr(now)}
+    -- The compact record (lib.lua, TASK_DEFAULTS and F, in the stored names): no id or queue
+    -- (the key names both), no updated_at (it is created_at until the first change), no run_at
+    -- when it is created_at, a policy field only where it differs from the default, and no
+    -- status when queued.
+    local fieldsv = {F.tenant, it.tenant, F.type, it.type, F.payload, it.payload,
+      F.created_at, istr(now)}
     if it.run_at ~= now then
-      fieldsv[#fieldsv + 1] = 'run_at'
+      fieldsv[#fieldsv + 1] = F.run_at
       fieldsv[#fieldsv + 1] = istr(it.run_at)
     end
     if it.priority ~= 0 then
-      fieldsv[#fieldsv + 1] = 'priority'
+      fieldsv[#fieldsv + 1] = F.priority
       fieldsv[#fieldsv + 1] = istr(it.priority)
     end
     -- The retry policy: an item that sent none of it (`custom` unset) has the defaults.
@@ -326,7 +327,7 @@ for i = 1, n do
       local name = POLICY[f]
       local v = it[name]
       if v ~= POLICY_DEFAULTS[name] then
-        fieldsv[#fieldsv + 1] = name
+        fieldsv[#fieldsv + 1] = F[name]
         if name == 'b_mult' or name == 'b_jitter' then
           fieldsv[#fieldsv + 1] = fstr(v)
         else
@@ -335,16 +336,18 @@ for i = 1, n do
       end
     end
     if it.timeout_ms then
-      fieldsv[#fieldsv + 1] = 'timeout_ms'
+      fieldsv[#fieldsv + 1] = F.timeout_ms
       fieldsv[#fieldsv + 1] = istr(it.timeout_ms)
     end
     if it.idem ~= '' then
-      fieldsv[#fieldsv + 1] = 'idem'
+      fieldsv[#fieldsv + 1] = F.idem
       fieldsv[#fieldsv + 1] = it.idem
       redis.call('SET', K_IDEM .. it.tenant .. ':' .. it.idem, it.id, 'PX', it.idem_ttl)
     end
-    fieldsv[#fieldsv + 1] = 'status'
-    fieldsv[#fieldsv + 1] = status
+    if status ~= 'queued' then
+      fieldsv[#fieldsv + 1] = F.status
+      fieldsv[#fieldsv + 1] = status
+    end
     redis.call('HSET', key, unpack(fieldsv))
     created_ids[it.id] = true
     if not known[it.tenant] then

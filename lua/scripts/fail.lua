@@ -48,6 +48,6 @@ redis.call('ZREM', K_LEASES, id)
 local status = fail_attempt(id, t, now, err, retryable == 1, r, 'failed')
 local run_at = -1
 if status == 'retrying' then
-  run_at = num(redis.call('HGET', task_key(id), 'run_at'), -1)
+  run_at = num(redis.call('HGET', task_key(id), F.run_at), -1)
 end
 return {now, status, run_at}

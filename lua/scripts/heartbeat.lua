@@ -35,13 +35,13 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = num(redis.call('HGET', task_key(id), 'lease_ms'), LEASE_MS_DEFAULT)
+  ext = num(redis.call('HGET', task_key(id), F.lease_ms), LEASE_MS_DEFAULT)
   if ext < 1 or ext > 86400000 then ext = 30000 end
   ext = math.floor(ext)
 end
 local exp = now + ext
 redis.call('ZADD', K_LEASES, istr(exp), id)
-redis.call('HSET', task_key(id), 'lease_exp', istr(exp), 'hb_at', istr(now))
-local worker = redis.call('HGET', task_key(id), 'worker')
+redis.call('HSET', task_key(id), F.lease_exp, istr(exp), F.hb_at, istr(now))
+local worker = redis.call('HGET', task_key(id), F.worker)
 if worker and worker ~= '' then note_worker(worker, now) end
 return {now, exp}

@@ -41,10 +41,10 @@
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
 --
 -- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields, epoch, attempt}:
---   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it),
---   then id; the lease wrote epoch, attempt, token = "<epoch>-<ARGV[3]>", worker = ARGV[1],
---   lease_exp = expires_at_ms, updated_at = now_ms (the lease's start while it is held) and
---   status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
+--   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it, in
+--   the stored names of lib.lua's F), then id; the lease wrote epoch, attempt, token =
+--   "<epoch>-<ARGV[3]>", worker = ARGV[1], lease_exp = expires_at_ms, updated_at = now_ms (the
+--   lease's start while it is held) and status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
 --   into the record, cost Redis ~27,000 instructions per task. It writes no outcome (that of
 --   the task's last lease, if any, stays until this lease ends) and no leased_at.
 --   next_ms says when to ask again: now_ms when the call filled its n and ready work is left;

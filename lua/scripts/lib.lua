@@ -60,6 +60,19 @@ local ERROR_MAX = 2048
 -- Attempt history lines kept on a task (older lines are dropped).
 local HISTORY_MAX = 20
 
+-- The stored names of a task hash's fields (design note 26): a field's name is stored in every
+-- task hash, so the short names save memory on every queued task (Redis keeps a small hash as a
+-- listpack of its names and values). Scripts name fields by their long (logical) names, as
+-- replies and the API do, and map them here at each read and write of a task hash; the Rust side
+-- maps them back (orq::task::stored_name, decode::task). A queued task stores no status: an
+-- absent `s` in a hash that has `c` (created_at, which every record has) reads as 'queued'.
+local F = {status = 's', tenant = 't', type = 'y', payload = 'p', created_at = 'c',
+  updated_at = 'u', run_at = 'r', priority = 'pr', attempt = 'a', epoch = 'e', token = 'k',
+  worker = 'w', lease_exp = 'x', hb_at = 'hb', outcome = 'o', last_error = 'le',
+  finished_at = 'f', result = 'rs', history = 'hi', idem = 'i', timeout_ms = 'to',
+  max_retries = 'mr', b_init = 'bi', b_mult = 'bm', b_max = 'bx', b_jitter = 'bj',
+  lease_ms = 'l', replays = 'rn'}
+
 local K_TASK, K_READY, K_TENANTS, K_SCHEDULED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASES, K_DEAD, K_COMPLETED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local K_IDEM, K_TENANT, K_STATS, K_EVENTS, K_KNOWN = KEYS[9], KEYS[10], KEYS[11], KEYS[12], KEYS[13]
@@ -565,11 +578,15 @@ local function count_status(tenant, old, new, n)
 end
 
 -- Move a task's status counter from `old` (may be nil for a new task) to `new` and record the
--- status on the task. A lease that ends unparks its tenant when the tenant was parked at its
--- max_inflight.
+-- status on the task (a queued task stores none: F). A lease that ends unparks its tenant when
+-- the tenant was parked at its max_inflight.
 local function set_status(id, tenant, old, new)
   count_status(tenant, old, new)
-  redis.call('HSET', task_key(id), 'status', new)
+  if new == 'queued' then
+    redis.call('HDEL', task_key(id), F.status)
+  else
+    redis.call('HSET', task_key(id), F.status, new)
+  end
   if old == 'leased' and tonumber(redis.call('ZSCORE', K_PARKED, tenant)) == PARKED_CAPPED then
     unpark(tenant)
   end
@@ -578,7 +595,7 @@ end
 -- Append a line to the task's attempt history, keeping the last HISTORY_MAX lines.
 local function add_history(id, line)
   local key = task_key(id)
-  local h = redis.call('HGET', key, 'history')
+  local h = redis.call('HGET', key, F.history)
   local lines = {}
   if h and h ~= '' then
     for l in string.gmatch(h, '[^\n]+') do
@@ -590,7 +607,7 @@ local function add_history(id, line)
   if #lines > HISTORY_MAX then
     first = #lines - HISTORY_MAX + 1
   end
-  redis.call('HSET', key, 'history', table.concat(lines, '\n', first, #lines))
+  redis.call('HSET', key, F.history, table.concat(lines, '\n', first, #lines))
 end
 
 -- The queue's starvation-bound step (ms; 0 = strict priority). A stored value outside the range
@@ -670,7 +687,7 @@ local function to_ready(id, tenant, priority, old, now)
   if not redis.call('ZSCORE', K_PARKED, tenant) then
     redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
   end
-  redis.call('HSET', task_key(id), 'updated_at', istr(now))
+  redis.call('HSET', task_key(id), F.updated_at, istr(now))
   set_status(id, tenant, old, 'queued')
 end
 
@@ -729,14 +746,59 @@ local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries =
 -- A task's lease length when its own is absent or not a valid one (ms).
 local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 
--- Read the named fields of a task hash into a Lua table (absent fields read as their
--- TASK_DEFAULTS value, or false). When the key holds another Redis type, returns nil and a CORRUPT
--- error reply instead; a missing hash reads as absent fields (callers test `status`).
+-- An earlier orq's task record (long field names, its status stored while queued) rewritten in
+-- place to the stored names (F). Returns whether it held any long name.
+local function upgrade_task(key)
+  local flat = redis.call('HGETALL', key)
+  local long, stored = {}, {}
+  for i = 1, #flat, 2 do
+    local short = F[flat[i]]
+    if short then
+      long[#long + 1] = flat[i]
+      if short ~= 's' or flat[i + 1] ~= 'queued' then
+        stored[#stored + 1] = short
+        stored[#stored + 1] = flat[i + 1]
+      end
+    end
+  end
+  if #long == 0 then
+    return false
+  end
+  redis.call('HDEL', key, unpack(long))
+  if #stored > 0 then
+    redis.call('HSET', key, unpack(stored))
+  end
+  return true
+end
+
+-- names table -> its HMGET arguments (the stored names, then 'c'), memoised for the call; callers
+-- that read in a loop pass the same table each time.
+local stored_args = {}
+
+-- Read the named fields (long names) of a task hash into a Lua table keyed by those names
+-- (absent fields read as their TASK_DEFAULTS value, or false; an absent status of a record that
+-- has `c` reads as 'queued'). An earlier orq's record is first rewritten to the stored names
+-- (upgrade_task). When the key holds another Redis type, returns nil and a CORRUPT error reply
+-- instead; a missing hash reads as absent fields (callers test `status`).
 local function fields(id, names)
   local key = task_key(id)
-  local vals = redis.pcall('HMGET', key, unpack(names))
+  local args = stored_args[names]
+  if not args then
+    args = {}
+    for i = 1, #names do
+      args[i] = F[names[i]]
+    end
+    args[#names + 1] = 'c'
+    stored_args[names] = args
+  end
+  local vals = redis.pcall('HMGET', key, unpack(args))
   if vals.err then
     return nil, redis.error_reply('CORRUPT ' .. key .. ' holds a ' .. key_type(key) .. ', not a hash')
+  end
+  local c = vals[#names + 1]
+  if not c and redis.call('EXISTS', key) == 1 and upgrade_task(key) then
+    vals = redis.call('HMGET', key, unpack(args))
+    c = vals[#names + 1]
   end
   -- Sized by the constructor for eight fields (the nils reserve slots), so that filling it does
   -- not rehash a growing table (~500 Redis instructions a rehash).
@@ -746,14 +808,26 @@ local function fields(id, names)
     local name = names[i]
     t[name] = vals[i] or TASK_DEFAULTS[name] or false
   end
+  if t.status == false and c then
+    t.status = 'queued'
+  end
   return t, nil
 end
 
--- A task as replies show it: its hash, flat (HGETALL), then `id`, <id>; empty when there is no
--- such hash. Absent fields stay absent (the reader fills in TASK_DEFAULTS).
+-- A task as replies show it: its hash, flat (HGETALL, in the stored names: F; an earlier orq's
+-- record is rewritten to them first), then `id`, <id>; empty when there is no such hash. Absent
+-- fields stay absent (the reader fills in TASK_DEFAULTS, and 'queued' for an absent status).
 local function task_view(id)
-  local flat = redis.call('HGETALL', task_key(id))
+  local key = task_key(id)
+  local flat = redis.call('HGETALL', key)
   if #flat > 0 then
+    local c = false
+    for i = 1, #flat, 2 do
+      if flat[i] == 'c' then c = true break end
+    end
+    if not c and upgrade_task(key) then
+      flat = redis.call('HGETALL', key)
+    end
     flat[#flat + 1] = 'id'
     flat[#flat + 1] = id
   end
@@ -796,19 +870,19 @@ local function fail_attempt(id, t, now, err, retryable, r, outcome)
   local key = task_key(id)
   err = truncate(err, ERROR_MAX)
   add_history(id, istr(attempt) .. ' ' .. istr(now) .. ' ' .. (t.worker or '-') .. ' ' .. outcome .. ' ' .. err)
-  redis.call('HSET', key, 'last_error', err, 'updated_at', istr(now), 'outcome', outcome,
-    'lease_exp', '', 'worker', '')
+  redis.call('HSET', key, F.last_error, err, F.updated_at, istr(now), F.outcome, outcome,
+    F.lease_exp, '', F.worker, '')
   hincr(K_STATS, 'total:failed', 1)
   if retryable and attempt < max_retries + 1 then
     local run_at = now + backoff_ms(t, attempt, r)
     redis.call('ZADD', K_SCHEDULED, istr(run_at), id)
-    redis.call('HSET', key, 'run_at', istr(run_at))
+    redis.call('HSET', key, F.run_at, istr(run_at))
     set_status(id, t.tenant, 'leased', 'retrying')
     emit(now, 'retrying', id, t.tenant, attempt, 'run_at', istr(run_at), 'm', err)
     return 'retrying'
   end
   redis.call('ZADD', K_DEAD, istr(now), id)
-  redis.call('HSET', key, 'finished_at', istr(now))
+  redis.call('HSET', key, F.finished_at, istr(now))
   hincr(K_STATS, 'total:dead', 1)
   set_status(id, t.tenant, 'leased', 'dead')
   emit(now, 'dead', id, t.tenant, attempt, 'm', err)
@@ -838,13 +912,15 @@ end
 local WAITING = {scheduled = true, retrying = true}
 local LEASED = {leased = true}
 
+local PROMOTE_FIELDS = {'tenant', 'priority', 'status', 'attempt'}
+
 -- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.
 local function promote_due(now, bound)
   local due = redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)
   for i = 1, #due do
     local id = due[i]
     redis.call('ZREM', K_SCHEDULED, id)
-    local t = fields(id, {'tenant', 'priority', 'status', 'attempt'})
+    local t = fields(id, PROMOTE_FIELDS)
     if t and indexed_ok(t, WAITING, priority_of(t.priority)) then
       to_ready(id, t.tenant, priority_of(t.priority), t.status, now)
       emit(now, 'queued', id, t.tenant, num(t.attempt, 0), 'from', t.status)
@@ -874,6 +950,8 @@ local function reap_expired(now, bound, seed)
   return #expired
 end
 
+local TRIM_FIELDS = {'tenant', 'status'}
+
 -- Delete completed and cancelled tasks older than `retention_ms`, at most `bound` of each:
 -- the hash and the index entry go together. Returns the count.
 local function trim_finished(now, retention_ms, bound)
@@ -884,7 +962,7 @@ local function trim_finished(now, retention_ms, bound)
     local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', 0, bound)
     for i = 1, #old do
       local id = old[i]
-      local t = fields(id, {'tenant', 'status'})
+      local t = fields(id, TRIM_FIELDS)
       if t and t.status == status and not tenant_error(t.tenant) then
         hincr(K_STATS, 'n:' .. status, -1)
         hincr(tenant_key(t.tenant), 'n:' .. status, -1)
@@ -988,7 +1066,7 @@ local function check_lease(id, token, op, need_tenant, names)
   if t.status == 'completed' then
     outcome = 'completed'
   elseif outcome == nil then
-    outcome = redis.call('HGET', task_key(id), 'outcome')
+    outcome = redis.call('HGET', task_key(id), F.outcome)
   end
   if outcome == 'cancelled' then
     return redis.error_reply('CANCELLED task was cancelled')
@@ -1029,7 +1107,7 @@ local function complete_task(id, token, result, now, per_tenant)
   -- completed task's is its updated_at, which nothing changes after this), and lease_exp is
   -- left: it is read only while the task is leased.
   local now_s = istr(now)
-  redis.call('HSET', task_key(id), 'result', result, 'updated_at', now_s, 'status', 'completed')
+  redis.call('HSET', task_key(id), F.result, result, F.updated_at, now_s, F.status, 'completed')
   if per_tenant then
     -- The caller counts the batch's completions once per tenant (`count_completed`).
     local c = per_tenant.counts
@@ -1090,6 +1168,8 @@ end
 -- The queue keys a lease writes or reads by type (check_keys before the first write).
 local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 
+local PRIORITY_FIELD = {'priority'}
+
 -- Move up to MIGRATE_MAX entries of an earlier orq's ready ZSET of `tenant` (orq:{q}:ready:<tenant>,
 -- score = priority band + sequence, or an aged score) to the tail of the tenant's ready lists,
 -- in the ZSET's order, each to the list of its task's priority; the ZSET goes when empty. An
@@ -1103,7 +1183,7 @@ local function migrate_ready(tenant)
   local ids = redis.call('ZRANGE', old, 0, MIGRATE_MAX - 1)
   local lists, order = {}, {}
   for i = 1, #ids do
-    local t = fields(ids[i], {'priority'}) or {}
+    local t = fields(ids[i], PRIORITY_FIELD) or {}
     local p = priority_of(t.priority)
     if not lists[p] then
       lists[p] = {}
@@ -1132,7 +1212,7 @@ end
 -- When the task `id` became ready (ms): its last change, or its creation when never changed
 -- (`now` when its hash is gone or not a hash: lease drops such an entry).
 local function ready_since(id, now)
-  local f = redis.pcall('HMGET', task_key(id), 'updated_at', 'created_at')
+  local f = redis.pcall('HMGET', task_key(id), F.updated_at, F.created_at)
   if f.err then
     return now
   end
@@ -1328,33 +1408,42 @@ local function lease_tasks(a, now)
           -- One HGETALL gives the fields the lease needs and the reply (the record as it was; the
           -- caller applies what the HSET below writes, from the epoch and attempt in the reply).
           local flat = redis.pcall('HGETALL', key)
-          -- Field -> index of its value in flat. The constructor sizes the table for a record's
-          -- usual fields (the nils reserve their slots), sparing the rehashes of a growing one.
-          local at = {tenant = nil, type = nil, payload = nil, created_at = nil, status = nil,
-            priority = nil, attempt = nil, epoch = nil}
+          -- Stored field name (F) -> index of its value in flat. The constructor sizes the table
+          -- for a record's usual fields (the nils reserve their slots), sparing the rehashes of a
+          -- growing one.
+          local at = {t = nil, y = nil, p = nil, c = nil, s = nil, pr = nil, a = nil, e = nil}
           if flat.err then
             flat = nil
           else
             for j2 = 1, #flat, 2 do
               at[flat[j2]] = j2 + 1
             end
+            if not at.c and #flat > 0 and upgrade_task(key) then
+              -- An earlier orq's record, now in the stored names: read again.
+              flat = redis.call('HGETALL', key)
+              at = {}
+              for j2 = 1, #flat, 2 do
+                at[flat[j2]] = j2 + 1
+              end
+            end
           end
-          local status = flat and at.status and flat[at.status]
+          -- A queued task stores no status (F).
+          local status = flat and (at.s and flat[at.s] or (at.c and 'queued'))
           if status == 'queued' then
             served = served + 1
-            local epoch = next_count(key, 'epoch', at.epoch and flat[at.epoch])
-            local attempt = next_count(key, 'attempt', at.attempt and flat[at.attempt])
-            local lease_ms = num(at.lease_ms and flat[at.lease_ms], LEASE_MS_DEFAULT)
+            local epoch = next_count(key, F.epoch, at.e and flat[at.e])
+            local attempt = next_count(key, F.attempt, at.a and flat[at.a])
+            local lease_ms = num(at.l and flat[at.l], LEASE_MS_DEFAULT)
             if lease_ms < 1 or lease_ms > 86400000 then lease_ms = LEASE_MS_DEFAULT end
             local exp = now + math.floor(lease_ms)
             -- When the task became ready: its last change, or its creation when never changed.
-            local updated_at = (at.updated_at and flat[at.updated_at]) or (at.created_at and flat[at.created_at])
+            local updated_at = (at.u and flat[at.u]) or flat[at.c]
             -- epoch and attempt first: where they are missing, HINCRBY would have added them first.
             local epoch_s, exp_s = istr(epoch), istr(exp)
             -- No leased_at (updated_at is when the lease began, as long as it is held) and no
             -- outcome (it is read only once a lease has ended, and every end writes its own).
-            redis.call('HSET', key, 'epoch', epoch_s, 'attempt', istr(attempt), 'token', epoch_s .. '-' .. bits,
-              'worker', worker, 'lease_exp', exp_s, 'updated_at', now_s, 'status', 'leased')
+            redis.call('HSET', key, F.epoch, epoch_s, F.attempt, istr(attempt), F.token, epoch_s .. '-' .. bits,
+              F.worker, worker, F.lease_exp, exp_s, F.updated_at, now_s, F.status, 'leased')
             lease_scores[#lease_scores + 1] = exp_s
             lease_scores[#lease_scores + 1] = id
             local wait = math.max(0, now - num(updated_at, now))

@@ -56,6 +56,8 @@ local SOURCE_OF = {queued = 1, scheduled = 2, retrying = 2, leased = 3, dead = 4
   cancelled = 6}
 -- Largest sub-index or offset a cursor may carry.
 local CURSOR_MAX = 2147483647
+-- The fields a listed task is filtered by.
+local LIST_FIELDS = {'status', 'tenant', 'type'}
 local first, last = 1, #SOURCES
 if status ~= '' then
   if not SOURCE_OF[status] then return redis.error_reply('INVALID unknown status ' .. status) end
@@ -119,7 +121,7 @@ while #out < limit and scanned < scan and src <= last do
         local id = ids[i]
         scanned = scanned + 1
         off = off + 1
-        local t = fields(id, {'status', 'tenant', 'type'}) or {}
+        local t = fields(id, LIST_FIELDS) or {}
         local want_status = SOURCES[src][3]
         if status ~= '' then want_status = {[status] = true} end
         if t.status and want_status[t.status] and (tenant == '' or t.tenant == tenant)

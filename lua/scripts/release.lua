@@ -41,8 +41,8 @@ if bad then return bad end
 local attempt = num(t.attempt, 1) - 1
 if attempt < 0 then attempt = 0 end
 redis.call('ZREM', K_LEASES, id)
-redis.call('HSET', task_key(id), 'attempt', istr(attempt), 'outcome', 'released', 'lease_exp', '',
-  'worker', '')
+redis.call('HSET', task_key(id), F.attempt, istr(attempt), F.outcome, 'released', F.lease_exp, '',
+  F.worker, '')
 to_ready(id, t.tenant, priority_of(t.priority), 'leased', now)
 emit(now, 'released', id, t.tenant, attempt, 'w', t.worker or '')
 return {now, 'released'}

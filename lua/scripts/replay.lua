@@ -37,8 +37,10 @@
 
 local now = now_ms()
 
+local REPLAY_FIELDS = {'status', 'tenant', 'priority', 'type'}
+
 local function replay_one(id)
-  local t = fields(id, {'status', 'tenant', 'priority', 'type'})
+  local t = fields(id, REPLAY_FIELDS)
   if not t then
     return 'corrupt'
   end
@@ -53,10 +55,10 @@ local function replay_one(id)
     return 'corrupt'
   end
   redis.call('ZREM', K_DEAD, id)
-  hincr(task_key(id), 'replays', 1)
+  hincr(task_key(id), F.replays, 1)
   -- Due again now: run_at says when the task became due (Task::run_at_ms).
-  redis.call('HSET', task_key(id), 'attempt', '0', 'finished_at', '', 'outcome', 'replayed',
-    'run_at', istr(now))
+  redis.call('HSET', task_key(id), F.attempt, '0', F.finished_at, '', F.outcome, 'replayed',
+    F.run_at, istr(now))
   to_ready(id, t.tenant, priority_of(t.priority), 'dead', now)
   hincr(K_STATS, 'total:replayed', 1)
   emit(now, 'replayed', id, t.tenant, 0)
@@ -83,13 +85,14 @@ elseif ARGV[1] == 'filter' then
   scan, e = arg_int(ARGV[5], 'scan', 1, 100000)
   if not scan then return redis.error_reply(e) end
   local ids = redis.call('ZRANGE', K_DEAD, 0, scan - 1)
+  local filter_fields = {'tenant', 'type'}
   local n = 0
   local examined = 0
   for i = 1, #ids do
     if n >= limit then break end
     examined = i
     local id = ids[i]
-    local t = fields(id, {'tenant', 'type'}) or {}
+    local t = fields(id, filter_fields) or {}
     if (tenant == '' or t.tenant == tenant) and (ttype == '' or t.type == ttype) then
       if replay_one(id) == 'replayed' then n = n + 1 end
     end

@@ -34,9 +34,10 @@ end
 local leases = {}
 if max_leases > 0 then
   local ids = redis.call('ZRANGE', K_LEASES, 0, max_leases - 1)
+  local names = {'worker', 'type', 'tenant', 'updated_at', 'lease_exp', 'hb_at'}
   for i = 1, #ids do
     -- While a task is leased its updated_at is when the lease began (lease.lua).
-    local t = fields(ids[i], {'worker', 'type', 'tenant', 'updated_at', 'lease_exp', 'hb_at'}) or {}
+    local t = fields(ids[i], names) or {}
     if t.tenant then
       local leased_at = num(t.updated_at, 0)
       -- hb_at may be left from an earlier lease of the task: only a later one counts.

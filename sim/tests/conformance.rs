@@ -403,7 +403,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:5:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=5 max_retries=2 b_max=60000 b_jitter=0 status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=5 mr=2 bx=60000 bj=0
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -419,7 +419,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -435,7 +435,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -451,7 +451,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={now+5000}
             "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={now+5000} priority=2 max_retries=5 b_mult=3 status=scheduled
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} r={now+5000} pr=2 mr=5 bm=3 s=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
     },
@@ -473,17 +473,17 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
-        seed: &["HSET orq:{q}:task:C status queued tenant t1 type echo"],
+        seed: &["HSET orq:{q}:task:C s queued t t1 y echo"],
         script: "enqueue",
         argv: "q 3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
-        reply: r#"[{now} [[1 queued {now}] [0 [tenant t1 type echo payload "{}" created_at {now} status queued id A]] [0 [status queued tenant t1 type echo id C]]] 1]"#,
+        reply: r#"[{now} [[1 queued {now}] [0 [t t1 y echo p "{}" c {now} id A]] [0 [s queued t t1 y echo id C]]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
-            "orq:{q}:task:C" hash status=queued tenant=t1 type=echo
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:task:C" hash s=queued t=t1 y=echo
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -499,30 +499,30 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={t+60000}
             "orq:{q}:stats" hash total:enqueued=5 n:scheduled=1 events={now}-1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} run_at={t+60000} priority=5 max_retries=0 b_max=60000 b_jitter=0.5 timeout_ms=5000 status=scheduled
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} r={t+60000} pr=5 mr=0 bx=60000 bj=0.5 to=5000 s=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
     },
     Case {
         name: "enqueue: an idempotency key that is live returns the existing task and writes nothing",
         seed: &[
-            "HSET orq:{q}:task:A status queued tenant t1",
+            "HSET orq:{q}:task:A s queued t t1",
             "SET orq:{q}:idem:t1:k A PX 600000",
             "HSET orq:{q}:stats total:enqueued 1",
         ],
         script: "enqueue",
         argv: "q 1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000",
-        reply: r#"[{now} [[0 [status queued tenant t1 id A]]] 0]"#,
+        reply: r#"[{now} [[0 [s queued t t1 id A]]] 0]"#,
         keys: r#"
             "orq:{q}:idem:t1:k" string A expires={t+600000}
             "orq:{q}:stats" hash total:enqueued=1
-            "orq:{q}:task:A" hash status=queued tenant=t1
+            "orq:{q}:task:A" hash s=queued t=t1
         "#,
     },
     Case {
         name: "enqueue: an expired idempotency key is gone, so a new task is created",
         seed: &[
-            "HSET orq:{q}:task:A status queued tenant t1",
+            "HSET orq:{q}:task:A s queued t t1",
             "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
         ],
         script: "enqueue",
@@ -534,8 +534,8 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:0:t2" list B
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1
-            "orq:{q}:task:B" hash tenant=t2 type=echo payload="{}" created_at={now} max_retries=0 b_max=60000 b_jitter=0 idem=k status=queued
+            "orq:{q}:task:A" hash s=queued t=t1
+            "orq:{q}:task:B" hash t=t2 y=echo p="{}" c={now} mr=0 bx=60000 bj=0 i=k
             "orq:{q}:tenant:t2" hash n:queued=1
             "orq:{q}:tenants" zset t2=0
         "#,
@@ -571,24 +571,24 @@ const CASES: &[Case] = &[
             "RPUSH orq:{q}:ready:4:t1 A",
             "RPUSH orq:{q}:ready:9:t1 B",
             "RPUSH orq:{q}:ready:0:t2 C",
-            "HSET orq:{q}:task:A status queued tenant t1 priority 4 lease_ms 5000 attempt 0 epoch 0",
-            "HSET orq:{q}:task:B status queued tenant t1 priority 9 lease_ms 5000 attempt 0 epoch 0",
-            "HSET orq:{q}:task:C status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:A s queued t t1 pr 4 l 5000 a 0 e 0",
+            "HSET orq:{q}:task:B s queued t t1 pr 9 l 5000 a 0 e 0",
+            "HSET orq:{q}:task:C s queued t t2 l 5000 a 0 e 0",
             "HSET orq:{q}:stats n:queued 3",
             "HSET orq:{q}:tenant:t1 n:queued 2",
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status queued tenant t1 priority 9 lease_ms 5000 attempt 0 epoch 0 id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+5000} [s queued t t1 pr 9 l 5000 a 0 e 0 id B] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:0:t2" list C
             "orq:{q}:ready:4:t1" list A
             "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1 priority=4 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
-            "orq:{q}:task:C" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
+            "orq:{q}:task:A" hash s=queued t=t1 pr=4 l=5000 a=0 e=0
+            "orq:{q}:task:B" hash s=leased t=t1 pr=9 l=5000 a=1 e=1 k=1-ab w=w1 x={now+5000} u={now}
+            "orq:{q}:task:C" hash s=queued t=t2 l=5000 a=0 e=0
             "orq:{q}:tenant:t1" hash n:queued=1 rp=16 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
             "orq:{q}:workers" zset w1={now}
@@ -601,9 +601,9 @@ const CASES: &[Case] = &[
             "RPUSH orq:{q}:ready:0:t1 A",
             "RPUSH orq:{q}:ready:0:t2 B",
             "RPUSH orq:{q}:ready:0:t3 C",
-            "HSET orq:{q}:task:A status queued tenant t1 lease_ms 5000 attempt 0 epoch 0",
-            "HSET orq:{q}:task:B status queued tenant t2 lease_ms 5000 attempt 0 epoch 0",
-            "HSET orq:{q}:task:C status queued tenant t3 lease_ms 5000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:A s queued t t1 l 5000 a 0 e 0",
+            "HSET orq:{q}:task:B s queued t t2 l 5000 a 0 e 0",
+            "HSET orq:{q}:task:C s queued t t3 l 5000 a 0 e 0",
             "HSET orq:{q}:stats n:queued 3 vtime 0.5",
             "HSET orq:{q}:tenant:t1 n:queued 1 max_inflight 2 n:leased 2",
             "HSET orq:{q}:tenant:t2 n:queued 1 rate_per_s 1 burst 1 tokens 0 tokens_at {t}",
@@ -611,7 +611,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [status queued tenant t3 lease_ms 5000 attempt 0 epoch 0 id C] 1 1]] {t+1000}]"#,
+        reply: r#"[{now} [[{now+5000} [s queued t t3 l 5000 a 0 e 0 id C] 1 1]] {t+1000}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased C t3 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset C={now+5000}
@@ -619,9 +619,9 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:ready:0:t2" list B
             "orq:{q}:stats" hash n:queued=2 vtime=0.5 n:leased=1 served=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:B" hash status=queued tenant=t2 lease_ms=5000 attempt=0 epoch=0
-            "orq:{q}:task:C" hash status=leased tenant=t3 lease_ms=5000 attempt=1 epoch=1 token=1-ab worker=w1 lease_exp={now+5000} updated_at={now}
+            "orq:{q}:task:A" hash s=queued t=t1 l=5000 a=0 e=0
+            "orq:{q}:task:B" hash s=queued t=t2 l=5000 a=0 e=0
+            "orq:{q}:task:C" hash s=leased t=t3 l=5000 a=1 e=1 k=1-ab w=w1 x={now+5000} u={now}
             "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
             "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
             "orq:{q}:tenant:t3" hash n:queued=0 rp=0 n:leased=1 served=1
@@ -631,11 +631,11 @@ const CASES: &[Case] = &[
     Case {
         name: "complete: a lease that ends unparks its tenant parked at max_inflight at the queue's virtual time",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 1-ab tenant t1 attempt 1 worker w1 lease_exp {t+5000}",
+            "HSET orq:{q}:task:A s leased k 1-ab t t1 a 1 w w1 x {t+5000}",
             "ZADD orq:{q}:leases {t+5000} A",
             "ZADD orq:{q}:parked 9007199254740991 t1",
             "RPUSH orq:{q}:ready:0:t1 B",
-            "HSET orq:{q}:task:B status queued tenant t1",
+            "HSET orq:{q}:task:B s queued t t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1 vtime 7.5",
             "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
         ],
@@ -647,8 +647,8 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:ready:0:t1" list B
             "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events={now}-1
-            "orq:{q}:task:A" hash status=completed token=1-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result=ok updated_at={now}
-            "orq:{q}:task:B" hash status=queued tenant=t1
+            "orq:{q}:task:A" hash s=completed k=1-ab t=t1 a=1 w=w1 x={t+5000} rs=ok u={now}
+            "orq:{q}:task:B" hash s=queued t=t1
             "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
             "orq:{q}:tenants" zset t1=7.5
         "#,
@@ -657,18 +657,18 @@ const CASES: &[Case] = &[
         name: "lease: a due scheduled task is promoted, then leased",
         seed: &[
             "ZADD orq:{q}:scheduled {t-1000} A",
-            "HSET orq:{q}:task:A status scheduled tenant t1 priority 5 lease_ms 1000 attempt 0 epoch 0",
+            "HSET orq:{q}:task:A s scheduled t t1 pr 5 l 1000 a 0 e 0 c {t}",
             "HSET orq:{q}:stats n:scheduled 1 seq 7",
             "HSET orq:{q}:tenant:t1 n:scheduled 1 weight 2",
         ],
         script: "lease",
         argv: "w1 2 0f 0 10 0",
-        reply: r#"[{now} [[{now+1000} [status queued tenant t1 priority 5 lease_ms 1000 attempt 0 epoch 0 updated_at {now} id A] 1 1]] -1]"#,
+        reply: r#"[{now} [[{now+1000} [t t1 pr 5 l 1000 a 0 e 0 c {t} u {now} id A] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
-            "orq:{q}:task:A" hash status=leased tenant=t1 priority=5 lease_ms=1000 attempt=1 epoch=1 updated_at={now} token=1-0f worker=w1 lease_exp={now+1000}
+            "orq:{q}:task:A" hash t=t1 pr=5 l=1000 a=1 e=1 c={t} u={now} k=1-0f w=w1 x={now+1000} s=leased
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -676,7 +676,7 @@ const CASES: &[Case] = &[
     Case {
         name: "heartbeat: the current token moves the deadline to now + lease_ms",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1 worker w1 lease_exp {t+100}",
+            "HSET orq:{q}:task:A s leased k 2-ab l 5000 t t1 w w1 x {t+100}",
             "ZADD orq:{q}:leases {t+100} A",
         ],
         script: "heartbeat",
@@ -684,14 +684,14 @@ const CASES: &[Case] = &[
         reply: r#"[{now} {now+5000}]"#,
         keys: r#"
             "orq:{q}:leases" zset A={now+5000}
-            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1 worker=w1 lease_exp={now+5000} hb_at={now}
+            "orq:{q}:task:A" hash s=leased k=2-ab l=5000 t=t1 w=w1 x={now+5000} hb={now}
             "orq:{q}:workers" zset w1={now}
         "#,
     },
     Case {
         name: "heartbeat: a stale token changes nothing",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab lease_ms 5000 tenant t1",
+            "HSET orq:{q}:task:A s leased k 2-ab l 5000 t t1",
             "ZADD orq:{q}:leases {t+100} A",
         ],
         script: "heartbeat",
@@ -699,15 +699,15 @@ const CASES: &[Case] = &[
         reply: r#"!"STALE lease token superseded""#,
         keys: r#"
             "orq:{q}:leases" zset A={t+100}
-            "orq:{q}:task:A" hash status=leased token=2-ab lease_ms=5000 tenant=t1
+            "orq:{q}:task:A" hash s=leased k=2-ab l=5000 t=t1
         "#,
     },
     Case {
         name: "complete: the current token completes the task and trims finished tasks past retention",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1 lease_exp {t+5000}",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 w w1 x {t+5000}",
             "ZADD orq:{q}:leases {t+5000} A",
-            "HSET orq:{q}:task:X status completed tenant t1",
+            "HSET orq:{q}:task:X s completed t t1",
             "ZADD orq:{q}:completed {t-100000} X",
             "HSET orq:{q}:stats n:leased 1 n:completed 1",
             "HSET orq:{q}:tenant:t1 n:leased 1 n:completed 1",
@@ -719,14 +719,14 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} k=completed id=A t=t1 a=1 w=w1 run_ms=0}
             "orq:{q}:stats" hash n:leased=0 n:completed=1 total:completed=1 events={now}-1
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 lease_exp={t+5000} result="{\"ok\":1}" updated_at={now}
+            "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 x={t+5000} rs="{\"ok\":1}" u={now}
             "orq:{q}:tenant:t1" hash n:leased=0 n:completed=1 c_win={now_minute} c_prev=0 c_cur=1
         "#,
     },
     Case {
         name: "complete: a retried call with the same token answers again and changes nothing",
         seed: &[
-            "HSET orq:{q}:task:A status completed token 2-ab outcome completed tenant t1",
+            "HSET orq:{q}:task:A s completed k 2-ab o completed t t1",
             "ZADD orq:{q}:completed {t-10} A",
         ],
         script: "complete",
@@ -734,13 +734,13 @@ const CASES: &[Case] = &[
         reply: r#"[{now} again]"#,
         keys: r#"
             "orq:{q}:completed" zset A={t-10}
-            "orq:{q}:task:A" hash status=completed token=2-ab outcome=completed tenant=t1
+            "orq:{q}:task:A" hash s=completed k=2-ab o=completed t=t1
         "#,
     },
     Case {
         name: "complete: a completed record stores no outcome; a retried call with its token still answers again",
         seed: &[
-            "HSET orq:{q}:task:A status completed token 2-ab tenant t1 lease_exp {t-100}",
+            "HSET orq:{q}:task:A s completed k 2-ab t t1 x {t-100}",
             "ZADD orq:{q}:completed {t-10} A",
         ],
         script: "complete_batch",
@@ -748,15 +748,15 @@ const CASES: &[Case] = &[
         reply: r#"[{now} [again]]"#,
         keys: r#"
             "orq:{q}:completed" zset A={t-10}
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 lease_exp={t-100}
+            "orq:{q}:task:A" hash s=completed k=2-ab t=t1 x={t-100}
         "#,
     },
     Case {
         name: "complete_batch with a lease: completes first (unparking the tenant at its cap), then leases as lease would",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
-            "HSET orq:{q}:task:B status queued tenant t1 lease_ms 5000",
+            "HSET orq:{q}:task:B s queued t t1 l 5000",
             "RPUSH orq:{q}:ready:0:t1 B",
             "ZADD orq:{q}:parked 9007199254740991 t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1",
@@ -764,14 +764,14 @@ const CASES: &[Case] = &[
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 id B] 1 1]] -1]"#,
+        reply: r#"[{now} [completed] [[{now+5000} [s queued t t1 l 5000 id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events={now}-2
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
-            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000} updated_at={now}
+            "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
+            "orq:{q}:task:B" hash s=leased t=t1 l=5000 e=1 a=1 k=1-cd w=w2 x={now+5000} u={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
@@ -779,23 +779,23 @@ const CASES: &[Case] = &[
     Case {
         name: "complete_batch with a lease: a task promoted by the lease part is counted (queued, then leased)",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
-            "HSET orq:{q}:task:B status scheduled tenant t1 lease_ms 5000",
+            "HSET orq:{q}:task:B s scheduled t t1 l 5000 c {t}",
             "ZADD orq:{q}:scheduled {t-10} B",
             "HSET orq:{q}:stats n:leased 1 n:scheduled 1",
             "HSET orq:{q}:tenant:t1 n:leased 1 n:scheduled 1",
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} [status queued tenant t1 lease_ms 5000 updated_at {now} id B] 1 1]] -1]"#,
+        reply: r#"[{now} [completed] [[{now+5000} [t t1 l 5000 c {t} u {now} id B] 1 1]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 vtime=0 served=1 events={now}-3
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 attempt=1 worker=w1 result="" updated_at={now}
-            "orq:{q}:task:B" hash status=leased tenant=t1 lease_ms=5000 updated_at={now} epoch=1 attempt=1 token=1-cd worker=w2 lease_exp={now+5000}
+            "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
+            "orq:{q}:task:B" hash t=t1 l=5000 c={t} u={now} e=1 a=1 k=1-cd w=w2 x={now+5000} s=leased
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
@@ -803,7 +803,7 @@ const CASES: &[Case] = &[
     Case {
         name: "complete_batch with a lease: a bad lease argument is refused before anything is written",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
         ],
         script: "complete_batch",
@@ -811,13 +811,13 @@ const CASES: &[Case] = &[
         reply: r#"!"INVALID n must be an integer in [1, 100]""#,
         keys: r#"
             "orq:{q}:leases" zset A={t+5000}
-            "orq:{q}:task:A" hash status=leased token=2-ab tenant=t1 attempt=1 worker=w1
+            "orq:{q}:task:A" hash s=leased k=2-ab t=t1 a=1 w=w1
         "#,
     },
     Case {
         name: "complete_batch: arguments that are neither the items alone nor the items and a lease are refused",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
         ],
         script: "complete_batch",
@@ -825,13 +825,13 @@ const CASES: &[Case] = &[
         reply: r#"!"INVALID expected 6 arguments, or 12 with a lease""#,
         keys: r#"
             "orq:{q}:leases" zset A={t+5000}
-            "orq:{q}:task:A" hash status=leased token=2-ab tenant=t1 attempt=1 worker=w1
+            "orq:{q}:task:A" hash s=leased k=2-ab t=t1 a=1 w=w1
         "#,
     },
     Case {
         name: "fail: a completed task's token is stale for fail, whatever outcome its record holds",
         seed: &[
-            "HSET orq:{q}:task:A status completed token 2-ab tenant t1 outcome released",
+            "HSET orq:{q}:task:A s completed k 2-ab t t1 o released",
             "ZADD orq:{q}:completed {t-10} A",
         ],
         script: "fail",
@@ -839,13 +839,13 @@ const CASES: &[Case] = &[
         reply: r#"!"STALE lease ended (completed)""#,
         keys: r#"
             "orq:{q}:completed" zset A={t-10}
-            "orq:{q}:task:A" hash status=completed token=2-ab tenant=t1 outcome=released
+            "orq:{q}:task:A" hash s=completed k=2-ab t=t1 o=released
         "#,
     },
     Case {
         name: "complete: a task retrying after a failed lease answers that lease's outcome to its old token",
         seed: &[
-            "HSET orq:{q}:task:A status retrying token 2-ab tenant t1 outcome failed",
+            "HSET orq:{q}:task:A s retrying k 2-ab t t1 o failed",
             "ZADD orq:{q}:scheduled {t+1000} A",
         ],
         script: "complete_batch",
@@ -853,13 +853,13 @@ const CASES: &[Case] = &[
         reply: r#"[{now} ["STALE lease ended (failed)"]]"#,
         keys: r#"
             "orq:{q}:scheduled" zset A={t+1000}
-            "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 outcome=failed
+            "orq:{q}:task:A" hash s=retrying k=2-ab t=t1 o=failed
         "#,
     },
     Case {
         name: "fail: a retryable failure with retries left schedules a retry after the backoff",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 max_retries 2 b_init 1000 b_mult 2 b_max 60000 b_jitter 0 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 mr 2 bi 1000 bm 2 bx 60000 bj 0 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
         ],
         script: "fail",
@@ -869,14 +869,14 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=retrying id=A t=t1 a=1 run_at={now+1000} m=boom}
             "orq:{q}:scheduled" zset A={now+1000}
             "orq:{q}:stats" hash total:failed=1 n:leased=-1 n:retrying=1 events={now}-1
-            "orq:{q}:task:A" hash status=retrying token=2-ab tenant=t1 attempt=1 max_retries=2 b_init=1000 b_mult=2 b_max=60000 b_jitter=0 worker="" history="1 {now} w1 failed boom" last_error=boom updated_at={now} outcome=failed lease_exp="" run_at={now+1000}
+            "orq:{q}:task:A" hash s=retrying k=2-ab t=t1 a=1 mr=2 bi=1000 bm=2 bx=60000 bj=0 w="" hi="1 {now} w1 failed boom" le=boom u={now} o=failed x="" r={now+1000}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
     },
     Case {
         name: "fail: a permanent failure goes to the DLQ",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 attempt 1 max_retries 5 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 a 1 mr 5 w w1",
             "ZADD orq:{q}:leases {t+5000} A",
         ],
         script: "fail",
@@ -886,14 +886,14 @@ const CASES: &[Case] = &[
             "orq:{q}:dead" zset A={now}
             "orq:{q}:events" stream {ts={now} k=dead id=A t=t1 a=1 m="bad input"}
             "orq:{q}:stats" hash total:failed=1 total:dead=1 n:leased=-1 n:dead=1 events={now}-1
-            "orq:{q}:task:A" hash status=dead token=2-ab tenant=t1 attempt=1 max_retries=5 worker="" history="1 {now} w1 failed bad input" last_error="bad input" updated_at={now} outcome=failed lease_exp="" finished_at={now}
+            "orq:{q}:task:A" hash s=dead k=2-ab t=t1 a=1 mr=5 w="" hi="1 {now} w1 failed bad input" le="bad input" u={now} o=failed x="" f={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:dead=1
         "#,
     },
     Case {
         name: "release: the task goes back to its ready set without spending an attempt",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 2-ab tenant t1 priority 9 attempt 2 worker w1",
+            "HSET orq:{q}:task:A s leased k 2-ab t t1 pr 9 a 2 w w1 c {t}",
             "ZADD orq:{q}:leases {t+5000} A",
             "HSET orq:{q}:stats vtime 3.5 seq 10",
         ],
@@ -904,7 +904,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=released id=A t=t1 a=1 w=w1}
             "orq:{q}:ready:9:t1" list A
             "orq:{q}:stats" hash vtime=3.5 seq=10 n:leased=-1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued token=2-ab tenant=t1 priority=9 attempt=1 worker="" outcome=released lease_exp="" updated_at={now}
+            "orq:{q}:task:A" hash k=2-ab t=t1 pr=9 a=1 w="" c={t} o=released x="" u={now}
             "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
             "orq:{q}:tenants" zset t1=3.5
         "#,
@@ -912,45 +912,45 @@ const CASES: &[Case] = &[
     Case {
         name: "cancel: a queued task leaves its ready set, and its tenant leaves the fair-share set",
         seed: &[
-            "HSET orq:{q}:task:A status queued tenant t1 attempt 0",
+            "HSET orq:{q}:task:A s queued t t1 a 0",
             "RPUSH orq:{q}:ready:0:t1 A",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "cancel",
         argv: "A",
-        reply: r#"[{now} cancelled [status cancelled tenant t1 attempt 0 finished_at {now} updated_at {now} id A]]"#,
+        reply: r#"[{now} cancelled [s cancelled t t1 a 0 f {now} u {now} id A]]"#,
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
             "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
             "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
-            "orq:{q}:task:A" hash status=cancelled tenant=t1 attempt=0 finished_at={now} updated_at={now}
+            "orq:{q}:task:A" hash s=cancelled t=t1 a=0 f={now} u={now}
             "orq:{q}:tenant:t1" hash rp=0 n:queued=-1 n:cancelled=1
         "#,
     },
     Case {
         name: "cancel: a queued task leaves the middle of its ready list; its tenant keeps its other ready work",
         seed: &[
-            "HSET orq:{q}:task:A status queued tenant t1",
-            "HSET orq:{q}:task:B status queued tenant t1 priority 3",
-            "HSET orq:{q}:task:C status queued tenant t1 priority 3",
-            "HSET orq:{q}:task:D status queued tenant t1 priority 3",
+            "HSET orq:{q}:task:A s queued t t1",
+            "HSET orq:{q}:task:B s queued t t1 pr 3",
+            "HSET orq:{q}:task:C s queued t t1 pr 3",
+            "HSET orq:{q}:task:D s queued t t1 pr 3",
             "RPUSH orq:{q}:ready:0:t1 A",
             "RPUSH orq:{q}:ready:3:t1 B C D",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "cancel",
         argv: "C",
-        reply: r#"[{now} cancelled [status cancelled tenant t1 priority 3 finished_at {now} updated_at {now} id C]]"#,
+        reply: r#"[{now} cancelled [s cancelled t t1 pr 3 f {now} u {now} id C]]"#,
         keys: r#"
             "orq:{q}:cancelled" zset C={now}
             "orq:{q}:events" stream {ts={now} k=cancelled id=C t=t1 a=0 from=queued}
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:ready:3:t1" list B D
             "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1
-            "orq:{q}:task:B" hash status=queued tenant=t1 priority=3
-            "orq:{q}:task:C" hash status=cancelled tenant=t1 priority=3 finished_at={now} updated_at={now}
-            "orq:{q}:task:D" hash status=queued tenant=t1 priority=3
+            "orq:{q}:task:A" hash s=queued t=t1
+            "orq:{q}:task:B" hash s=queued t=t1 pr=3
+            "orq:{q}:task:C" hash s=cancelled t=t1 pr=3 f={now} u={now}
+            "orq:{q}:task:D" hash s=queued t=t1 pr=3
             "orq:{q}:tenant:t1" hash rp=9 n:queued=-1 n:cancelled=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -967,9 +967,9 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list B
             "orq:{q}:ready:2:t1" list A C
             "orq:{q}:stats" hash total:enqueued=3 n:queued=3 events={now}-3
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} priority=2 status=queued
-            "orq:{q}:task:B" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
-            "orq:{q}:task:C" hash tenant=t1 type=echo payload="{}" created_at={now} priority=2 status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=2
+            "orq:{q}:task:B" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:task:C" hash t=t1 y=echo p="{}" c={now} pr=2
             "orq:{q}:tenant:t1" hash n:queued=3
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -978,25 +978,25 @@ const CASES: &[Case] = &[
         name: "lease: with aging_step_ms, a priority-0 task ready more than 9 steps before a priority-9 task goes first (a task's last change is when it became ready)",
         seed: &[
             "HSET orq:{q}:config aging_step_ms 10",
-            "HSET orq:{q}:task:A status queued tenant t1 created_at {t+100000}",
-            "HSET orq:{q}:task:B status queued tenant t1 priority 9 created_at {t+100095}",
-            "HSET orq:{q}:task:C status queued tenant t1 priority 9 created_at {t-200} updated_at {t+100096}",
+            "HSET orq:{q}:task:A s queued t t1 c {t+100000}",
+            "HSET orq:{q}:task:B s queued t t1 pr 9 c {t+100095}",
+            "HSET orq:{q}:task:C s queued t t1 pr 9 c {t-200} u {t+100096}",
             "RPUSH orq:{q}:ready:0:t1 A",
             "RPUSH orq:{q}:ready:9:t1 B C",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "lease",
         argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} [status queued tenant t1 created_at {t+100000} id A] 1 1] [{now+30000} [status queued tenant t1 priority 9 created_at {t+100095} id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+30000} [s queued t t1 c {t+100000} id A] 1 1] [{now+30000} [s queued t t1 pr 9 c {t+100095} id B] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:config" hash aging_step_ms=10
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000} B={now+30000}
             "orq:{q}:ready:9:t1" list C
             "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
-            "orq:{q}:task:A" hash status=leased tenant=t1 created_at={t+100000} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:task:B" hash status=leased tenant=t1 priority=9 created_at={t+100095} epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:task:C" hash status=queued tenant=t1 priority=9 created_at={t-200} updated_at={t+100096}
+            "orq:{q}:task:A" hash s=leased t=t1 c={t+100000} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
+            "orq:{q}:task:B" hash s=leased t=t1 pr=9 c={t+100095} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
+            "orq:{q}:task:C" hash s=queued t=t1 pr=9 c={t-200} u={t+100096}
             "orq:{q}:tenant:t1" hash rp=512 n:queued=-2 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
@@ -1005,26 +1005,26 @@ const CASES: &[Case] = &[
     Case {
         name: "lease: an earlier orq's ready ZSET moves to the tenant's ready lists, in its order, and is leased from them",
         seed: &[
-            "HSET orq:{q}:task:A status queued tenant t1 priority 9",
-            "HSET orq:{q}:task:B status queued tenant t1",
-            "HSET orq:{q}:task:C status queued tenant t1",
+            "HSET orq:{q}:task:A s queued t t1 pr 9",
+            "HSET orq:{q}:task:B s queued t t1",
+            "HSET orq:{q}:task:C s queued t t1",
             "ZADD orq:{q}:ready:t1 1 A 9895604649985 B 9895604649986 C",
             "RPUSH orq:{q}:ready:0:t1 D",
-            "HSET orq:{q}:task:D status queued tenant t1",
+            "HSET orq:{q}:task:D s queued t t1",
             "ZADD orq:{q}:tenants 0 t1",
         ],
         script: "lease",
         argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} [status queued tenant t1 priority 9 id A] 1 1] [{now+30000} [status queued tenant t1 id D] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+30000} [s queued t t1 pr 9 id A] 1 1] [{now+30000} [s queued t t1 id D] 1 1]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased D t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000} D={now+30000}
             "orq:{q}:ready:0:t1" list B C
             "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
-            "orq:{q}:task:A" hash status=leased tenant=t1 priority=9 epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
-            "orq:{q}:task:B" hash status=queued tenant=t1
-            "orq:{q}:task:C" hash status=queued tenant=t1
-            "orq:{q}:task:D" hash status=leased tenant=t1 epoch=1 attempt=1 token=1-ab worker=w1 lease_exp={now+30000} updated_at={now}
+            "orq:{q}:task:A" hash s=leased t=t1 pr=9 e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
+            "orq:{q}:task:B" hash s=queued t=t1
+            "orq:{q}:task:C" hash s=queued t=t1
+            "orq:{q}:task:D" hash s=leased t=t1 e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:tenant:t1" hash rp=1 n:queued=-2 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
@@ -1032,18 +1032,18 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "cancel: a completed task cannot be cancelled",
-        seed: &["HSET orq:{q}:task:A status completed tenant t1"],
+        seed: &["HSET orq:{q}:task:A s completed t t1"],
         script: "cancel",
         argv: "A",
         reply: r#"!"CONFLICT task is completed""#,
         keys: r#"
-            "orq:{q}:task:A" hash status=completed tenant=t1
+            "orq:{q}:task:A" hash s=completed t=t1
         "#,
     },
     Case {
         name: "replay: a dead task is queued again with a fresh attempt count",
         seed: &[
-            "HSET orq:{q}:task:A status dead tenant t1 priority 5 attempt 3 type echo last_error boom",
+            "HSET orq:{q}:task:A s dead t t1 pr 5 a 3 y echo le boom c {t}",
             "ZADD orq:{q}:dead {t-5000} A",
         ],
         script: "replay",
@@ -1053,7 +1053,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=replayed id=A t=t1 a=0}
             "orq:{q}:ready:5:t1" list A
             "orq:{q}:stats" hash n:dead=-1 n:queued=1 total:replayed=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1 priority=5 attempt=0 type=echo last_error=boom replays=1 finished_at="" outcome=replayed run_at={now} updated_at={now}
+            "orq:{q}:task:A" hash t=t1 pr=5 a=0 y=echo le=boom c={t} rn=1 f="" o=replayed r={now} u={now}
             "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -1061,9 +1061,9 @@ const CASES: &[Case] = &[
     Case {
         name: "purge: a dead task's hash and DLQ entry are deleted together",
         seed: &[
-            "HSET orq:{q}:task:A status dead tenant t1 attempt 3",
+            "HSET orq:{q}:task:A s dead t t1 a 3",
             "ZADD orq:{q}:dead {t-5000} A",
-            "HSET orq:{q}:task:B status queued tenant t1",
+            "HSET orq:{q}:task:B s queued t t1",
         ],
         script: "purge",
         argv: "A B C",
@@ -1071,16 +1071,16 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} k=purged id=A t=t1 a=3}
             "orq:{q}:stats" hash n:dead=-1 total:purged=1 events={now}-1
-            "orq:{q}:task:B" hash status=queued tenant=t1
+            "orq:{q}:task:B" hash s=queued t=t1
             "orq:{q}:tenant:t1" hash n:dead=-1
         "#,
     },
     Case {
         name: "reap: an expired lease counts as a failed attempt",
         seed: &[
-            "HSET orq:{q}:task:A status leased token 1-aa tenant t1 attempt 1 max_retries 1 b_init 100 b_mult 2 b_max 1000 b_jitter 0 worker w1",
+            "HSET orq:{q}:task:A s leased k 1-aa t t1 a 1 mr 1 bi 100 bm 2 bx 1000 bj 0 w w1",
             "ZADD orq:{q}:leases {t-1000} A {t+60000} B",
-            "HSET orq:{q}:task:B status leased tenant t1",
+            "HSET orq:{q}:task:B s leased t t1",
         ],
         script: "reap",
         argv: "10 0 86400000 10",
@@ -1090,8 +1090,8 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset B={t+60000}
             "orq:{q}:scheduled" zset A={now+100}
             "orq:{q}:stats" hash total:reaped=1 total:failed=1 n:leased=-1 n:retrying=1 events={now}-1
-            "orq:{q}:task:A" hash status=retrying token=1-aa tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w1 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
-            "orq:{q}:task:B" hash status=leased tenant=t1
+            "orq:{q}:task:A" hash s=retrying k=1-aa t=t1 a=1 mr=1 bi=100 bm=2 bx=1000 bj=0 w="" hi="1 {now} w1 expired lease expired" le="lease expired" u={now} o=expired x="" r={now+100}
+            "orq:{q}:task:B" hash s=leased t=t1
             "orq:{q}:tenant:t1" hash n:leased=-1 n:retrying=1
         "#,
     },
@@ -1099,22 +1099,22 @@ const CASES: &[Case] = &[
         name: "lease: a call's events share batch entries; a reaped lease's retry (its message holds a space) is a plain entry between them, in order",
         seed: &[
             "ZADD orq:{q}:scheduled {t-1000} A",
-            "HSET orq:{q}:task:A status scheduled tenant t1 priority 0 attempt 0",
+            "HSET orq:{q}:task:A s scheduled t t1 pr 0 a 0 c {t}",
             "ZADD orq:{q}:leases {t-1000} B",
-            "HSET orq:{q}:task:B status leased token 1-bb tenant t1 attempt 1 max_retries 1 b_init 100 b_mult 2 b_max 1000 b_jitter 0 worker w0",
+            "HSET orq:{q}:task:B s leased k 1-bb t t1 a 1 mr 1 bi 100 bm 2 bx 1000 bj 0 w w0",
             "HSET orq:{q}:stats n:scheduled 1 n:leased 1",
             "HSET orq:{q}:tenant:t1 n:scheduled 1 n:leased 1",
         ],
         script: "lease",
         argv: "w1 1 0f 0 10 10",
-        reply: r#"[{now} [[{now+30000} [status queued tenant t1 priority 0 attempt 0 updated_at {now} id A] 1 1]] {now+100}]"#,
+        reply: r#"[{now} [[{now+30000} [t t1 pr 0 a 0 c {t} u {now} id A] 1 1]] {now+100}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}
             "orq:{q}:scheduled" zset B={now+100}
             "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
-            "orq:{q}:task:A" hash status=leased tenant=t1 priority=0 attempt=1 updated_at={now} epoch=1 token=1-0f worker=w1 lease_exp={now+30000}
-            "orq:{q}:task:B" hash status=retrying token=1-bb tenant=t1 attempt=1 max_retries=1 b_init=100 b_mult=2 b_max=1000 b_jitter=0 worker="" history="1 {now} w0 expired lease expired" last_error="lease expired" updated_at={now} outcome=expired lease_exp="" run_at={now+100}
+            "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now} e=1 k=1-0f w=w1 x={now+30000} s=leased
+            "orq:{q}:task:B" hash s=retrying k=1-bb t=t1 a=1 mr=1 bi=100 bm=2 bx=1000 bj=0 w="" hi="1 {now} w0 expired lease expired" le="lease expired" u={now} o=expired x="" r={now+100}
             "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 rp=0 served=1
             "orq:{q}:workers" zset w1={now}
         "#
@@ -1132,7 +1132,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#
@@ -1151,7 +1151,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
-            "orq:{q}:task:A" hash tenant=t1 type=echo payload="{}" created_at={now} status=queued
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -1178,8 +1178,8 @@ const CASES: &[Case] = &[
         name: "promote: due tasks move to their ready sets, later ones stay",
         seed: &[
             "ZADD orq:{q}:scheduled {t-1000} A {t+60000} B",
-            "HSET orq:{q}:task:A status retrying tenant t1 priority 0 attempt 1",
-            "HSET orq:{q}:task:B status scheduled tenant t1 priority 0 attempt 0",
+            "HSET orq:{q}:task:A s retrying t t1 pr 0 a 1 c {t}",
+            "HSET orq:{q}:task:B s scheduled t t1 pr 0 a 0",
         ],
         script: "promote",
         argv: "10",
@@ -1189,8 +1189,8 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:scheduled" zset B={t+60000}
             "orq:{q}:stats" hash n:retrying=-1 n:queued=1 events={now}-1
-            "orq:{q}:task:A" hash status=queued tenant=t1 priority=0 attempt=1 updated_at={now}
-            "orq:{q}:task:B" hash status=scheduled tenant=t1 priority=0 attempt=0
+            "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now}
+            "orq:{q}:task:B" hash s=scheduled t=t1 pr=0 a=0
             "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
@@ -1208,17 +1208,17 @@ const CASES: &[Case] = &[
         seed: &[
             "ZADD orq:{q}:known_tenants 0 t1",
             "RPUSH orq:{q}:ready:0:t1 A B",
-            "HSET orq:{q}:task:A status queued tenant t1 type echo",
-            "HSET orq:{q}:task:B status queued tenant t1 type echo",
+            "HSET orq:{q}:task:A s queued t t1 y echo",
+            "HSET orq:{q}:task:B s queued t t1 y echo",
         ],
         script: "list",
         argv: "queued '' '' '' 1 100",
-        reply: r#"[{now} [[status queued tenant t1 type echo id A]] 1:9:1]"#,
+        reply: r#"[{now} [[s queued t t1 y echo id A]] 1:9:1]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A B
-            "orq:{q}:task:A" hash status=queued tenant=t1 type=echo
-            "orq:{q}:task:B" hash status=queued tenant=t1 type=echo
+            "orq:{q}:task:A" hash s=queued t=t1 y=echo
+            "orq:{q}:task:B" hash s=queued t=t1 y=echo
         "#,
     },
     Case {

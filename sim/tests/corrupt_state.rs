@@ -288,7 +288,7 @@ fn dangling_index_entries_are_dropped_and_counted() {
             .as_int()
             .is_some());
         assert_eq!(
-            s.command(&["HGET", &task_key(B), "status"]).as_str(),
+            s.command(&["HGET", &task_key(B), "s"]).as_str(),
             Some("leased")
         );
     });
@@ -426,11 +426,11 @@ fn garbage_task_fields_are_reset_refused_or_dropped() {
     on_both_stores(|s| {
         enqueue(s, A, "t1");
         enqueue(s, B, "t1");
-        s.command(&["HSET", &task_key(A), "attempt", "x", "epoch", "nan"]);
+        s.command(&["HSET", &task_key(A), "a", "x", "e", "nan"]);
         let (id, token) = lease(s, 1).remove(0);
         assert_eq!(id, A);
         assert_eq!(token, "1-00ff", "{}: epoch restarts at 1", s.name());
-        let f = s.command(&["HMGET", &task_key(A), "attempt", "epoch", "status"]);
+        let f = s.command(&["HMGET", &task_key(A), "a", "e", "s"]);
         assert_eq!(
             f,
             Resp::Array(vec![
@@ -448,7 +448,7 @@ fn garbage_task_fields_are_reset_refused_or_dropped() {
             s.name()
         );
 
-        s.command(&["HSET", &task_key(B), "status", "bogus"]);
+        s.command(&["HSET", &task_key(B), "s", "bogus"]);
         assert!(lease(s, 1).is_empty(), "{}: B is not queued", s.name());
         assert_eq!(s.command(&["LLEN", "orq:{q}:ready:0:t1"]), Resp::Int(0));
         assert_eq!(
@@ -458,7 +458,7 @@ fn garbage_task_fields_are_reset_refused_or_dropped() {
             s.name()
         );
 
-        s.command(&["HDEL", &task_key(A), "tenant"]);
+        s.command(&["HDEL", &task_key(A), "t"]);
         let before = s.dump();
         let r = call(s, "complete", &[A, &token, "{}", "86400000", "10"]);
         let e = error(s, &r, "CORRUPT");
@@ -570,7 +570,7 @@ fn an_earlier_orqs_ready_zset_is_leased_in_its_order_across_calls() {
             let p = if i % 10 == 0 { 9 } else { 0 };
             let (key, ps) = (task_key(&id(i)), p.to_string());
             s.command(&[
-                "HSET", &key, "status", "queued", "tenant", "t1", "priority", &ps,
+                "HSET", &key, "status", "queued", "tenant", "t1", "priority", &ps, "created_at", "1",
             ]);
             let score = ((9 - p) * SPAN + i as u64 + 1).to_string();
             s.command(&["ZADD", "orq:{q}:ready:t1", &score, &id(i)]);
@@ -631,7 +631,7 @@ fn an_earlier_orqs_ready_zset_is_leased_in_its_order_across_calls() {
 /// task hashes and counters, t1 in the fair-share set.
 fn seed_old_ready_zset(s: &mut dyn Subject, ids: &[&str]) {
     for (i, id) in ids.iter().enumerate() {
-        s.command(&["HSET", &task_key(id), "status", "queued", "tenant", "t1"]);
+        s.command(&["HSET", &task_key(id), "status", "queued", "tenant", "t1", "created_at", "1"]);
         let score = ((9u64 << 40) + i as u64 + 1).to_string();
         s.command(&["ZADD", "orq:{q}:ready:t1", &score, id]);
     }
@@ -797,8 +797,8 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
     client.submit(spec("bad", 0)).await.unwrap();
     let key = |id: &str| format!("orq:{{q}}:task:{id}");
     raw(&memory, &["DEL", &key(&planted[0])]);
-    raw(&memory, &["HSET", &key(&planted[1]), "status", "bogus"]);
-    raw(&memory, &["HSET", &key(&planted[2]), "priority", "x"]);
+    raw(&memory, &["HSET", &key(&planted[1]), "s", "bogus"]);
+    raw(&memory, &["HSET", &key(&planted[2]), "pr", "x"]);
     raw(&memory, &["ZADD", "orq:{q}:scheduled", "0", GHOST]);
     raw(&memory, &["ZADD", "orq:{q}:leases", "0", C]);
     raw(&memory, &["DEL", "orq:{bad}:stats"]);
@@ -846,7 +846,7 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
         async move { scheduler.run(stop).await }
     });
     let status = |id: &str| {
-        raw(&memory, &["HGET", &key(id), "status"])
+        raw(&memory, &["HGET", &key(id), "s"])
             .as_str()
             .map(str::to_string)
     };
@@ -860,7 +860,7 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
         status(&planted[2]).as_deref() == Some("dead")
     })
     .await;
-    let last_error = raw(&memory, &["HGET", &key(&planted[2]), "last_error"]);
+    let last_error = raw(&memory, &["HGET", &key(&planted[2]), "le"]);
     assert!(
         last_error
             .as_str()

@@ -166,13 +166,16 @@ pub fn pre_call(w: &World, script: &str, args: &[Vec<u8>]) -> Vec<Pre> {
             let key = task_key(&id);
             let r = w
                 .store
-                .command(&[b"HMGET", key.as_bytes(), b"status", b"token"]);
+                .command(&[b"HMGET", key.as_bytes(), b"s", b"k", b"c"]);
             let vals = r.as_array().unwrap_or_default();
             let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).map(str::to_string);
+            // The stored names (orq::task::STORED_NAMES): status, token, created_at; a record
+            // without a status is queued.
+            let status = text(0).or_else(|| text(2).map(|_| "queued".to_string()));
             Pre {
                 id,
                 token,
-                status: text(0),
+                status,
                 current_token: text(1),
             }
         })
@@ -394,23 +397,23 @@ pub fn side_effect(w: &World, task: &str, token: &str, worker: &str) {
     }
 }
 
+/// A task record, flat as replies carry it (stored names, then `id`), by field name.
 fn flat_map(fields: &[Resp]) -> BTreeMap<String, String> {
     fields
         .chunks(2)
         .filter_map(|p| match p {
-            [k, v] => Some((
-                k.as_str()?.to_string(),
-                v.as_str().unwrap_or_default().to_string(),
-            )),
+            [k, v] => Some((k.as_str()?, v.as_str().unwrap_or_default().to_string())),
             _ => None,
         })
+        .map(|(k, v)| (orq::task::field_of_stored(k).unwrap_or(k).to_string(), v))
         .collect()
 }
 
 /// The queue's state, read in one pass over the store.
 #[derive(Debug, Default)]
 pub struct QueueView {
-    /// Task hashes by id.
+    /// Task hashes by id, by field name (the stored names mapped back; an absent status of a
+    /// record with a creation time is `queued`).
     pub tasks: BTreeMap<String, BTreeMap<String, String>>,
     /// ZSETs by key suffix after `orq:{q}:` (`leases`, `scheduled`, ...): member → score.
     pub zsets: BTreeMap<String, BTreeMap<String, f64>>,
@@ -434,10 +437,17 @@ pub fn view(w: &World) -> QueueView {
             };
             match value {
                 StoreValue::Hash(h) => {
-                    let map = h.iter().map(|(k, v)| (text(k), text(v))).collect();
+                    let map: BTreeMap<String, String> = h.iter().map(|(k, v)| (text(k), text(v))).collect();
                     match suffix.strip_prefix("task:") {
                         Some(id) => {
-                            v.tasks.insert(id.to_string(), map);
+                            let mut task: BTreeMap<String, String> = map
+                                .into_iter()
+                                .map(|(k, v)| (orq::task::field_of_stored(&k).map_or(k, str::to_string), v))
+                                .collect();
+                            if task.contains_key("created_at") && !task.contains_key("status") {
+                                task.insert("status".into(), "queued".into());
+                            }
+                            v.tasks.insert(id.to_string(), task);
                         }
                         None => {
                             v.hashes.insert(suffix.to_string(), map);
@@ -558,12 +568,25 @@ pub fn check_store_state(
         let mut counts: BTreeMap<(&[u8], &[u8]), i64> = BTreeMap::new();
         for &(id, f) in &tasks {
             let ids = text(id);
-            let status = f.get(b"status".as_slice()).map(Vec::as_slice).unwrap_or(b"");
-            let tenant = f.get(b"tenant".as_slice()).map(Vec::as_slice).unwrap_or(b"");
+            // The stored names (orq::task::STORED_NAMES): a record holds no other, always its
+            // creation time, and a status unless it is queued.
+            if let Some(name) = f.iter_insertion().map(|(k, _)| k).find(|k| {
+                std::str::from_utf8(k).ok().and_then(orq::task::field_of_stored).is_none()
+            }) {
+                return Err(format!("task {} stores a field {} that is no stored name", text(id), text(name)));
+            }
+            if f.get(b"c".as_slice()).is_none() {
+                return Err(format!("task {} has no creation time (c)", text(id)));
+            }
+            let status = f.get(b"s".as_slice()).map_or(b"queued".as_slice(), Vec::as_slice);
+            if f.get(b"s".as_slice()).is_some_and(|s| s == b"queued") {
+                return Err(format!("task {} stores its queued status", text(id)));
+            }
+            let tenant = f.get(b"t".as_slice()).map(Vec::as_slice).unwrap_or(b"");
             *counts.entry((b"", status)).or_default() += 1;
             *counts.entry((tenant, status)).or_default() += 1;
             let status_s = text(status);
-            let home = index_of(&status_s, &text(tenant), f.get(b"priority".as_slice()).map(Vec::as_slice));
+            let home = index_of(&status_s, &text(tenant), f.get(b"pr".as_slice()).map(Vec::as_slice));
             // Check 1: in its index, with the right score, and in no other.
             let in_lists = listed.get(id).map_or(&[][..], Vec::as_slice);
             let mut found = false;
@@ -582,8 +605,8 @@ pub fn check_store_state(
                     let Some(score) = here else { continue };
                     found = true;
                     let want = match status {
-                        b"scheduled" | b"retrying" => Some(parse_i64(f.get(b"run_at".as_slice()))),
-                        b"leased" => Some(parse_i64(f.get(b"lease_exp".as_slice()))),
+                        b"scheduled" | b"retrying" => Some(parse_i64(f.get(b"r".as_slice()))),
+                        b"leased" => Some(parse_i64(f.get(b"x".as_slice()))),
                         _ => None,
                     };
                     if let Some(want) = want {
@@ -608,9 +631,9 @@ pub fn check_store_state(
             }
             // Check 3: attempt within budget, and equal to the leases the harness saw.
             // An absent field is its default (lib.lua's TASK_DEFAULTS: the compact record).
-            let attempt = f.get(b"attempt".as_slice()).map_or(0, |v| parse_i64(Some(v)));
+            let attempt = f.get(b"a".as_slice()).map_or(0, |v| parse_i64(Some(v)));
             let max_retries = f
-                .get(b"max_retries".as_slice())
+                .get(b"mr".as_slice())
                 .map_or(i64::from(orq::task::DEFAULT_MAX_RETRIES), |v| parse_i64(Some(v)));
             if attempt > max_retries + 1 {
                 return Err(format!("task {ids} has attempt {attempt} > max_retries {max_retries} + 1"));
@@ -635,9 +658,9 @@ pub fn check_store_state(
                 let Some(f) = by_id.get(m) else {
                     return Err(format!("{} holds {}, which has no task hash", text(name), text(m)));
                 };
-                let status = text(f.get(b"status".as_slice()).map(Vec::as_slice).unwrap_or(b""));
-                let tenant = text(f.get(b"tenant".as_slice()).map(Vec::as_slice).unwrap_or(b""));
-                let priority = f.get(b"priority".as_slice()).map(Vec::as_slice);
+                let status = text(f.get(b"s".as_slice()).map_or(b"queued".as_slice(), Vec::as_slice));
+                let tenant = text(f.get(b"t".as_slice()).map(Vec::as_slice).unwrap_or(b""));
+                let priority = f.get(b"pr".as_slice()).map(Vec::as_slice);
                 if index_of(&status, &tenant, priority).as_bytes() != name {
                     return Err(format!("{} holds {}, which is {status}", text(name), text(m)));
                 }

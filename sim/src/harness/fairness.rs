@@ -351,8 +351,9 @@ impl Runner {
                             .map(|v| String::from_utf8_lossy(v).into_owned())
                             .unwrap_or_default()
                     };
-                    if field(b"status") == "leased" {
-                        *out.entry(field(b"tenant")).or_default() += 1;
+                    // The stored names (orq::task::STORED_NAMES) of status and tenant.
+                    if field(b"s") == "leased" {
+                        *out.entry(field(b"t")).or_default() += 1;
                     }
                 }
             }

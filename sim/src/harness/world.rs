@@ -219,7 +219,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
                 patch(
                     name,
                     "local state, t = check_lease(id, token, 'completed', true, COMPLETE_FIELDS)",
-                    "local state, t = check_lease(id, redis.call('HGET', task_key(id), 'token') or token, \
+                    "local state, t = check_lease(id, redis.call('HGET', task_key(id), F.token) or token, \
                      'completed', true, COMPLETE_FIELDS)",
                 );
             }
@@ -263,7 +263,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
                 patch(
                     name,
                     "fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
-                    "redis.call('HINCRBY', task_key(id), 'attempt', -1) \
+                    "redis.call('HINCRBY', task_key(id), F.attempt, -1) \
                      t.attempt = tostring((tonumber(t.attempt) or 1) - 1) \
                      fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
                 );
