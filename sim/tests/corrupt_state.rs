@@ -695,6 +695,102 @@ fn an_upgrade_into_a_ready_list_of_another_type_drops_the_entries_and_leasing_go
     });
 }
 
+/// The field names of the task hash `id`, as stored.
+fn stored_field_names(s: &mut dyn Subject, id: &str) -> Vec<String> {
+    let flat = s.command(&["HGETALL", &task_key(id)]);
+    let flat = flat.as_array().unwrap_or_default();
+    flat.chunks(2)
+        .filter_map(|p| p[0].as_str().map(str::to_string))
+        .collect()
+}
+
+// Goal: an earlier orq's task records, in the long field names with a stored `queued` status,
+// go on working after the upgrade to the short stored names: a read gives each back whole, a
+// queued one is leased, a leased one completes under its token, a dead one is replayed; each
+// record is rewritten to the stored names (no long name left, no stored queued status) at the
+// first script that reads it, and nothing counts as repaired.
+// Method: seed a queued, a leased and a dead record as the earlier orq stored them, with their
+// indexes and counters; read A with `get`, lease, complete B, replay C and lease again, checking
+// the records' field names after each step.
+#[test]
+fn an_earlier_orqs_records_in_long_field_names_are_read_leased_completed_and_replayed() {
+    on_both_stores(|s| {
+        let common = ["tenant", "t1", "type", "job", "payload", "{}", "created_at", "1000"];
+        let seed = |s: &mut dyn Subject, id: &str, rest: &[&str]| {
+            let key = task_key(id);
+            let mut cmd = vec!["HSET", key.as_str()];
+            cmd.extend_from_slice(&common);
+            cmd.extend_from_slice(rest);
+            assert_eq!(s.command(&cmd).as_int(), Some((cmd.len() as i64 - 2) / 2));
+        };
+        seed(s, A, &["status", "queued"]);
+        s.command(&["RPUSH", "orq:{q}:ready:0:t1", A]);
+        s.command(&["ZADD", "orq:{q}:tenants", "0", "t1"]);
+        let far = "4000000000000";
+        seed(s, B, &["status", "leased", "attempt", "1", "epoch", "1", "token", "1-ab",
+            "worker", "w0", "lease_exp", far, "updated_at", "2000"]);
+        s.command(&["ZADD", "orq:{q}:leases", far, B]);
+        seed(s, C, &["status", "dead", "attempt", "2", "last_error", "boom", "finished_at", "3000"]);
+        s.command(&["ZADD", "orq:{q}:dead", "3000", C]);
+        for key in [STATS, "orq:{q}:tenant:t1"] {
+            s.command(&["HSET", key, "n:queued", "1", "n:leased", "1", "n:dead", "1"]);
+        }
+        let long = |names: &[String]| -> Vec<String> {
+            names
+                .iter()
+                .filter(|n| orq::task::field_of_stored(n).is_none())
+                .cloned()
+                .collect()
+        };
+
+        let r = call(s, "get", &[A]);
+        let flat = r.as_array().and_then(|i| i[1].as_array()).unwrap_or_default();
+        let task = orq::decode::task("get", "q", flat)
+            .unwrap_or_else(|e| panic!("{}: get of A decodes: {e:?} ({r:?})", s.name()));
+        assert_eq!(task.status, orq::Status::Queued, "{}", s.name());
+        assert_eq!(
+            (task.tenant.as_str(), task.task_type.as_str(), task.created_at_ms),
+            ("t1", "job", 1000),
+            "{}",
+            s.name()
+        );
+        let names = stored_field_names(s, A);
+        assert_eq!(long(&names), Vec::<String>::new(), "{}: A after get: {names:?}", s.name());
+        assert!(!names.contains(&"s".to_string()), "{}: A stores no queued status", s.name());
+
+        assert_eq!(lease_ids(s, 10), [A], "{}", s.name());
+        let r = call(s, "complete", &[B, "1-ab", "{}", "86400000", "10"]);
+        assert_eq!(
+            r.as_array().and_then(|i| i[1].as_str()),
+            Some("completed"),
+            "{}: complete of B answered {r:?}",
+            s.name()
+        );
+        let r = call(s, "replay", &["ids", C]);
+        assert!(r.as_array().is_some(), "{}: replay answered {r:?}", s.name());
+        assert_eq!(lease_ids(s, 10), [C], "{}", s.name());
+        for id in [A, B, C] {
+            let names = stored_field_names(s, id);
+            assert_eq!(long(&names), Vec::<String>::new(), "{}: {id}: {names:?}", s.name());
+            assert!(names.contains(&"c".to_string()), "{}: {id} keeps its creation time", s.name());
+        }
+        let b = s.command(&["HMGET", &task_key(B), "s", "a", "w"]);
+        assert_eq!(
+            b,
+            Resp::Array(vec![
+                Resp::Bulk(b"completed".to_vec()),
+                Resp::Bulk(b"1".to_vec()),
+                Resp::Bulk(b"w0".to_vec())
+            ]),
+            "{}",
+            s.name()
+        );
+        assert_eq!(stat(s, "n:leased"), 2, "{}: A and C", s.name());
+        assert_eq!(stat(s, "n:completed"), 1, "{}", s.name());
+        assert_eq!(stat(s, "total:repaired"), 0, "{}", s.name());
+    });
+}
+
 // Goal: a priority sent as "-0" is priority 0: its task lands in the list lease reads (a review
 // finding: Lua printed the key as `ready:-0:`, and the task was never leased).
 #[test]
