@@ -7,7 +7,8 @@
 -- Redis Cluster slot. Three entries are key prefixes rather than keys: the task hash, the ready
 -- lists and the tenant hash of an id or tenant the script finds inside an index (DESIGN.md, Redis
 -- keys; docs/design-notes.md, note 25).
---   KEYS[1]  orq:{q}:task:           prefix of HASH orq:{q}:task:<id>
+--   KEYS[1]  orq:{q}:task:           prefix of HASH orq:{q}:task:<id>, the task's fields in their
+--                                    stored names (F below; no status while queued)
 --   KEYS[2]  orq:{q}:ready:          prefix of LIST orq:{q}:ready:<p>:<tenant>, the ids of the
 --                                    tenant's queued tasks of priority p (0..9), oldest first
 --   KEYS[3]  orq:{q}:tenants         ZSET tenants with ready work, score=virtual time
@@ -60,7 +61,7 @@ local ERROR_MAX = 2048
 -- Attempt history lines kept on a task (older lines are dropped).
 local HISTORY_MAX = 20
 
--- The stored names of a task hash's fields (design note 26): a field's name is stored in every
+-- The stored names of a task hash's fields (docs/design-notes.md, note 26): a field's name is stored in every
 -- task hash, so the short names save memory on every queued task (Redis keeps a small hash as a
 -- listpack of its names and values). Scripts name fields by their long (logical) names, as
 -- replies and the API do, and map them here at each read and write of a task hash; the Rust side
@@ -786,7 +787,7 @@ local function fields(id, names)
   if not args then
     args = {}
     for i = 1, #names do
-      args[i] = F[names[i]]
+      args[i] = F[names[i]] or error('fields: ' .. names[i] .. ' is no task field')
     end
     args[#names + 1] = 'c'
     stored_args[names] = args
