@@ -2,8 +2,15 @@
 """orq and BullMQ side by side on the same Redis: the same workload (bench/README.md), run
 alternately several times, then the median (min-max) of each figure and the orq / BullMQ ratio.
 
-    python3 bench/compare.py [--runs 3] [--tasks 50000] [--batch 1000] [--concurrency 50]
-        [--delayed 5000 --delay-ms 1000 --delay-spread-ms 5000] [--redis URL] [--out DIR]
+    python3 bench/compare.py [--runs 3] [--warmup 1] [--tasks 50000] [--batch 1000]
+        [--concurrency 50] [--delayed 5000 --delay-ms 1000 --delay-spread-ms 5000]
+        [--redis URL] [--out DIR]
+
+Before the measured runs, each engine runs --warmup small rounds (a tenth of the tasks, at most
+5,000; not reported), so that what happens once per Redis and per engine (loading the engine's
+scripts into Redis, Redis's first allocations, Node's JIT warming up) is in no measured run
+(without it, orq's first run on a fresh Redis measured 223 bytes per queued task, the next two
+208 and 209: docs/measurements.md, eighth session).
 
 Without --redis it starts a private redis-server (no persistence) on a free port and stops it at
 the end; with --redis it uses that server (only keys of its own bench queues are written and
@@ -109,6 +116,8 @@ def fmt(xs):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1,
+                   help="unreported warm-up rounds of each engine before the runs (0 = none)")
     p.add_argument("--tasks", type=int, default=50000)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=50)
@@ -135,6 +144,13 @@ def main():
         redis_proc, url = start_redis(workdir)
     results = {"orq": [], "bullmq": []}
     try:
+        warm = argparse.Namespace(**vars(a))
+        warm.tasks = max(1, min(a.tasks // 10, 5000))
+        warm.delayed = min(a.delayed, warm.tasks)
+        for i in range(a.warmup):
+            for name, fn in [("orq", run_orq), ("bullmq", run_bullmq)]:
+                fn(warm, url, os.path.join(out, f"warmup-{name}-{i + 1}.json"))
+                print(f"warm-up {i + 1} {name} done", file=sys.stderr)
         for i in range(a.runs):
             # Alternate which engine goes first, so drift on a shared machine hits both.
             order = [("orq", run_orq), ("bullmq", run_bullmq)]
