@@ -246,7 +246,8 @@ def main():
             if len(leased) != a.tasks:
                 sys.exit(f"leased {len(leased)} of {a.tasks} tasks")
             # Each task's lease token, read from its record (outside the counted phases).
-            tokens = [(tid, r.call("HGET", f"orq:{{bench}}:task:{tid.decode()}", "token"))
+            # (`k`: the stored name of the token, docs/design-notes.md note 26.)
+            tokens = [(tid, r.call("HGET", f"orq:{{bench}}:task:{tid.decode()}", "k"))
                       for tid in leased]
             comp = []
             for i in range(0, len(tokens), a.lease):

@@ -393,11 +393,17 @@ mod tests {
         assert_eq!((t.id.as_str(), t.queue.as_str()), ("A", "q"));
         assert_eq!((t.tenant.as_str(), t.task_type.as_str()), ("acme", "echo"));
         assert_eq!((t.priority, t.max_retries, t.attempt), (7, 9, 0));
-        assert_eq!((t.created_at_ms, t.updated_at_ms, t.run_at_ms), (100, 100, 100));
+        assert_eq!(
+            (t.created_at_ms, t.updated_at_ms, t.run_at_ms),
+            (100, 100, 100)
+        );
         assert_eq!(t.lease_ms, DEFAULT_LEASE_MS);
         assert_eq!(t.backoff, Backoff::default());
         let mut leased = flat.clone();
-        leased.splice(0..0, [b("s"), b("leased"), b("k"), b("1-ab"), b("x"), b("900")]);
+        leased.splice(
+            0..0,
+            [b("s"), b("leased"), b("k"), b("1-ab"), b("x"), b("900")],
+        );
         let t = task("get", "q", &leased).unwrap();
         let lease = t.lease.expect("a leased task carries its lease");
         assert_eq!((lease.token.as_str(), lease.expires_at_ms), ("1-ab", 900));
@@ -412,7 +418,16 @@ mod tests {
             Err(Error::Protocol { .. })
         ));
         // A record without its creation time is damaged, not queued.
-        let flat = vec![b("t"), b("a"), b("y"), b("e"), b("p"), b("{}"), b("id"), b("x")];
+        let flat = vec![
+            b("t"),
+            b("a"),
+            b("y"),
+            b("e"),
+            b("p"),
+            b("{}"),
+            b("id"),
+            b("x"),
+        ];
         assert!(matches!(
             task("get", "q", &flat),
             Err(Error::Protocol { .. })

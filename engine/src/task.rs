@@ -466,11 +466,19 @@ mod tests {
         let mut stored: Vec<&str> = STORED_NAMES.iter().map(|(_, s)| *s).collect();
         stored.sort_unstable();
         stored.dedup();
-        assert_eq!(stored.len(), STORED_NAMES.len(), "a stored name is used twice");
+        assert_eq!(
+            stored.len(),
+            STORED_NAMES.len(),
+            "a stored name is used twice"
+        );
         for (name, s) in STORED_NAMES {
             assert_eq!(stored_name(name), Some(s));
             assert_eq!(field_of_stored(s), Some(name));
-            assert_eq!(field_of_stored(name), None, "{name} is both a name and a stored name");
+            assert_eq!(
+                field_of_stored(name),
+                None,
+                "{name} is both a name and a stored name"
+            );
         }
         assert_eq!(stored_name("id"), None);
     }

@@ -336,10 +336,18 @@ async fn compact_records_store_only_what_differs_and_read_back_whole() {
         .await
         .unwrap();
     let names: Vec<&str> = stored.keys().map(String::as_str).collect();
-    let fields: Vec<Option<&str>> = names.iter().map(|k| orq::task::field_of_stored(k)).collect();
+    let fields: Vec<Option<&str>> = names
+        .iter()
+        .map(|k| orq::task::field_of_stored(k))
+        .collect();
     assert_eq!(
         fields,
-        [Some("created_at"), Some("payload"), Some("tenant"), Some("type")],
+        [
+            Some("created_at"),
+            Some("payload"),
+            Some("tenant"),
+            Some("type")
+        ],
         "a default task stores only what differs from the defaults: {stored:?}"
     );
     let stored: std::collections::BTreeMap<String, String> = redis::cmd("HGETALL")

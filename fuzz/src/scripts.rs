@@ -164,11 +164,7 @@ pub enum Step {
     /// Complete up to 4 leases in one call (the worker's group commit; repeats allowed).
     CompleteBatch { leases: Vec<u8> },
     /// Complete up to 4 leases and lease up to 1..=4 tasks as worker w0..w2 in the same call.
-    CompleteAndLease {
-        leases: Vec<u8>,
-        worker: u8,
-        n: u8,
-    },
+    CompleteAndLease { leases: Vec<u8>, worker: u8, n: u8 },
     /// Fail a lease.
     Fail { lease: u8, retryable: bool },
     /// Release a lease.
@@ -228,9 +224,10 @@ impl fmt::Debug for Input {
 }
 
 /// Task fields a corruption may hit: stored names (orq::task::STORED_NAMES; `c` is created_at,
-/// without which a record is an earlier orq's or damaged), names orq does not store, and two
-/// long names of an earlier orq's records (the upgrade renames them where `c` is missing).
-pub const TASK_FIELDS: [&str; 18] = [
+/// without which a record is an earlier orq's or damaged), a field earlier orqs stored
+/// (`leased_at`, which the upgrade drops), `id`, and two long names of an earlier orq's records
+/// (the upgrade renames them where `c` is missing).
+pub const TASK_FIELDS: [&str; 19] = [
     "s",
     "t",
     "a",
@@ -249,6 +246,7 @@ pub const TASK_FIELDS: [&str; 18] = [
     "id",
     "c",
     "created_at",
+    "status",
 ];
 
 /// Garbage values for fields.

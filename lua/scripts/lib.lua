@@ -40,7 +40,8 @@
 -- Corrupt or foreign state. Scripts check the Redis type of every queue key they write, and of
 -- the task and tenant keys they act on, before their first write (Redis does not roll back, so a
 -- WRONGTYPE error half-way through would leave a half-applied transition): a by-id call answers
--- CORRUPT and writes nothing. A script that walks an index (lease, promote, reap, the retention
+-- CORRUPT and writes nothing (but for the rewrite of an earlier orq's task record to the stored
+-- field names, which any script that reads the record makes first: upgrade_task). A script that walks an index (lease, promote, reap, the retention
 -- trim) and meets an entry it cannot act on (its task hash is gone or not a hash, its status is
 -- not the one the index holds, its tenant is missing or the tenant's keys are of another type)
 -- removes the entry from the index, so the queue keeps moving, and counts it in the stats hash
@@ -747,19 +748,31 @@ local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries =
 -- A task's lease length when its own is absent or not a valid one (ms).
 local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 
+-- Fields earlier orqs stored that no reader needs any more: `id` and `queue` (the key names
+-- both: note 21) and `leased_at` (note 22).
+local OBSOLETE_FIELDS = {id = true, queue = true, leased_at = true}
+
 -- An earlier orq's task record (long field names, its status stored while queued) rewritten in
--- place to the stored names (F). Returns whether it held any long name.
+-- place to the stored names (F), its obsolete fields dropped. A stored 'queued' is dropped only
+-- when the record has its creation time (an absent status reads as queued only then). Returns
+-- whether it held any long or obsolete name.
 local function upgrade_task(key)
   local flat = redis.call('HGETALL', key)
   local long, stored = {}, {}
+  local created = false
+  for i = 1, #flat, 2 do
+    if flat[i] == 'created_at' or flat[i] == 'c' then created = true end
+  end
   for i = 1, #flat, 2 do
     local short = F[flat[i]]
     if short then
       long[#long + 1] = flat[i]
-      if short ~= 's' or flat[i + 1] ~= 'queued' then
+      if short ~= 's' or flat[i + 1] ~= 'queued' or not created then
         stored[#stored + 1] = short
         stored[#stored + 1] = flat[i + 1]
       end
+    elseif OBSOLETE_FIELDS[flat[i]] then
+      long[#long + 1] = flat[i]
     end
   end
   if #long == 0 then
@@ -1211,13 +1224,14 @@ local function migrate_ready(tenant)
 end
 
 -- When the task `id` became ready (ms): its last change, or its creation when never changed
--- (`now` when its hash is gone or not a hash: lease drops such an entry).
+-- (`now` when its hash is gone or not a hash: lease drops such an entry). An earlier orq's
+-- record not yet rewritten (lease rewrites it when it pops it) has them under their long names.
 local function ready_since(id, now)
-  local f = redis.pcall('HMGET', task_key(id), F.updated_at, F.created_at)
+  local f = redis.pcall('HMGET', task_key(id), F.updated_at, F.created_at, 'updated_at', 'created_at')
   if f.err then
     return now
   end
-  return num(f[1] or f[2], now)
+  return num(f[1] or f[2] or f[3] or f[4], now)
 end
 
 -- Pop up to `k` ids from `tenant`'s ready lists, most urgent first. Strict priority (`step` 0):

@@ -26,9 +26,10 @@ end
 local bad = check_keys({6, 11, 12})
 if bad then return bad end
 local out = {}
+local names = {'status', 'tenant', 'attempt'}
 for i = 1, #ARGV do
   local id = ARGV[i]
-  local t = fields(id, {'status', 'tenant', 'attempt'})
+  local t = fields(id, names)
   if not t then
     out[i] = 'corrupt'
   elseif not t.status then

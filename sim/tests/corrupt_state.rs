@@ -570,7 +570,7 @@ fn an_earlier_orqs_ready_zset_is_leased_in_its_order_across_calls() {
             let p = if i % 10 == 0 { 9 } else { 0 };
             let (key, ps) = (task_key(&id(i)), p.to_string());
             s.command(&[
-                "HSET", &key, "status", "queued", "tenant", "t1", "priority", &ps, "created_at", "1",
+                "HSET", &key, "status", "queued", "tenant", "t1", "priority", &ps,
             ]);
             let score = ((9 - p) * SPAN + i as u64 + 1).to_string();
             s.command(&["ZADD", "orq:{q}:ready:t1", &score, &id(i)]);
@@ -631,7 +631,8 @@ fn an_earlier_orqs_ready_zset_is_leased_in_its_order_across_calls() {
 /// task hashes and counters, t1 in the fair-share set.
 fn seed_old_ready_zset(s: &mut dyn Subject, ids: &[&str]) {
     for (i, id) in ids.iter().enumerate() {
-        s.command(&["HSET", &task_key(id), "status", "queued", "tenant", "t1", "created_at", "1"]);
+        // No created_at: an upgraded record without one keeps its status (lib.lua upgrade_task).
+        s.command(&["HSET", &task_key(id), "status", "queued", "tenant", "t1"]);
         let score = ((9u64 << 40) + i as u64 + 1).to_string();
         s.command(&["ZADD", "orq:{q}:ready:t1", &score, id]);
     }
@@ -707,15 +708,25 @@ fn stored_field_names(s: &mut dyn Subject, id: &str) -> Vec<String> {
 // Goal: an earlier orq's task records, in the long field names with a stored `queued` status,
 // go on working after the upgrade to the short stored names: a read gives each back whole, a
 // queued one is leased, a leased one completes under its token, a dead one is replayed; each
-// record is rewritten to the stored names (no long name left, no stored queued status) at the
-// first script that reads it, and nothing counts as repaired.
+// record is rewritten to the stored names (no long name left, no stored queued status, none of
+// the fields earlier orqs stored and nothing reads: id, queue, leased_at) at the first script
+// that reads it, and nothing counts as repaired.
 // Method: seed a queued, a leased and a dead record as the earlier orq stored them, with their
 // indexes and counters; read A with `get`, lease, complete B, replay C and lease again, checking
 // the records' field names after each step.
 #[test]
 fn an_earlier_orqs_records_in_long_field_names_are_read_leased_completed_and_replayed() {
     on_both_stores(|s| {
-        let common = ["tenant", "t1", "type", "job", "payload", "{}", "created_at", "1000"];
+        let common = [
+            "tenant",
+            "t1",
+            "type",
+            "job",
+            "payload",
+            "{}",
+            "created_at",
+            "1000",
+        ];
         let seed = |s: &mut dyn Subject, id: &str, rest: &[&str]| {
             let key = task_key(id);
             let mut cmd = vec!["HSET", key.as_str()];
@@ -723,14 +734,47 @@ fn an_earlier_orqs_records_in_long_field_names_are_read_leased_completed_and_rep
             cmd.extend_from_slice(rest);
             assert_eq!(s.command(&cmd).as_int(), Some((cmd.len() as i64 - 2) / 2));
         };
-        seed(s, A, &["status", "queued"]);
+        seed(s, A, &["status", "queued", "id", A, "queue", "q"]);
         s.command(&["RPUSH", "orq:{q}:ready:0:t1", A]);
         s.command(&["ZADD", "orq:{q}:tenants", "0", "t1"]);
         let far = "4000000000000";
-        seed(s, B, &["status", "leased", "attempt", "1", "epoch", "1", "token", "1-ab",
-            "worker", "w0", "lease_exp", far, "updated_at", "2000"]);
+        seed(
+            s,
+            B,
+            &[
+                "status",
+                "leased",
+                "attempt",
+                "1",
+                "epoch",
+                "1",
+                "token",
+                "1-ab",
+                "worker",
+                "w0",
+                "lease_exp",
+                far,
+                "updated_at",
+                "2000",
+                "leased_at",
+                "2000",
+            ],
+        );
         s.command(&["ZADD", "orq:{q}:leases", far, B]);
-        seed(s, C, &["status", "dead", "attempt", "2", "last_error", "boom", "finished_at", "3000"]);
+        seed(
+            s,
+            C,
+            &[
+                "status",
+                "dead",
+                "attempt",
+                "2",
+                "last_error",
+                "boom",
+                "finished_at",
+                "3000",
+            ],
+        );
         s.command(&["ZADD", "orq:{q}:dead", "3000", C]);
         for key in [STATS, "orq:{q}:tenant:t1"] {
             s.command(&["HSET", key, "n:queued", "1", "n:leased", "1", "n:dead", "1"]);
@@ -744,19 +788,35 @@ fn an_earlier_orqs_records_in_long_field_names_are_read_leased_completed_and_rep
         };
 
         let r = call(s, "get", &[A]);
-        let flat = r.as_array().and_then(|i| i[1].as_array()).unwrap_or_default();
+        let flat = r
+            .as_array()
+            .and_then(|i| i[1].as_array())
+            .unwrap_or_default();
         let task = orq::decode::task("get", "q", flat)
             .unwrap_or_else(|e| panic!("{}: get of A decodes: {e:?} ({r:?})", s.name()));
         assert_eq!(task.status, orq::Status::Queued, "{}", s.name());
         assert_eq!(
-            (task.tenant.as_str(), task.task_type.as_str(), task.created_at_ms),
+            (
+                task.tenant.as_str(),
+                task.task_type.as_str(),
+                task.created_at_ms
+            ),
             ("t1", "job", 1000),
             "{}",
             s.name()
         );
         let names = stored_field_names(s, A);
-        assert_eq!(long(&names), Vec::<String>::new(), "{}: A after get: {names:?}", s.name());
-        assert!(!names.contains(&"s".to_string()), "{}: A stores no queued status", s.name());
+        assert_eq!(
+            long(&names),
+            Vec::<String>::new(),
+            "{}: A after get: {names:?}",
+            s.name()
+        );
+        assert!(
+            !names.contains(&"s".to_string()),
+            "{}: A stores no queued status",
+            s.name()
+        );
 
         assert_eq!(lease_ids(s, 10), [A], "{}", s.name());
         let r = call(s, "complete", &[B, "1-ab", "{}", "86400000", "10"]);
@@ -767,12 +827,25 @@ fn an_earlier_orqs_records_in_long_field_names_are_read_leased_completed_and_rep
             s.name()
         );
         let r = call(s, "replay", &["ids", C]);
-        assert!(r.as_array().is_some(), "{}: replay answered {r:?}", s.name());
+        assert!(
+            r.as_array().is_some(),
+            "{}: replay answered {r:?}",
+            s.name()
+        );
         assert_eq!(lease_ids(s, 10), [C], "{}", s.name());
         for id in [A, B, C] {
             let names = stored_field_names(s, id);
-            assert_eq!(long(&names), Vec::<String>::new(), "{}: {id}: {names:?}", s.name());
-            assert!(names.contains(&"c".to_string()), "{}: {id} keeps its creation time", s.name());
+            assert_eq!(
+                long(&names),
+                Vec::<String>::new(),
+                "{}: {id}: {names:?}",
+                s.name()
+            );
+            assert!(
+                names.contains(&"c".to_string()),
+                "{}: {id} keeps its creation time",
+                s.name()
+            );
         }
         let b = s.command(&["HMGET", &task_key(B), "s", "a", "w"]);
         assert_eq!(

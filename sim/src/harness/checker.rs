@@ -437,12 +437,15 @@ pub fn view(w: &World) -> QueueView {
             };
             match value {
                 StoreValue::Hash(h) => {
-                    let map: BTreeMap<String, String> = h.iter().map(|(k, v)| (text(k), text(v))).collect();
+                    let map: BTreeMap<String, String> =
+                        h.iter().map(|(k, v)| (text(k), text(v))).collect();
                     match suffix.strip_prefix("task:") {
                         Some(id) => {
                             let mut task: BTreeMap<String, String> = map
                                 .into_iter()
-                                .map(|(k, v)| (orq::task::field_of_stored(&k).map_or(k, str::to_string), v))
+                                .map(|(k, v)| {
+                                    (orq::task::field_of_stored(&k).map_or(k, str::to_string), v)
+                                })
                                 .collect();
                             if task.contains_key("created_at") && !task.contains_key("status") {
                                 task.insert("status".into(), "queued".into());
