@@ -7,6 +7,15 @@
 /// The one key outside every queue's slot: SET of queue names.
 pub const QUEUES_KEY: &str = "orq:queues";
 
+/// The Redis pub/sub channel `queues.lua` publishes a new queue's name on (design note 27).
+pub const QUEUES_WAKE_CHANNEL: &str = "orq:queues:wake";
+
+/// The Redis pub/sub channel of `queue`'s wake-ups, `orq:{<queue>}:wake` (lib.lua's `wake`:
+/// the task key prefix without its `task:`). Not a key: nothing is stored under it.
+pub fn wake_channel(queue: &str) -> String {
+    format!("orq:{{{queue}}}:wake")
+}
+
 /// Longest queue, tenant or type name (bytes).
 pub const NAME_MAX: usize = 64;
 

@@ -1,7 +1,7 @@
 //! `RedisStore`: the [`Store`] on a real Redis 7, through the `redis` crate.
 
 use crate::resp::Resp;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, WakeHub};
 use async_trait::async_trait;
 use orq_lua::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -11,10 +11,96 @@ use std::time::Duration;
 /// A store on one Redis server. EVALSHA with a fall-back to EVAL on NOSCRIPT (which also caches
 /// the script again, so a Redis restart or `SCRIPT FLUSH` costs one extra round trip); one
 /// multiplexed connection that reconnects by itself after a drop, so concurrent calls pipeline.
+///
+/// Wake-ups ([`Store::wake`]) come over one more connection, a pub/sub subscriber opened at the
+/// first `wake` call: it SUBSCRIBEs to the channels listened for, reconnects by itself (with a
+/// backoff of 100 ms doubling to 5 s), and after each (re)connection wakes every listener, as
+/// wake-ups published while it was down are lost.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
     url: String,
+    client: redis::Client,
+    wakes: std::sync::Arc<Wakes>,
+}
+
+/// The wake-up listeners of a [`RedisStore`] and the channel to its subscriber task.
+#[derive(Default)]
+struct Wakes {
+    hub: WakeHub,
+    subscriber: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<String>>>,
+}
+
+/// Longest wait before the wake-up subscriber connects again (ms).
+const SUBSCRIBER_BACKOFF_MAX_MS: u64 = 5_000;
+
+/// The wake-up subscriber: SUBSCRIBE to every channel `wakes` has listeners for (and to those
+/// sent on `new` later), wake the listeners of each message's channel. Ends when the store is
+/// gone (`new` closed).
+async fn subscriber(
+    client: redis::Client,
+    wakes: std::sync::Weak<Wakes>,
+    mut new: tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    use futures::StreamExt;
+    let mut backoff_ms = 100;
+    loop {
+        let pubsub = match client.get_async_pubsub().await {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, backoff_ms, "wake-up subscriber cannot connect");
+                tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+                backoff_ms = (backoff_ms * 2).min(SUBSCRIBER_BACKOFF_MAX_MS);
+                if new.is_closed() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let (mut sink, mut stream) = pubsub.split();
+        let Some(w) = wakes.upgrade() else { return };
+        let mut subscribed = true;
+        for c in w.hub.channels() {
+            if sink.subscribe(&c).await.is_err() {
+                subscribed = false;
+                break;
+            }
+        }
+        if subscribed {
+            backoff_ms = 100;
+            // Wake-ups published while no subscription was up are lost: everyone looks again.
+            w.hub.notify_all();
+        }
+        drop(w);
+        if subscribed {
+            // Until the connection is lost (`break`).
+            loop {
+                tokio::select! {
+                    msg = stream.next() => match msg {
+                        Some(m) => match wakes.upgrade() {
+                            Some(w) => w.hub.notify(m.get_channel_name().as_bytes()),
+                            None => return,
+                        },
+                        None => break,
+                    },
+                    c = new.recv() => match c {
+                        Some(c) => {
+                            if sink.subscribe(&c).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => return,
+                    },
+                }
+            }
+        }
+        tracing::warn!(
+            backoff_ms,
+            "wake-up subscriber lost its connection; reconnecting"
+        );
+        tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+        backoff_ms = (backoff_ms * 2).min(SUBSCRIBER_BACKOFF_MAX_MS);
+    }
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -36,11 +122,13 @@ impl RedisStore {
             .set_response_timeout(Some(Duration::from_secs(30)))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
             .map_err(|e| StoreError(format!("cannot create connection to {url}: {e}")))?;
         Ok(RedisStore {
             conn,
             url: url.to_string(),
+            client,
+            wakes: std::sync::Arc::default(),
         })
     }
 
@@ -211,5 +299,34 @@ impl Store for RedisStore {
             }
             Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
         }
+    }
+
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (rx, fresh) = self.wakes.hub.listen(channels);
+        let mut sub = self
+            .wakes
+            .subscriber
+            .lock()
+            .expect("wake subscriber poisoned");
+        match sub.as_ref() {
+            Some(tx) if !tx.is_closed() => {
+                for c in fresh {
+                    let _ = tx.send(c);
+                }
+            }
+            // The first listener, or the subscriber's runtime is gone: (re)start it; it
+            // subscribes to every channel with a listener when it connects.
+            _ => {
+                let (tx, new) = tokio::sync::mpsc::unbounded_channel();
+                runtime.spawn(subscriber(
+                    self.client.clone(),
+                    std::sync::Arc::downgrade(&self.wakes),
+                    new,
+                ));
+                *sub = Some(tx);
+            }
+        }
+        Some(rx)
     }
 }

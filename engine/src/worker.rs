@@ -102,20 +102,53 @@ pub const LANES_MAX: usize = 16;
 /// first waits before it asks again, unless a lane that leased work wakes it first.
 pub const LANE_IDLE_FACTOR: u64 = 10;
 
+/// With a store that gives wake-ups ([`Store::wake`]: Redis pub/sub, or the embedded store), an
+/// idle lane asks again after at most this long (ms), or [`WorkerConfig::idle_poll_ms`] when
+/// that is longer: a wake-up makes it ask at once, so this poll only bounds how long a lost
+/// wake-up can delay work (design note 27).
+pub const WAKE_IDLE_POLL_MS: u64 = 5_000;
+
+/// The wake-up channels of a pool serving `queues` (every known queue, and new ones, when
+/// `all`).
+fn wake_channels(queues: &[String], all: bool) -> Vec<String> {
+    let mut c: Vec<String> = queues
+        .iter()
+        .map(|q| crate::keys::wake_channel(q))
+        .collect();
+    if all {
+        c.push(crate::keys::QUEUES_WAKE_CHANNEL.to_string());
+    }
+    c
+}
+
+/// Until the wake-up receiver changes (never when there is none, or its sender is gone).
+async fn woken(rx: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    if let Some(r) = rx {
+        if r.changed().await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending::<()>().await
+}
+
 /// Worker pool settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
     /// Worker id, recorded on leases (default: `<hostname-ish>-<pid>-<random>`).
     pub id: String,
-    /// Queues to serve; empty serves every known queue (the list is read again at every idle
-    /// poll while the pool has nothing to run, so a new queue's first task waits at most about
-    /// [`Self::idle_poll_ms`], and every [`Self::idle_poll_ms`] × 20 while it is busy).
+    /// Queues to serve; empty serves every known queue (the list is read again when a new queue
+    /// is announced (a wake-up) and at every idle poll while the pool has nothing to run, so a
+    /// new queue's first task waits at most about one idle poll without wake-ups, and the list
+    /// is read every [`Self::idle_poll_ms`] × 20 while the pool is busy).
     pub queues: Vec<String>,
     /// Most handlers running at once. A task whose handler has returned gives its slot back
     /// while its outcome is recorded (at most this many such tasks wait), so refilling the slot
     /// does not wait for the completion's reply.
     pub concurrency: usize,
-    /// Longest wait between lease attempts when there is no work (ms).
+    /// Longest wait between lease attempts when there is no work and the store gives no
+    /// wake-ups (ms); with wake-ups, an idle lane waits for one, or at most
+    /// [`WAKE_IDLE_POLL_MS`] (or this, when longer). A lease reply that says when the next task
+    /// is due shortens the wait to that.
     pub idle_poll_ms: u64,
     /// Lease batching, like a producer's linger: while the pool is busy (its last round leased
     /// work) and some handlers still run, the lease loop waits up to this long for more slots
@@ -709,6 +742,11 @@ impl Worker {
         ));
         let mut queues: Vec<String> = inner.config.queues.clone();
         let mut queues_refreshed_ms = 0u64;
+        // The store's wake-ups for the queues served (None: the store gives none), and the queue
+        // list they were asked for.
+        let all_queues = inner.config.queues.is_empty();
+        let mut wake_rx: Option<tokio::sync::watch::Receiver<u64>> = None;
+        let mut wake_for: Option<Vec<String>> = None;
         // Whether the last round leased nothing (the pool is idle).
         let mut idle = true;
         let mut rotate = 0usize;
@@ -812,8 +850,13 @@ impl Worker {
                 }
             }
             let now = inner.clock.now_ms();
-            let refresh_ms = if idle {
+            let poll_ms = if wake_rx.is_some() {
+                inner.config.idle_poll_ms.max(WAKE_IDLE_POLL_MS)
+            } else {
                 inner.config.idle_poll_ms
+            };
+            let refresh_ms = if idle {
+                poll_ms
             } else {
                 inner.config.idle_poll_ms * 20
             };
@@ -828,7 +871,16 @@ impl Worker {
                     Err(e) => tracing::warn!(error = %e, "cannot list queues"),
                 }
             }
-            let mut wait_ms = inner.config.idle_poll_ms;
+            if wake_for.as_ref() != Some(&queues) {
+                wake_rx = inner.store.wake(&wake_channels(&queues, all_queues));
+                wake_for = Some(queues.clone());
+            }
+            // Seen: a wake-up published from here on (during this round's calls too) ends the
+            // idle wait below at once.
+            if let Some(rx) = wake_rx.as_mut() {
+                rx.borrow_and_update();
+            }
+            let mut wait_ms = poll_ms;
             let mut leased_any = false;
             for k in 0..queues.len() {
                 if free == 0 {
@@ -921,7 +973,8 @@ impl Worker {
                     && wait_ms >= inner.config.idle_poll_ms
                     && inner.lanes.first_polling.load(Ordering::SeqCst)
                 {
-                    wait_ms = inner.config.idle_poll_ms.saturating_mul(LANE_IDLE_FACTOR);
+                    wait_ms =
+                        wait_ms.max(inner.config.idle_poll_ms.saturating_mul(LANE_IDLE_FACTOR));
                 }
                 let sleep = inner.clock.sleep(wait_ms.max(1));
                 let mut got = None;
@@ -932,6 +985,13 @@ impl Worker {
                     r = leased_rx.recv() => got = r,
                     _ = slots.freed.notified() => {}
                     _ = inner.lanes.wake.notified() => {}
+                    // The store's wake-up: work was made ready, or (serving every queue) a
+                    // queue is new, so the list is read again.
+                    _ = woken(&mut wake_rx) => {
+                        if all_queues {
+                            queues_refreshed_ms = 0;
+                        }
+                    }
                     Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
                 }
                 if let Some(r) = got {

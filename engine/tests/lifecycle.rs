@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{spec, Echo, Env};
+use common::{eventually, spec, Echo, Env};
 use orq::ops;
 use orq::{Handlers, ListQuery, Status, WorkerConfig};
 use std::collections::HashSet;
@@ -978,4 +978,117 @@ async fn a_pool_stopped_while_its_completions_lease_leaves_nothing_leased() {
         overlap.runs.load(Ordering::SeqCst),
         "every handler that ran was completed, no other task"
     );
+}
+
+/// A store wrapper that counts lease and queue-list calls and passes the wake-ups through.
+struct CountedLeases {
+    inner: std::sync::Arc<dyn orq::Store>,
+    leases: std::sync::atomic::AtomicUsize,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for CountedLeases {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        if script.name == "lease" {
+            self.leases
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        if script.name == "queues" {
+            self.lists.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.eval(script, keys, args).await
+    }
+
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.wake(channels)
+    }
+}
+
+impl CountedLeases {
+    fn on(env: &Env) -> std::sync::Arc<CountedLeases> {
+        std::sync::Arc::new(CountedLeases {
+            inner: env.store.clone(),
+            leases: Default::default(),
+            lists: Default::default(),
+        })
+    }
+    fn count(&self) -> usize {
+        self.leases.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+// Goal: an idle pool leases a task submitted to its queue when the submit's wake-up arrives
+// (Redis pub/sub, design note 27), not at its next idle poll; after its subscriber connection is
+// killed, the subscriber reconnects and wake-ups work again.
+// Method: idle_poll_ms 120 s, four times the 30 s deadline, so a task that completes within the
+// deadline was leased on a wake-up. The pool makes its first (empty) lease calls, then a task is
+// submitted and must complete; then `CLIENT KILL TYPE pubsub` drops the subscriber, and a second
+// task submitted after it must complete too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_pool_leases_on_the_submits_wake_up_and_after_its_subscriber_reconnects() {
+    let env = Env::start().await;
+    let store = CountedLeases::on(&env);
+    let worker = env.worker_on(
+        store.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("echo", Echo::default()),
+        |c| {
+            c.lanes = 2;
+            c.idle_poll_ms = 120_000;
+        },
+    );
+    eventually("the pool's first lease calls", || async {
+        (store.count() >= 2).then_some(())
+    })
+    .await;
+    let first = env.submit_ids(vec![spec("q", "echo", "{\"n\":1}")]).await;
+    env.wait_status("q", &first[0], Status::Completed).await;
+
+    let mut raw = env.raw().await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    assert_eq!(killed, 1, "one subscriber connection (the store's)");
+    let second = env.submit_ids(vec![spec("q", "echo", "{\"n\":2}")]).await;
+    env.wait_status("q", &second[0], Status::Completed).await;
+    worker.stop().await;
+}
+
+// Goal: a pool that serves every queue hears of a new queue (the `queues` script's wake-up) and
+// leases its first task without waiting for its idle poll.
+// Method: a pool with no queue list and idle_poll_ms 120 s starts on an empty store; a task is
+// then submitted to a queue nobody has used, and must complete within the 30 s deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up() {
+    let env = Env::start().await;
+    let store = CountedLeases::on(&env);
+    let worker = env.worker_on(
+        store.clone(),
+        "w-1",
+        "unused",
+        Handlers::new().register("echo", Echo::default()),
+        |c| {
+            c.queues = Vec::new();
+            c.idle_poll_ms = 120_000;
+        },
+    );
+    eventually("the pool to list the (empty) queue list", || async {
+        (store.lists.load(std::sync::atomic::Ordering::SeqCst) >= 1).then_some(())
+    })
+    .await;
+    let id = env.submit_ids(vec![spec("fresh", "echo", "{}")]).await;
+    env.wait_status("fresh", &id[0], Status::Completed).await;
+    assert!(store.count() >= 1, "the pool leased from the new queue");
+    worker.stop().await;
 }

@@ -36,6 +36,7 @@
 -- Errors: INVALID <field ...> (nothing written); CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
 --   written).
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
+-- Publishes: the queue's wake-up on resume, and when a tenant's new limits unpark it (lib.lua, wake).
 
 local now = now_ms()
 local mode = ARGV[1]
@@ -76,7 +77,7 @@ if mode == 'queue' then
   local kind = 'configured'
   if paused ~= '' then
     redis.call('HSET', K_CONFIG, 'paused', paused)
-    if paused == '1' then kind = 'paused' else kind = 'resumed' end
+    if paused == '1' then kind = 'paused' else kind = 'resumed' wake() end
   end
   if step ~= '' then
     redis.call('HSET', K_CONFIG, 'aging_step_ms', istr(step))

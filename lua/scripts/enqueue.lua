@@ -59,7 +59,8 @@
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
 --   it would read or write holds another Redis type than orq's; nothing written).
--- Emits: queued or scheduled, one per new task.
+-- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
+--   (lib.lua, wake).
 
 local GROUP = 6
 -- Settings packed into an item's sixth value.
@@ -401,6 +402,8 @@ if #scheduled > 0 then
   redis.call('ZADD', K_SCHEDULED, unpack(scheduled))
 end
 if total_added > 0 then
+  -- Ready tasks for idle workers, or a scheduled one that may be due before what they wait for.
+  wake()
   count(K_STATS, 'total:enqueued', total_added)
   for j = 1, #added do
     local a = added[j]

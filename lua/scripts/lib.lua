@@ -28,6 +28,10 @@
 --                                    when eligible again (PARKED_CAPPED: when one of its leases ends)
 --   KEYS[16] orq:{q}:workers         ZSET workers seen by lease or heartbeat, score=last call ms
 --
+-- Wake-ups (design note 27): a call that makes work ready (enqueue, a promotion, a release, a
+-- replay, an unparked tenant, a resumed queue) publishes once on the Redis pub/sub channel
+-- orq:{q}:wake, so that idle workers lease at once instead of at their next idle poll.
+--
 -- Error replies start with a code word that `orq::Error::from_script` maps to a variant:
 --   NOTFOUND  no such task;  STALE  the lease token is not the current one;
 --   CANCELLED the task was cancelled while leased;  CONFLICT  the task is not in a state that
@@ -531,9 +535,24 @@ end
 
 -- Make a parked tenant eligible again, at the queue's current virtual time (no credit is stored
 -- up while parked). Parked tenants always have ready work.
+-- Whether this call has published the queue's wake-up.
+local woken = false
+
+-- Tell idle workers of the queue that work may be ready (design note 27): one PUBLISH per call on
+-- the channel orq:{q}:wake (KEYS[1] without its `task:`), the message empty. Workers that hear
+-- it lease at once instead of at their next idle poll; nothing depends on its delivery (a worker
+-- that misses it leases at its fallback poll).
+local function wake()
+  if not woken then
+    woken = true
+    redis.call('PUBLISH', string.sub(K_TASK, 1, -6) .. 'wake', '')
+  end
+end
+
 local function unpark(tenant)
   if redis.call('ZREM', K_PARKED, tenant) == 1 then
     redis.call('ZADD', K_TENANTS, 'NX', fstr(queue_vtime()), tenant)
+    wake()
   end
 end
 
@@ -684,6 +703,7 @@ end
 -- tenant eligible for fair share at the current virtual time if it was idle (a parked tenant
 -- stays parked). The caller has checked the list's type (tenant_error with the priority).
 local function to_ready(id, tenant, priority, old, now)
+  wake()
   mark_ready(tenant, priority)
   redis.call('RPUSH', ready_key(tenant, priority), id)
   if not redis.call('ZSCORE', K_PARKED, tenant) then

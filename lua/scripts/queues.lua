@@ -13,7 +13,8 @@
 -- Returns: mode add: {now_ms, 1 when the name was new else 0};
 --   mode list: {now_ms, {name, ...}} sorted by name.
 -- Errors: INVALID; CORRUPT (orq:queues holds another Redis type than a SET).
--- Emits: nothing.
+-- Emits: nothing. Publishes: the queue's name on `<KEYS[1]>:wake` (orq:queues:wake) when mode add
+--   recorded a new name (design note 27).
 
 local now = now_ms()
 if #KEYS ~= 1 then return redis.error_reply('INVALID expected 1 key, got ' .. #KEYS) end
@@ -21,7 +22,12 @@ local bad = type_error(KEYS[1], 'set')
 if bad then return bad end
 if ARGV[1] == 'add' then
   if not ARGV[2] or ARGV[2] == '' then return redis.error_reply('INVALID queue name is required') end
-  return {now, redis.call('SADD', KEYS[1], ARGV[2])}
+  local added = redis.call('SADD', KEYS[1], ARGV[2])
+  if added == 1 then
+    -- A new queue: workers that serve every queue hear it on <KEYS[1]>:wake (design note 27).
+    redis.call('PUBLISH', KEYS[1] .. ':wake', ARGV[2])
+  end
+  return {now, added}
 elseif ARGV[1] == 'list' then
   local names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)

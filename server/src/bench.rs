@@ -168,6 +168,10 @@ impl Store for CountingStore {
             .or_insert(0) += 1;
         self.inner.eval(script, keys, args).await
     }
+
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.wake(channels)
+    }
 }
 
 /// The no-op handler: records when it started, relative to the task's reference time.

@@ -139,6 +139,7 @@ pub static COMMANDS: &[Command] = &[
     cmd!("lrange", 4, First, lrange),
     cmd!("llen", 2, First, llen),
     cmd!("lrem", 4, First, lrem),
+    cmd!("publish", 3, None, publish),
 ];
 
 /// The command called `name` (case-insensitive), or None when the model does not implement it.
@@ -414,6 +415,14 @@ fn del(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
         .iter()
         .filter(|k| ex.db.remove(k).is_some())
         .count())
+}
+
+/// PUBLISH channel message: the model has no pub/sub clients, so it answers 0 (the receivers of
+/// a Redis with none); the channel is recorded for [`crate::MemoryStore`], which wakes its
+/// [`orq::Store::wake`] listeners after the call. The message is not kept.
+fn publish(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {
+    ex.db.publish(&args[1]);
+    Resp::Int(0)
 }
 
 fn exists(ex: &mut Exec<'_>, args: &[Vec<u8>]) -> Resp {

@@ -307,9 +307,22 @@ pub struct Db {
     entries: BTreeMap<Vec<u8>, Entry>,
     expiries: BTreeSet<(u64, Vec<u8>)>,
     now_ms: u64,
+    /// Channels PUBLISHed to since the last [`Db::take_published`], in order (not data: a
+    /// snapshot does not hold them).
+    published: Vec<Vec<u8>>,
 }
 
 impl Db {
+    /// Record a PUBLISH to `channel` (the store tells its subscribers after the call).
+    pub fn publish(&mut self, channel: &[u8]) {
+        self.published.push(channel.to_vec());
+    }
+
+    /// The channels published to since the last call, in order.
+    pub fn take_published(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.published)
+    }
+
     /// The time (ms since the epoch) at which expiry is judged.
     pub fn now_ms(&self) -> u64 {
         self.now_ms

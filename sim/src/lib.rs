@@ -14,7 +14,9 @@
 //! ZCARD, ZSCORE, ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES), ZREVRANGE, ZRANGEBYSCORE,
 //! ZPOPMIN; SADD, SREM, SMEMBERS, SISMEMBER, SCARD; XADD (NOMKSTREAM, MAXLEN [=] n, `*`,
 //! `<ms>-*` and explicit IDs), XTRIM (MAXLEN [=] n, MINID [=] id), XLEN, XRANGE and XREVRANGE
-//! (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP, RPOP, LRANGE, LLEN. Any other command is Redis's unknown-command error.
+//! (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP, RPOP, LRANGE, LLEN, LREM; PUBLISH (answers 0:
+//! the model has no pub/sub clients; [`MemoryStore`] wakes its `Store::wake` listeners instead).
+//! Any other command is Redis's unknown-command error.
 //!
 //! Known differences from Redis 7.0 (none changes what orq's engine decodes):
 //! - SMEMBERS returns members in byte order; Redis's order depends on a per-process hash seed

@@ -6,6 +6,7 @@ use crate::db::{Db, Dump, Entry};
 use crate::script::{Interpreter, Run, CROSSSLOT};
 use crate::slot::key_slot;
 use async_trait::async_trait;
+use orq::store::WakeHub;
 use orq::{Resp, Store, StoreError};
 use orq_lua::Script;
 use std::collections::BTreeMap;
@@ -35,6 +36,8 @@ pub struct MemoryStore {
     strict: bool,
     noscript_misses: AtomicU64,
     script_calls: AtomicU64,
+    /// The [`Store::wake`] listeners, woken after each call that PUBLISHed on their channel.
+    wakes: WakeHub,
 }
 
 impl fmt::Debug for MemoryStore {
@@ -76,6 +79,14 @@ impl MemoryStore {
             strict: false,
             noscript_misses: AtomicU64::new(0),
             script_calls: AtomicU64::new(0),
+            wakes: WakeHub::default(),
+        }
+    }
+
+    /// Wake the listeners of the channels the last call published on.
+    fn deliver(&self, db: &mut Db) {
+        for channel in db.take_published() {
+            self.wakes.notify(&channel);
         }
     }
 
@@ -166,7 +177,9 @@ impl MemoryStore {
             killed: false,
             error: None,
         };
-        interp.run(run, keys, args)
+        let reply = interp.run(run, keys, args);
+        self.deliver(&mut interp.engine().db);
+        reply
     }
 
     /// Run one command outside any script (seeding and reading in tests), with Redis's client
@@ -187,13 +200,15 @@ impl MemoryStore {
         let interp = self.lock();
         let mut eng = interp.engine();
         eng.db.set_now(now_us / 1000);
-        cmd.run(
+        let reply = cmd.run(
             &mut Exec {
                 db: &mut eng.db,
                 now_us,
             },
             &args,
-        )
+        );
+        self.deliver(&mut eng.db);
+        reply
     }
 
     /// Read the keyspace directly (invariant checkers): `f` sees every key live at the clock's
@@ -234,6 +249,12 @@ impl Store for MemoryStore {
         args: &[Vec<u8>],
     ) -> Result<Resp, StoreError> {
         Ok(self.call_sync(script, keys, args))
+    }
+
+    /// Wake-ups from the scripts' PUBLISH calls, delivered after each call (the embedded store
+    /// loses none).
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        Some(self.wakes.listen(channels).0)
     }
 }
 
