@@ -1021,6 +1021,26 @@ impl CountedLeases {
     fn count(&self) -> usize {
         self.leases.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// An echo pool of `queue` on this store whose idle poll (120 s) is four times the tests'
+    /// 30 s deadline, so a task it runs within the deadline was leased on a wake-up.
+    fn idle_echo_pool(
+        self: &std::sync::Arc<Self>,
+        env: &Env,
+        queue: &str,
+        tune: impl FnOnce(&mut WorkerConfig),
+    ) -> common::RunningWorker {
+        env.worker_on(
+            self.clone(),
+            "w-1",
+            queue,
+            Handlers::new().register("echo", Echo::default()),
+            |c| {
+                c.idle_poll_ms = 120_000;
+                tune(c);
+            },
+        )
+    }
 }
 
 // Goal: an idle pool leases a task submitted to its queue when the submit's wake-up arrives
@@ -1034,16 +1054,7 @@ impl CountedLeases {
 async fn an_idle_pool_leases_on_the_submits_wake_up_and_after_its_subscriber_reconnects() {
     let env = Env::start().await;
     let store = CountedLeases::on(&env);
-    let worker = env.worker_on(
-        store.clone(),
-        "w-1",
-        "q",
-        Handlers::new().register("echo", Echo::default()),
-        |c| {
-            c.lanes = 2;
-            c.idle_poll_ms = 120_000;
-        },
-    );
+    let worker = store.idle_echo_pool(&env, "q", |c| c.lanes = 2);
     eventually("the pool's first lease calls", || async {
         (store.count() >= 2).then_some(())
     })
@@ -1073,16 +1084,7 @@ async fn an_idle_pool_leases_on_the_submits_wake_up_and_after_its_subscriber_rec
 async fn a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up() {
     let env = Env::start().await;
     let store = CountedLeases::on(&env);
-    let worker = env.worker_on(
-        store.clone(),
-        "w-1",
-        "unused",
-        Handlers::new().register("echo", Echo::default()),
-        |c| {
-            c.queues = Vec::new();
-            c.idle_poll_ms = 120_000;
-        },
-    );
+    let worker = store.idle_echo_pool(&env, "unused", |c| c.queues = Vec::new());
     eventually("the pool to list the (empty) queue list", || async {
         (store.lists.load(std::sync::atomic::Ordering::SeqCst) >= 1).then_some(())
     })
