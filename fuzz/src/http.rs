@@ -1,13 +1,17 @@
 //! The `http` target: orq-server's request decoders and its whole router.
 //!
-//! Each input is a route, a path argument, a query string and a body. Two properties:
+//! Each input is a route, a path argument, a query string and a body. Three properties:
 //! 1. the body decoders of `orq_server::model` (`parse_body` into `SubmitBody`, `BatchBody`,
 //!    `TenantBody`, `QueueSettingsBody`, `BulkReplayBody`, `QueueDefaults`, then `into_spec`,
 //!    `into_limits` and `validate`) never panic, and every refusal is a typed `ApiError` with a
 //!    4xx status;
 //! 2. the router (`orq_server::app` over the embedded `MemoryStore`, driven with tower's
 //!    `oneshot`) never panics and never answers 5xx, and every 4xx carries the JSON error body
-//!    `{"error": {"code": "...", "message": "..."}}`.
+//!    `{"error": {"code": "...", "message": "..."}}`;
+//! 3. the `http` handler's URL normalisation (`webhook_url`, on the path argument as a whole URL
+//!    and as a path under an allowed prefix) never panics, and what it accepts is a fixed point:
+//!    normalising the normalised URL gives it back unchanged, with no dot segment in its path, so
+//!    the URL that was checked is the URL that is requested.
 //!
 //! The router keeps its store across inputs (rebuilt every [`SERVER_USES_MAX`] inputs, so memory
 //! stays bounded): a failure that depends on state left by earlier inputs may need those inputs
@@ -19,6 +23,7 @@ use axum::body::Body;
 use axum::http::{Method, Request};
 use http_body_util::BodyExt;
 use orq::{Client, Entropy, SystemClock};
+use orq_server::handlers::http_allow::webhook_url;
 use orq_server::handlers::HttpAllow;
 use orq_server::model::{
     parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TenantBody,
@@ -167,7 +172,7 @@ impl Server {
             app(AppState::new(
                 client,
                 clock,
-                Arc::new(HttpAllow(vec!["http://127.0.0.1:9/".into()])),
+                Arc::new(HttpAllow::parse(["http://127.0.0.1:9/"]).expect("a valid prefix")),
             ))
         });
         Server {
@@ -255,8 +260,31 @@ pub fn check_router(input: &Input) {
     }
 }
 
-/// Both properties on one input.
+/// Property 3: the webhook URL normalisation on `text`, alone and as a path under a prefix.
+pub fn check_webhook_url(text: &[u8]) {
+    let text = String::from_utf8_lossy(text);
+    for raw in [text.to_string(), format!("http://127.0.0.1:9/api/{text}")] {
+        let Ok(url) = webhook_url(&raw) else {
+            continue;
+        };
+        let again = webhook_url(url.as_str());
+        assert_eq!(
+            again.as_ref().map(|u| u.as_str()),
+            Ok(url.as_str()),
+            "{raw:?} normalised to {url}, which is not a fixed point"
+        );
+        assert!(
+            url.path()
+                .split('/')
+                .all(|s| s != "." && s != ".." && !s.eq_ignore_ascii_case("%2e%2e")),
+            "{raw:?} normalised to {url}, with a dot segment"
+        );
+    }
+}
+
+/// The three properties on one input.
 pub fn run(input: &Input) {
+    check_webhook_url(&input.arg);
     check_decoders(&input.body);
     check_router(input);
 }

@@ -3,7 +3,7 @@
 
 use crate::api::{app, AppState};
 use crate::auth::{ApiKeys, Auth, Scope};
-use crate::handlers::{builtin, HttpAllow};
+use crate::handlers::{builtin, AllowedPrefix, HttpAllow};
 use crate::ratelimit::SubmitLimiter;
 use crate::serve::ServeLimits;
 use clap::{Args, Parser, Subcommand};
@@ -300,14 +300,18 @@ pub async fn bind_api(
 /// Options of the `http` handler (checked at submit time by the API too).
 #[derive(Debug, Args, Clone)]
 pub struct HttpArgs {
-    /// Allow the `http` handler to call URLs under PREFIX (repeatable; env: comma-separated).
+    /// Allow the `http` handler to call URLs under PREFIX (repeatable; env: comma-separated): an
+    /// http(s) URL with a host and optionally a path, such as `https://hooks.example/api/`. URLs
+    /// and prefixes are compared normalised (case, default port, dot segments), and a path
+    /// prefix ends at a `/`: `/api/` allows `/api/x`, never `/apix` or `/api/../x`.
     #[arg(
         long = "http-allow",
         env = "ORQ_HTTP_ALLOW",
         value_delimiter = ',',
-        value_name = "PREFIX"
+        value_name = "PREFIX",
+        value_parser = AllowedPrefix::parse
     )]
-    pub http_allow: Vec<String>,
+    pub http_allow: Vec<AllowedPrefix>,
 }
 
 /// What the HTTP server serves besides the API.
@@ -559,7 +563,7 @@ async fn serve_http(
     let mut state = AppState::new(
         orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
         rt.clock.clone(),
-        Arc::new(HttpAllow(http.http_allow.clone())),
+        Arc::new(HttpAllow::new(http.http_allow.clone())),
     )
     .with_dashboard(web.dashboard.clone())
     .with_shutdown(shutdown.clone())
@@ -592,7 +596,7 @@ fn make_worker(rt: &Runtime, pool: &PoolArgs, http: &HttpArgs) -> Result<Worker,
         rt.store.clone(),
         rt.clock.clone(),
         rt.entropy.clone(),
-        builtin(HttpAllow(http.http_allow.clone())),
+        builtin(HttpAllow::new(http.http_allow.clone())),
         worker_config(rt, pool)?,
     ))
 }
@@ -655,15 +659,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     }
     if let Command::Bench(a) = &cli.command {
         return crate::bench::cli(a).await;
-    }
-    let allow = match &cli.command {
-        Command::Serve(a) => Some(&a.http),
-        Command::Api(a) => Some(&a.http),
-        Command::Worker(a) => Some(&a.http),
-        Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) => None,
-    };
-    if let Some(h) = allow {
-        HttpAllow(h.http_allow.clone()).validate()?;
     }
     match &cli.command {
         Command::Serve(a) => check_web(&a.web)?,

@@ -654,7 +654,7 @@ async fn metrics_of_a_new_server_cover_what_the_stream_holds() {
     let second = orq_server::app(AppState::new(
         app.client.clone(),
         std::sync::Arc::new(orq::SystemClock),
-        std::sync::Arc::new(orq_server::handlers::HttpAllow(vec![])),
+        std::sync::Arc::new(orq_server::handlers::HttpAllow::default()),
     ));
     let deadline = Instant::now() + WAIT;
     loop {

@@ -419,6 +419,24 @@ fn http_seeds() -> Vec<(&'static str, http::Input)> {
         ("get", req(7, b"01ARZ3NDEKTSV4RRFFQ69G5FAV", b"queue=q", b"")),
         ("bad_json", req(0, b"", b"", br#"{"payload":1,"priority":"9""#)),
         ("bad_path", req(11, b"{q} x", b"", b"")),
+        (
+            "http_submit",
+            req(
+                0,
+                b"HTTP://0x7f.1:9/api/./x/%2e%2e/%61b;v=1?q=/../z#f",
+                b"",
+                br#"{"type":"http","payload":{"url":"http://127.0.0.1:9/api/../admin","headers":{"x-a":"b"},"timeout_ms":100}}"#,
+            ),
+        ),
+        (
+            "http_dot_segments",
+            req(
+                0,
+                b"..;/%252e%252e\\..%2fadmin",
+                b"",
+                br#"{"type":"http","payload":{"url":"http://127.0.0.1:9/%2e%2E/x"}}"#,
+            ),
+        ),
     ]
 }
 

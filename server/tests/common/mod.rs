@@ -81,7 +81,7 @@ impl TestApp {
                 store.clone(),
                 clock.clone(),
                 entropy.clone(),
-                builtin(HttpAllow(allow.clone())),
+                builtin(HttpAllow::parse(&allow).expect("valid --http-allow prefixes")),
                 WorkerConfig {
                     concurrency: 4,
                     idle_poll_ms: 20,
@@ -105,7 +105,7 @@ impl TestApp {
         let router = app(configure(AppState::new(
             client.clone(),
             clock,
-            Arc::new(HttpAllow(allow)),
+            Arc::new(HttpAllow::parse(&allow).expect("valid --http-allow prefixes")),
         )));
         TestApp {
             redis,
