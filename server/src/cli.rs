@@ -300,7 +300,7 @@ pub async fn bind_api(
 /// Options of the `http` handler (checked at submit time by the API too).
 #[derive(Debug, Args, Clone)]
 pub struct HttpArgs {
-    /// Allow the `http` handler to call URLs under PREFIX (repeatable; env: comma-separated): an
+    /// Allow the `http` handler to call URLs under PREFIX (repeatable, or comma-separated): an
     /// http(s) URL with a host and optionally a path, such as `https://hooks.example/api/`. URLs
     /// and prefixes are compared normalised (case, default port, dot segments), and a path
     /// prefix ends at a `/`: `/api/` allows `/api/x`, never `/apix` or `/api/../x`.
@@ -312,6 +312,15 @@ pub struct HttpArgs {
         value_parser = AllowedPrefix::parse
     )]
     pub http_allow: Vec<AllowedPrefix>,
+}
+
+impl HttpArgs {
+    /// The allow-list, logged once as normalised (what URLs are compared with).
+    fn allow(&self, role: &str) -> HttpAllow {
+        let shown: Vec<&str> = self.http_allow.iter().map(AllowedPrefix::as_str).collect();
+        tracing::info!(role, prefixes = ?shown, "http handler allow-list (normalised)");
+        HttpAllow::new(self.http_allow.clone())
+    }
 }
 
 /// What the HTTP server serves besides the API.
@@ -563,7 +572,7 @@ async fn serve_http(
     let mut state = AppState::new(
         orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
         rt.clock.clone(),
-        Arc::new(HttpAllow::new(http.http_allow.clone())),
+        Arc::new(http.allow("api")),
     )
     .with_dashboard(web.dashboard.clone())
     .with_shutdown(shutdown.clone())
@@ -596,7 +605,7 @@ fn make_worker(rt: &Runtime, pool: &PoolArgs, http: &HttpArgs) -> Result<Worker,
         rt.store.clone(),
         rt.clock.clone(),
         rt.entropy.clone(),
-        builtin(HttpAllow::new(http.http_allow.clone())),
+        builtin(http.allow("worker")),
         worker_config(rt, pool)?,
     ))
 }

@@ -118,9 +118,14 @@ fn decode(s: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A server's reading of a path: backslashes as slashes, `;` parameters cut from each segment,
-/// dot segments resolved (RFC 3986, 5.2.4), as segments.
+/// A server's reading of a path: cut at a `?` or `#` that decoding produced, backslashes as
+/// slashes, `;` parameters cut from each segment, dot segments resolved (RFC 3986, 5.2.4), as
+/// segments.
 fn resolve(path: &[u8]) -> Vec<Vec<u8>> {
+    let path = path
+        .split(|&b| b == b'?' || b == b'#')
+        .next()
+        .unwrap_or(&[]);
     let path: Vec<u8> = path
         .iter()
         .map(|&b| if b == b'\\' { b'/' } else { b })
@@ -158,6 +163,10 @@ fn judge(target: &str) -> Result<(), String> {
     }
     let once = decode(path);
     let twice = decode(&once);
+    if !once.is_ascii() || !twice.is_ascii() {
+        // A server may decode these as UTF-8, Latin-1, overlong forms or look-alikes of dots.
+        return Err(format!("{target:?} decodes to non-ASCII bytes"));
+    }
     for reading in [path.to_vec(), once, twice] {
         if !under_allowed(&resolve(&reading)) {
             return Err(format!(
@@ -306,6 +315,17 @@ fn urls(inside: u16, outside: u16) -> impl Strategy<Value = String> {
             "%",
             "%2",
             "%u002e",
+            "..%3F",
+            "..%23",
+            "..%253F",
+            "%3f",
+            "\u{ff0e}\u{ff0e}",
+            "..\u{ff0f}",
+            "\u{2025}",
+            "caf\u{e9}",
+            "..::$DATA",
+            ";..",
+            "a:..",
         ],
     );
     let sep = mostly(vec!["/"], vec!["\\", "//", "/./", "/../", "/%2e%2e/"]);
@@ -560,6 +580,9 @@ fn the_judge_refuses_what_leaves_the_prefix() {
         "/api/%2e%2e/admin",
         "/api/..%2fadmin",
         "/api/%252e%252e/admin",
+        "/api/..%3F/admin",
+        "/api/x/..%23",
+        "/api/%C0%AE%C0%AE/admin",
         "/api\\..\\admin",
         "/apix",
         "/hooks/v1x",

@@ -30,9 +30,10 @@ pub const HTTP_HEADERS_MAX: usize = 32;
 pub const HTTP_HEADER_BYTES_MAX: usize = 8 * 1024;
 
 /// Headers an `http` task may not set: routing, framing and connection headers belong to the
-/// HTTP client (a `Host` header could route around the allow-list behind a proxy). Names that
-/// start with `proxy-` or `x-orq-` are refused too (orq sets `x-orq-task-id`, `x-orq-attempt`,
-/// `x-orq-epoch`).
+/// HTTP client (a `Host` header could route around the allow-list behind a proxy), and the
+/// headers proxies and frameworks trust to rewrite a request's host, path, scheme or method.
+/// Names are compared in lower case with `_` read as `-` (WSGI servers and some proxies treat
+/// the two alike). See also [`FORBIDDEN_HEADER_PREFIXES`].
 pub const FORBIDDEN_HEADERS: &[&str] = &[
     "host",
     "content-length",
@@ -44,13 +45,33 @@ pub const FORBIDDEN_HEADERS: &[&str] = &[
     "trailer",
     "expect",
     "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
+    "front-end-https",
+    "x-host",
     "x-original-url",
+    "x-original-uri",
+    "x-original-host",
     "x-rewrite-url",
+    "x-http-method",
     "x-http-method-override",
+    "x-method-override",
+    "x-real-ip",
+    "x-client-ip",
+    "true-client-ip",
 ];
+
+/// Prefixes of header names an `http` task may not set (compared as [`FORBIDDEN_HEADERS`]):
+/// `proxy-*`, every `x-forwarded-*`, Envoy's `x-envoy-*`, and `x-orq-*` (orq sets
+/// `x-orq-task-id`, `x-orq-attempt`, `x-orq-epoch`).
+pub const FORBIDDEN_HEADER_PREFIXES: &[&str] = &["proxy-", "x-forwarded-", "x-envoy-", "x-orq-"];
+
+/// True when a payload may not set the header `name`.
+pub fn header_forbidden(name: &str) -> bool {
+    let name = name.to_ascii_lowercase().replace('_', "-");
+    FORBIDDEN_HEADERS.contains(&name.as_str())
+        || FORBIDDEN_HEADER_PREFIXES
+            .iter()
+            .any(|p| name.starts_with(p))
+}
 
 /// `http` payload.
 #[derive(Debug, Deserialize)]
@@ -104,11 +125,7 @@ pub(crate) fn check_payload(payload: &str, allow: &HttpAllow) -> Result<Checked,
         ));
     }
     for (k, v) in &p.headers {
-        let lower = k.to_ascii_lowercase();
-        if FORBIDDEN_HEADERS.contains(&lower.as_str())
-            || lower.starts_with("proxy-")
-            || lower.starts_with("x-orq-")
-        {
+        if header_forbidden(k) {
             return Err(format!(
                 "payload.headers: {k} is set by orq or the HTTP client and cannot be given"
             ));
@@ -238,10 +255,23 @@ mod tests {
             r#"{"url": "http://127.0.0.1:9000/h", "timeout_ms": 0}"#,
             "payload.timeout_ms",
         );
-        refused(
-            r#"{"url": "http://127.0.0.1:9000/h", "headers": {"X-Forwarded-Host": "a"}}"#,
-            "payload.headers",
-        );
+        for h in [
+            "X-Forwarded-Host",
+            "X_Forwarded_Host",
+            "x-forwarded_host",
+            "Transfer_Encoding",
+            "X-Forwarded-Prefix",
+            "X-Envoy-Original-Path",
+            "X-Method-Override",
+            "HOST",
+            "Proxy-Authorization",
+            "X-ORQ-EPOCH",
+        ] {
+            let p = serde_json::json!({"url": "http://127.0.0.1:9000/h", "headers": {h: "a"}});
+            refused(&p.to_string(), "payload.headers");
+        }
+        let p = r#"{"url": "http://127.0.0.1:9000/h", "headers": {"Authorization": "Bearer x", "X-Signature": "s"}}"#;
+        assert!(check("http", p, &a).is_ok());
         let many: BTreeMap<String, String> = (0..=HTTP_HEADERS_MAX)
             .map(|i| (format!("x-h{i}"), "v".to_string()))
             .collect();

@@ -6,10 +6,11 @@
 //! IPv6 literals, backslashes, dot segments in every spelling the parser resolves (`..`, `%2e%2e`,
 //! `.%2E`, ...), percent-encodings of unreserved characters decoded and the rest in upper case,
 //! the fragment dropped. It refuses what a receiving server (or a proxy before it) could read
-//! differently from that text: user info, spaces and control characters, a `%` that starts no
-//! encoding, and any path segment that, decoded up to [`DECODE_ROUNDS`] times and cut at its
-//! first `;` (Tomcat's and Jetty's path parameters), is made of dots (`..;`, `%252e%252e`) or
-//! holds a `/`, a `\` or a control character (`%2f`, `%5C`, `%00`).
+//! differently from that text: user info (even empty), spaces and control characters, a `%` that
+//! starts no encoding, and any path segment that, decoded up to [`DECODE_ROUNDS`] times, holds a
+//! `/`, `\`, `?` or `#` (`%2f`, `%5C`, `..%3F`), a control or non-ASCII character (`%00`,
+//! overlong UTF-8 `%C0%AE`, fullwidth `．`), or a piece between `;` and `:` made of dots (`..;`,
+//! `;..`, `%252e%252e`, `..::$DATA`: Tomcat's path parameters, NTFS streams).
 //!
 //! Prefixes are normalised by the same function when orq starts ([`AllowedPrefix::parse`]); a URL
 //! is allowed when its scheme, host and port equal a prefix's and its path continues the prefix's
@@ -41,6 +42,11 @@ impl AllowedPrefix {
     /// request), or a path that [`webhook_url`] refuses.
     pub fn parse(text: &str) -> Result<AllowedPrefix, String> {
         let raw = Url::parse(text).map_err(|e| format!("{text}: {e}"))?;
+        if has_user_info(text) {
+            return Err(format!(
+                "{text}: a prefix cannot hold user info (user:password@)"
+            ));
+        }
         if raw.query().is_some() || raw.fragment().is_some() {
             return Err(format!(
                 "{text}: a prefix is scheme, host, port and path, without '?' or '#'"
@@ -142,10 +148,13 @@ pub fn webhook_url(raw: &str) -> Result<Url, String> {
     if url.host_str().is_none_or(str::is_empty) {
         return Err("must name a host".into());
     }
-    if !url.username().is_empty() || url.password().is_some() {
+    if has_user_info(raw) || !url.username().is_empty() || url.password().is_some() {
         return Err(
             "user info (user:password@) is not allowed: send credentials in payload.headers".into(),
         );
+    }
+    if let Some(q) = url.query() {
+        check_query(q)?;
     }
     let mut path = String::with_capacity(url.path().len());
     for segment in url.path().split('/').skip(1) {
@@ -159,6 +168,32 @@ pub fn webhook_url(raw: &str) -> Result<Url, String> {
         Ok(again) if again == url && again.path() == path => Ok(url),
         _ => Err("cannot be normalised unambiguously".into()),
     }
+}
+
+/// True when the authority of `raw` (after `scheme://`, up to the path, query or fragment) holds
+/// an `@`: user info, even an empty one (`http://@h/`).
+fn has_user_info(raw: &str) -> bool {
+    let rest = raw.split_once("://").map_or(raw, |(_, r)| r);
+    let end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    rest[..end].contains('@')
+}
+
+/// Refuse a query with a `%` that starts no encoding or an encoded control character: servers
+/// decode queries too, and what they would make of those is unclear.
+fn check_query(q: &str) -> Result<(), String> {
+    let b = q.as_bytes();
+    for (i, _) in q.match_indices('%') {
+        let byte = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or("a '%' in the query that starts no percent-encoding")?;
+        if byte < b' ' || byte == 0x7f {
+            return Err("an encoded control character in the query".into());
+        }
+    }
+    Ok(())
 }
 
 /// One path segment with unreserved characters decoded and other encodings in upper case, after
@@ -206,16 +241,25 @@ fn canonical_segment(segment: &str) -> Result<String, String> {
 }
 
 /// Refuse one reading of a path segment that a server could take as a separator, a control
-/// character or a dot segment.
+/// character, a look-alike of a dot or slash, or a dot segment.
 fn check_reading(view: &[u8]) -> Result<(), String> {
-    if view.iter().any(|&b| b == b'/' || b == b'\\') {
-        return Err("an encoded '/' or '\\' in a path segment".into());
+    if view
+        .iter()
+        .any(|&b| matches!(b, b'/' | b'\\' | b'?' | b'#'))
+    {
+        return Err("an encoded '/', '\\', '?' or '#' in a path segment".into());
     }
     if view.iter().any(|&b| b < b' ' || b == 0x7f) {
         return Err("an encoded control character in the path".into());
     }
-    let head = view.split(|&b| b == b';').next().unwrap_or(&[]);
-    if head.contains(&b'.') && head.iter().all(|&b| b == b'.' || b == b' ') {
+    if !view.is_ascii() {
+        return Err(
+            "a non-ASCII character in the path (servers and proxies read those differently)".into(),
+        );
+    }
+    let dots =
+        |piece: &&[u8]| piece.contains(&b'.') && piece.iter().all(|&b| b == b'.' || b == b' ');
+    if view.split(|&b| b == b';' || b == b':').any(|p| dots(&p)) {
         return Err("a dot segment ('.', '..' or another spelling of one) in the path".into());
     }
     Ok(())
@@ -271,6 +315,21 @@ mod tests {
             "http://127.0.0.1:18631/api/%25252e%25252e/admin",
             "http://127.0.0.1:18631/api/x%00/../../admin",
             "http://127.0.0.1:18631/api/.../admin",
+            "http://127.0.0.1:18631/api/..%3F/admin",
+            "http://127.0.0.1:18631/api/..%23/admin",
+            "http://127.0.0.1:18631/api/x/..%3f",
+            "http://127.0.0.1:18631/api/..%253F/admin",
+            "http://127.0.0.1:18631/api/%C0%AE%C0%AE/admin",
+            "http://127.0.0.1:18631/api/..%C0%AFadmin",
+            "http://127.0.0.1:18631/api/\u{ff0e}\u{ff0e}/admin",
+            "http://127.0.0.1:18631/api/..\u{ff0f}admin",
+            "http://127.0.0.1:18631/api/\u{2025}/admin",
+            "http://127.0.0.1:18631/api/..::$DATA/admin",
+            "http://127.0.0.1:18631/api/;../admin",
+            "http://@127.0.0.1:18631/api/x",
+            "http://:@127.0.0.1:18631/api/x",
+            "http://127.0.0.1:18631/api/x?a=%zz",
+            "http://127.0.0.1:18631/api/x?a=%0d%0aX-Injected:%201",
             "http://127.0.0.1:18631/api/%zz",
             "http://127.0.0.1:18631/api/a b",
             "http://127.0.0.1:18631/api/.\t./admin",
