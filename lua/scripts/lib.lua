@@ -108,12 +108,22 @@ local function type_error(key, want)
   return nil
 end
 
--- Check the queue key set before the first write: exactly the 16 queue keys (INVALID
+-- Check the queue key set before the first write: exactly the 16 queue keys, all distinct (INVALID
 -- otherwise), and each KEYS[i] for i in `idx` absent or of orq's type (CORRUPT otherwise).
 -- Returns the error reply, or nil when all is well.
 local function check_keys(idx)
   if #KEYS ~= 16 then
     return redis.error_reply('INVALID expected the 16 queue keys, got ' .. #KEYS)
+  end
+  -- Sixteen distinct names: two KEYS naming one key would let one write change the type of a
+  -- key another part of the script checked (a ZADD to `cancelled` then an HINCRBY to `stats`).
+  local seen = {}
+  for i = 1, 16 do
+    local k = KEYS[i]
+    if seen[k] then
+      return redis.error_reply('INVALID KEYS[' .. seen[k] .. '] and KEYS[' .. i .. '] name one key')
+    end
+    seen[k] = i
   end
   for i = 1, #idx do
     local bad = type_error(KEYS[idx[i]], KEY_TYPES[idx[i]])

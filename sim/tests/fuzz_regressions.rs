@@ -427,3 +427,39 @@ fn lossy_restart_with_cancels_tolerates_a_task_lost_to_the_rollback() {
         "the run lost tasks to its rollback"
     );
 }
+
+// Goal: KEYS that name one key twice are refused before any write (found by the scripts target:
+// cancel with KEYS[2..16] all `orq:{other}:workers` wrote a ZSET there as `cancelled`, then
+// HINCRBY'd it as `stats`, and WRONGTYPE escaped). Method: every script that takes the queue key
+// set, called with the key set's last key repeated, answers INVALID and leaves no key behind.
+#[test]
+fn aliased_keys_are_refused_before_any_write() {
+    let s = store();
+    let mut keys = queue_keys("q");
+    for k in keys.iter_mut().skip(1) {
+        *k = queue_keys("other")[15].clone();
+    }
+    for name in orq_lua::NAMES.iter().filter(|n| **n != "queues") {
+        let r = s.call_sync(orq_lua::script(name), &keys, &vec![b"x".to_vec(); 5]);
+        match &r {
+            // (A script that checks its ARGV first may name an argument instead.)
+            Resp::Error(e) => assert!(e.starts_with("INVALID "), "{name}: {e}"),
+            other => panic!("{name} accepted aliased KEYS: {other:?}"),
+        }
+    }
+    assert!(s.dump().is_empty(), "aliased calls wrote {:?}", s.dump());
+    let r = s.call_sync(
+        orq_lua::script("cancel"),
+        &keys,
+        &[b"01ARZ3NDEKTSV4RRFFQ69G5FAV".to_vec()],
+    );
+    assert_eq!(
+        error_code(&r),
+        Some("INVALID"),
+        "cancel checks its keys first: {r:?}"
+    );
+    assert!(
+        format!("{r:?}").contains("KEYS[2] and KEYS[3] name one key"),
+        "{r:?}"
+    );
+}
