@@ -251,7 +251,7 @@ pub(crate) async fn call(
     store
         .eval(script(op), &queue_keys(queue), &args)
         .await
-        .map_err(|e| Error::Unavailable { op, message: e.0 })
+        .map_err(|e| Error::unreachable(op, e.0))
 }
 
 fn check_queue(op: &'static str, queue: &str) -> Result<()> {
@@ -314,12 +314,22 @@ impl Client {
                 &[arg("add"), arg(queue)],
             )
             .await
-            .map_err(|e| Error::Unavailable {
-                op: "submit",
-                message: e.0,
-            })?;
+            .map_err(|e| Error::unreachable("submit", e.0))?;
         self.registered.lock().unwrap().insert(queue.to_string());
         Ok(true)
+    }
+
+    /// Check that the store accepts writes now (readiness): a write that changes nothing, which
+    /// Redis refuses as it refuses any write at `maxmemory`, on a replica or while loading.
+    /// Errors: `Unavailable` with the refusal's cause, `Protocol` (foreign data in the registry).
+    pub async fn probe_writes(&self) -> Result<()> {
+        let op = "probe";
+        let reply = self
+            .store
+            .eval(script("queues"), &[QUEUES_KEY.to_string()], &[arg("probe")])
+            .await
+            .map_err(|e| Error::unreachable(op, e.0))?;
+        items(op, &reply, "").map(|_| ())
     }
 
     /// Every queue that ever received a task, sorted by name.
@@ -329,7 +339,7 @@ impl Client {
             .store
             .eval(script(op), &[QUEUES_KEY.to_string()], &[arg("list")])
             .await
-            .map_err(|e| Error::Unavailable { op, message: e.0 })?;
+            .map_err(|e| Error::unreachable(op, e.0))?;
         let it = items(op, &reply, "")?;
         array_at(op, it, 1)?
             .iter()

@@ -1,18 +1,25 @@
 //! The engine's error type: expected faults, each naming the operation that met it.
 
+use crate::failure::Transient;
+
 /// What went wrong in an engine operation. `op` names the operation (`"complete"`, `"submit"`).
 ///
 /// Script error replies map to variants by their code word (`NOTFOUND`, `STALE`, `CANCELLED`,
-/// `CONFLICT`, `INVALID`, `LIMITED`; see `lua/scripts/lib.lua`). `CORRUPT` (a key holds foreign
-/// or damaged data) and any reply that is not a script's own error (a Redis error such as
+/// `CONFLICT`, `INVALID`, `LIMITED`; see `lua/scripts/lib.lua`). A refusal of Redis's own that
+/// passes (`OOM`, `LOADING`, `READONLY`, ...: [`crate::failure`] decides) is
+/// [`Error::Unavailable`], like an unreachable store. `CORRUPT` (a key holds foreign or damaged
+/// data) and any other reply that is not a script's own error (a Redis error such as
 /// `WRONGTYPE`) are [`Error::Protocol`]: nothing the caller did wrong, nothing a retry fixes.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum Error {
-    /// The store could not be reached or did not answer (the operation may or may not have run).
-    #[error("{op}: store unavailable: {message}")]
+    /// The store could not run the call for a reason that passes: unreachable or no answer (the
+    /// operation may or may not have run), or a transient refusal (it did not run). Retry it.
+    #[error("{op}: the store {}: {message}", cause.describe())]
     Unavailable {
         /// The operation.
         op: &'static str,
+        /// Why.
+        cause: Transient,
         /// The store's error text.
         message: String,
     },
@@ -87,6 +94,15 @@ impl Error {
         }
     }
 
+    /// An `Unavailable` error for `op`: the store did not answer (`message` says how).
+    pub fn unreachable(op: &'static str, message: impl Into<String>) -> Self {
+        Error::Unavailable {
+            op,
+            cause: Transient::Unreachable,
+            message: message.into(),
+        }
+    }
+
     /// A `Protocol` error for `op`.
     pub fn protocol(op: &'static str, message: impl Into<String>) -> Self {
         Error::Protocol {
@@ -129,13 +145,29 @@ impl Error {
                     retry_after_ms,
                 }
             }
-            _ => Error::protocol(op, text),
+            _ => match Transient::of_reply(text) {
+                Some(cause) => Error::Unavailable {
+                    op,
+                    cause,
+                    message: text.to_string(),
+                },
+                None => Error::protocol(op, text),
+            },
         }
     }
 
-    /// True when the operation may not have reached the store and can be retried.
+    /// True when the failure is transient ([`crate::failure`]): the store was unreachable or
+    /// refused the call for a reason that passes, and the same call can be retried.
     pub fn is_unavailable(&self) -> bool {
         matches!(self, Error::Unavailable { .. })
+    }
+
+    /// The transient cause, when the failure is one.
+    pub fn transient(&self) -> Option<Transient> {
+        match self {
+            Error::Unavailable { cause, .. } => Some(*cause),
+            _ => None,
+        }
     }
 }
 

@@ -9,10 +9,13 @@
 pub mod client;
 pub mod clock;
 pub mod decode;
+pub mod episode;
 pub mod error;
+pub mod failure;
 pub mod keys;
 pub mod ops;
 pub mod redis_store;
+pub mod report;
 pub mod resp;
 pub mod scheduler;
 pub mod store;
@@ -27,6 +30,7 @@ pub use client::{
 };
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};
+pub use failure::Transient;
 pub use redis_store::RedisStore;
 pub use resp::Resp;
 pub use scheduler::{Scheduler, SchedulerConfig};

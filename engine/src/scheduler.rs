@@ -4,6 +4,7 @@
 
 use crate::client::{Client, RETENTION_MS};
 use crate::clock::{Clock, Entropy};
+use crate::episode::Episode;
 use crate::error::Result;
 use crate::ops;
 use crate::store::Store;
@@ -97,7 +98,13 @@ impl Scheduler {
             match self.maintain(q, &mut pass).await {
                 Ok(()) => passed += 1,
                 Err(e) => {
-                    tracing::warn!(queue = %q, error = %e, "scheduler pass failed for a queue");
+                    // A transient failure is the store's episode, logged by `run` at its start
+                    // and end; a permanent one is this queue's own.
+                    if e.is_unavailable() {
+                        tracing::debug!(queue = %q, error = %e, "scheduler pass failed for a queue");
+                    } else {
+                        tracing::warn!(queue = %q, error = %e, "scheduler pass failed for a queue");
+                    }
                     first_error.get_or_insert(e);
                 }
             }
@@ -149,15 +156,34 @@ impl Scheduler {
     /// Run passes until `shutdown` is cancelled.
     pub async fn run(&self, shutdown: CancellationToken) {
         tracing::info!("scheduler started");
+        // A run of passes the store refused transiently: logged at its start and end, retried
+        // after a doubling wait (crate::episode).
+        let mut outage = Episode::default();
         while !shutdown.is_cancelled() {
-            let wait = match self.run_once().await {
+            let result = self.run_once().await;
+            let now = self.clock.now_ms();
+            let wait = match result {
                 Ok(pass) => {
+                    if let Some((failures, lasted_ms)) = outage.recovered(now) {
+                        tracing::info!(
+                            failures,
+                            lasted_ms,
+                            "the store takes scheduler passes again"
+                        );
+                    }
                     if pass.promoted + pass.reaped + pass.trimmed > 0 {
                         tracing::debug!(?pass, "scheduler pass");
                     }
                     pass.next_in_ms
                         .unwrap_or(self.config.interval_ms)
                         .clamp(1, self.config.interval_ms)
+                }
+                Err(e) if e.is_unavailable() => {
+                    let retry = outage.failed(now);
+                    if retry.started {
+                        tracing::warn!(error = %e, "the store refused a scheduler pass; backing off until it answers");
+                    }
+                    retry.wait_ms
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "scheduler pass failed");

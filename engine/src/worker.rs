@@ -4,8 +4,10 @@
 
 use crate::client::Client;
 use crate::clock::{Clock, Entropy};
+use crate::episode::Episode;
 use crate::error::Error;
 use crate::ops::{self, Completion, Reported, COMPLETE_BATCH_MAX, LEASE_BATCH_MAX};
+use crate::report::{report_step, ReportStep};
 use crate::store::Store;
 use crate::task::Task;
 use async_trait::async_trait;
@@ -753,6 +755,9 @@ impl Worker {
         // Queues whose lease calls were refused (not a store outage): refusals in a row, and the
         // local time before which the queue is not asked again. Only looked up, never iterated.
         let mut refused: HashMap<String, (u32, u64)> = HashMap::new();
+        // A run of transient store failures of this lane's lease calls (logged at its start and
+        // end; the lane retries after a doubling wait instead of its idle poll).
+        let mut outage = Episode::default();
         tracing::debug!(worker = %inner.config.id, lane, concurrency = inner.config.concurrency, "lane started");
         let concurrency = inner.config.concurrency;
         // While the loop leaves the free slots to the completer: the timer that bounds it, and
@@ -910,6 +915,10 @@ impl Worker {
                 {
                     Ok(batch) => {
                         refused.remove(queue);
+                        if let Some((failures, lasted_ms)) = outage.recovered(now) {
+                            tracing::info!(worker = %inner.config.id, failures, lasted_ms,
+                                "the store takes lease calls again");
+                        }
                         // The completer refills this queue's slots while it has ready work and
                         // is the pool's only queue (with several, this loop's rotation keeps
                         // them fair).
@@ -940,7 +949,15 @@ impl Worker {
                         }
                     }
                     Err(e) if e.is_unavailable() => {
-                        tracing::warn!(queue = %queue, error = %e, "lease failed");
+                        let retry = outage.failed(now);
+                        if retry.started {
+                            tracing::warn!(worker = %inner.config.id, queue = %queue, error = %e,
+                                "the store refused a lease call; backing off until it answers");
+                        }
+                        wait_ms = wait_ms.min(retry.wait_ms);
+                        // The store refuses now: the other queues wait for the next round.
+                        reserved.into_iter().for_each(Slot::give_back);
+                        break;
                     }
                     Err(e) => {
                         let refusals = refused.get(queue).map_or(0, |r| r.0) + 1;
@@ -1149,26 +1166,36 @@ impl Inner {
         };
         let queue = task.queue.clone();
         let id = task.id.clone();
-        let outcome = self
-            .execute(task, lease.clone(), local_deadline_ms, hard_stop)
+        let lease_ms = task.lease_ms;
+        let (outcome, local_deadline_ms) = self
+            .execute(task, lease.clone(), local_deadline_ms, hard_stop.clone())
             .await;
         drop(slot);
-        self.report(&queue, &id, &lease.token, outcome, &done).await;
+        let held = Finished {
+            queue: &queue,
+            id: &id,
+            token: &lease.token,
+            lease_ms,
+            local_deadline_ms,
+        };
+        self.report(held, outcome, &hard_stop, &done).await;
     }
 
-    /// Run the handler under heartbeats, timeout and cancellation; return how it ended.
+    /// Run the handler under heartbeats, timeout and cancellation; return how it ended and the
+    /// lease's deadline by the local clock as the last heartbeat left it.
     async fn execute(
         &self,
         task: Task,
         lease: crate::task::Lease,
         mut local_deadline_ms: u64,
         hard_stop: CancellationToken,
-    ) -> Outcome {
+    ) -> (Outcome, u64) {
         let Some(handler) = self.handlers.get(&task.task_type) else {
-            return Outcome::Failed(HandlerError::retryable(format!(
+            let missing = HandlerError::retryable(format!(
                 "no handler for type {:?} on worker {}",
                 task.task_type, self.config.id
-            )));
+            ));
+            return (Outcome::Failed(missing), local_deadline_ms);
         };
         let cancel = CancellationToken::new();
         let ctx = TaskContext {
@@ -1223,22 +1250,26 @@ impl Inner {
             cancel.cancel();
             run.0.abort();
         }
-        outcome
+        (outcome, local_deadline_ms)
     }
 
-    /// Report `outcome`, retrying while the store is unreachable (the scripts are idempotent
-    /// under the same token, so a retry after a lost reply applies nothing twice). Successes go
-    /// through the pool's completer (group commit); failures and releases are sent at once.
+    /// Report `outcome` ([`crate::report`]): a transient failure is retried with the same token
+    /// (the scripts apply it once) for as long as the lease can still be live, heartbeating
+    /// meanwhile so the lease stays live through a refusal shorter than it; a permanent answer,
+    /// a lost lease, a certainly expired lease or a hard stop ends it. Successes go through the
+    /// pool's completer (group commit); failures and releases are sent at once.
     async fn report(
         &self,
-        queue: &str,
-        id: &str,
-        token: &str,
+        mut held: Finished<'_>,
         outcome: Outcome,
+        hard_stop: &CancellationToken,
         done: &mpsc::UnboundedSender<PendingCompletion>,
     ) {
-        const ATTEMPTS: u32 = 20;
-        for attempt in 0..ATTEMPTS {
+        let (queue, id, token) = (held.queue, held.id, held.token);
+        let every_ms = heartbeat_interval_ms(held.lease_ms, self.config.heartbeat_divisor);
+        let mut last_beat_ms = self.clock.now_ms();
+        let mut first_error: Option<Error> = None;
+        for tries in 0u32.. {
             let result = match &outcome {
                 Outcome::Succeeded(v) => {
                     let (tx, rx) = oneshot::channel();
@@ -1251,41 +1282,109 @@ impl Inner {
                         return;
                     }
                     match rx.await {
-                        Ok(r) => r,
+                        Ok(r) => r.map(|_| ()),
                         // The completer stopped: the pool is being torn down.
                         Err(_) => return,
                     }
                 }
-                Outcome::Failed(e) => {
-                    ops::fail(
-                        &*self.store,
-                        queue,
-                        id,
-                        token,
-                        &e.message,
-                        e.retryable,
-                        self.entropy.unit(),
-                    )
+                Outcome::Failed(e) => ops::fail(
+                    &*self.store,
+                    queue,
+                    id,
+                    token,
+                    &e.message,
+                    e.retryable,
+                    self.entropy.unit(),
+                )
+                .await
+                .map(|_| ()),
+                Outcome::Release => ops::release(&*self.store, queue, id, token)
                     .await
-                }
-                Outcome::Release => ops::release(&*self.store, queue, id, token).await,
+                    .map(|_| ()),
                 Outcome::LeaseLost => return,
             };
-            match result {
-                Ok(_) => return,
-                Err(e) if e.is_unavailable() => {
-                    tracing::warn!(task = %id, error = %e, attempt, "report failed; retrying");
-                    self.clock.sleep(100 * u64::from(attempt + 1)).await;
-                }
-                Err(e) => {
-                    // Stale or cancelled: another worker owns the task now, or nobody should.
-                    tracing::info!(task = %id, error = %e, "outcome refused");
+            let now = self.clock.now_ms();
+            let step = report_step(
+                result.as_ref().map(|_| ()),
+                tries,
+                now,
+                held.local_deadline_ms,
+                self.entropy.unit(),
+            );
+            let after_ms = match step {
+                ReportStep::Recorded => {
+                    if let Some(e) = first_error {
+                        tracing::info!(task = %id, tries, first_error = %e,
+                            "outcome recorded after the store refused it");
+                    }
                     return;
+                }
+                ReportStep::Refused => {
+                    // Stale or cancelled: another worker owns the task now, or nobody should.
+                    if let Err(e) = result {
+                        tracing::info!(task = %id, error = %e, "outcome refused");
+                    }
+                    return;
+                }
+                ReportStep::Expired => {
+                    if let Err(e) = result {
+                        tracing::warn!(task = %id, tries, error = %e,
+                            "the lease expired before the store took the outcome; the task will run again");
+                    }
+                    return;
+                }
+                ReportStep::Retry { after_ms } => after_ms,
+            };
+            if first_error.is_none() {
+                if let Err(e) = result {
+                    // Logged once per outcome; the recovery is logged when it comes.
+                    tracing::warn!(task = %id, error = %e,
+                        "the store refused the outcome for now; retrying with the same token while the lease lasts");
+                    first_error = Some(e);
+                }
+            }
+            // Wait, heartbeating whenever one is due, so the lease stays live meanwhile.
+            let until_ms = now + after_ms;
+            loop {
+                let now = self.clock.now_ms();
+                if now >= until_ms {
+                    break;
+                }
+                if now >= last_beat_ms + every_ms {
+                    last_beat_ms = now;
+                    let reply = ops::heartbeat(&*self.store, queue, id, token, 0).await;
+                    if let Ok((store_now, exp)) = &reply {
+                        held.local_deadline_ms =
+                            self.clock.now_ms() + exp.saturating_sub(*store_now);
+                    }
+                    if !lease_still_held(&reply) {
+                        tracing::info!(task = %id, "lease lost while its outcome waited for the store");
+                        return;
+                    }
+                    continue;
+                }
+                let wake_ms = until_ms.min(last_beat_ms + every_ms);
+                tokio::select! {
+                    _ = self.clock.sleep(wake_ms - now) => {}
+                    _ = hard_stop.cancelled() => {
+                        tracing::warn!(task = %id,
+                            "stopping with an outcome the store has not taken; its lease will expire");
+                        return;
+                    }
                 }
             }
         }
-        tracing::error!(task = %id, "gave up reporting; the lease will expire and the task retry");
     }
+}
+
+/// A leased task whose outcome is being reported: where it is, its lease token, the lease's
+/// length (ms) and its deadline by the local clock (ms, moved on by heartbeats).
+struct Finished<'a> {
+    queue: &'a str,
+    id: &'a str,
+    token: &'a str,
+    lease_ms: u64,
+    local_deadline_ms: u64,
 }
 
 #[cfg(test)]

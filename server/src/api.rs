@@ -235,7 +235,8 @@ pub(crate) async fn healthz() -> Json<HealthJson> {
     Json(HealthJson { status: "ok" })
 }
 
-/// The store answers.
+/// The store answers and accepts writes: 503 `store_unavailable` while it refuses them (out of
+/// memory, read-only, loading) or does not answer.
 #[utoipa::path(
     get,
     path = "/api/v1/readyz",
@@ -246,14 +247,17 @@ pub(crate) async fn healthz() -> Json<HealthJson> {
     ),
 )]
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
-    match s.client.queues().await {
-        Ok(_) => Json(HealthJson { status: "ready" }).into_response(),
-        Err(e) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            format!("store not reachable: {e}"),
-        )
-        .into_response(),
+    match s.client.probe_writes().await {
+        Ok(()) => Json(HealthJson { status: "ready" }).into_response(),
+        Err(e) => match e.transient() {
+            Some(cause) => ApiError::store_unavailable(cause).into_response(),
+            None => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                format!("the store answered the readiness probe unexpectedly: {e}"),
+            )
+            .into_response(),
+        },
     }
 }
 

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 /// Every `code` an [`ApiError`] can carry, in the order of the statuses they go with.
-pub const ERROR_CODES: [&str; 12] = [
+pub const ERROR_CODES: [&str; 13] = [
     "bad_request",
     "unauthorized",
     "forbidden",
@@ -21,8 +21,13 @@ pub const ERROR_CODES: [&str; 12] = [
     "unprocessable",
     "limited",
     "unavailable",
+    "store_unavailable",
     "internal",
 ];
+
+/// `Retry-After` (s) of a 503 `store_unavailable`: the refusals that pass (an OOM episode, a
+/// failover's read-only window, a restart's loading) typically last seconds.
+pub const STORE_RETRY_AFTER_S: u64 = 1;
 
 /// The body of every error answer: `{"error": {"code": "...", "message": "..."}}`.
 #[derive(Debug, Serialize, ToSchema)]
@@ -49,11 +54,13 @@ pub struct ApiError {
     pub status: StatusCode,
     /// Stable code: `bad_request`, `unauthorized` (401), `forbidden` (403), `not_found`,
     /// `method_not_allowed`, `request_timeout` (408), `conflict`, `payload_too_large`,
-    /// `unprocessable`, `limited` (429), `unavailable`, `internal`.
+    /// `unprocessable`, `limited` (429), `unavailable` (503: this process cannot serve it),
+    /// `store_unavailable` (503: the store refused or did not answer; with `Retry-After`),
+    /// `internal`.
     pub code: &'static str,
     /// What went wrong, naming the field when there is one.
     pub message: String,
-    /// Seconds for a `Retry-After` header (429).
+    /// Seconds for a `Retry-After` header (429, 503 `store_unavailable`).
     pub retry_after_s: Option<u64>,
     /// The `WWW-Authenticate` challenge (401).
     pub www_authenticate: Option<&'static str>,
@@ -105,6 +112,22 @@ impl ApiError {
     pub fn unprocessable(message: impl Into<String>) -> Self {
         Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
     }
+    /// 503 `store_unavailable` with `Retry-After`: the store refused the call for a reason that
+    /// passes, or did not answer; the message says which ("the store is out of memory; retry
+    /// later"). Nothing was lost: the caller retries.
+    pub fn store_unavailable(cause: orq::Transient) -> Self {
+        let mut e = Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            format!(
+                "the store {} ({}); retry later",
+                cause.describe(),
+                cause.word()
+            ),
+        );
+        e.retry_after_s = Some(STORE_RETRY_AFTER_S);
+        e
+    }
     /// Any status and code (one of [`ERROR_CODES`]).
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         debug_assert!(ERROR_CODES.contains(&code), "unknown error code {code}");
@@ -141,13 +164,9 @@ impl From<Error> for ApiError {
                 format!("tenant {tenant} is at its {limit}; retry later"),
                 retry_after_ms.div_ceil(1000),
             ),
-            Error::Unavailable { .. } => {
+            Error::Unavailable { cause, .. } => {
                 tracing::warn!(error = %e, "store unavailable");
-                ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "unavailable",
-                    "the store is unavailable; retry later",
-                )
+                ApiError::store_unavailable(*cause)
             }
             Error::Protocol { .. } => {
                 tracing::error!(error = %e, "unexpected store reply");

@@ -1251,4 +1251,22 @@ const CASES: &[Case] = &[
             orq:queues set b q r
         "#,
     },
+    Case {
+        name: "queues: probe writes and changes nothing",
+        seed: &["SADD orq:queues r b"],
+        script: "queues",
+        argv: "probe",
+        reply: r#"[{now} 1]"#,
+        keys: r#"
+            orq:queues set b r
+        "#,
+    },
+    Case {
+        name: "queues: probe leaves no registry behind when there was none",
+        seed: &[],
+        script: "queues",
+        argv: "probe",
+        reply: r#"[{now} 1]"#,
+        keys: "",
+    },
 ];

@@ -86,8 +86,11 @@ impl orq::Clock for SkewedClock {
     }
 
     fn sleep(&self, ms: u64) -> BoxFuture<'static, ()> {
-        // A fast clock (positive drift) sees its ms pass sooner in real (virtual) time.
-        let real = (ms as i128 * 1_000_000 / (1_000_000 + self.drift_ppm as i128)).max(0) as u64;
+        // A fast clock (positive drift) sees its ms pass sooner in real (virtual) time. Rounded
+        // up: rounded down, a fast clock's 1 ms sleep took no time at all, so a caller waiting
+        // for its clock to reach a time spun without letting virtual time move.
+        let rate = 1_000_000 + self.drift_ppm as i128;
+        let real = ((ms as i128 * 1_000_000 + rate - 1) / rate).max(0) as u64;
         Box::pin(tokio::time::sleep(Duration::from_millis(real)))
     }
 }
