@@ -149,6 +149,18 @@ impl RedisStore {
             .map_err(|e| StoreError(e.to_string()))
     }
 
+    /// The server's role from `ROLE`: `"master"`, `"slave"` (a replica) or `"sentinel"`; `None`
+    /// when the server refuses the command or cannot be reached.
+    pub async fn role(&self) -> Option<String> {
+        let mut conn = self.conn.clone();
+        let v: Vec<redis::Value> = redis::cmd("ROLE").query_async(&mut conn).await.ok()?;
+        match v.first()? {
+            redis::Value::BulkString(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            redis::Value::SimpleString(s) => Some(s.clone()),
+            _ => None,
+        }
+    }
+
     /// Redis's `used_memory` from `INFO memory` (bytes), for benchmarks (None when the server
     /// refuses or the field is missing).
     pub async fn used_memory(&self) -> Option<u64> {

@@ -5,6 +5,7 @@ use crate::api::{app, AppState};
 use crate::auth::{ApiKeys, Auth, Scope};
 use crate::handlers::{builtin, AllowedPrefix, HttpAllow};
 use crate::ratelimit::SubmitLimiter;
+use crate::redis_checks::check_deployment;
 use crate::serve::ServeLimits;
 use clap::{Args, Parser, Subcommand};
 use orq::keys::is_valid_name;
@@ -369,38 +370,6 @@ pub struct PoolArgs {
     pub lanes: usize,
 }
 
-/// The warning for a Redis `maxmemory-policy` that can evict orq's keys, `None` for
-/// `noeviction`. Any `allkeys-*` policy can drop task hashes, indexes and leases once Redis
-/// reaches `maxmemory`; the `volatile-*` ones drop keys with a TTL, which includes orq's
-/// idempotency keys (kept 24 h), so a retried submit could create a second task.
-pub fn maxmemory_warning(policy: &str) -> Option<String> {
-    match policy {
-        "noeviction" => None,
-        p if p.starts_with("volatile-") => Some(format!(
-            "Redis maxmemory-policy is {p}: once Redis reaches maxmemory it evicts keys that have \
-             a TTL, and orq's idempotency keys have one, so a retried submit could create a second \
-             task; set maxmemory-policy noeviction"
-        )),
-        p => Some(format!(
-            "Redis maxmemory-policy is {p}: once Redis reaches maxmemory it may evict any of orq's \
-             keys (tasks, queue indexes, leases) and lose tasks without a trace; set \
-             maxmemory-policy noeviction"
-        )),
-    }
-}
-
-/// Read `maxmemory-policy` from `store` and return [`maxmemory_warning`]'s warning, if any
-/// (`None` too when the server refuses CONFIG GET, as some managed services do).
-pub async fn check_maxmemory(store: &RedisStore) -> Option<String> {
-    match store.config_get("maxmemory-policy").await {
-        Some(policy) => maxmemory_warning(&policy),
-        None => {
-            tracing::info!("cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction");
-            None
-        }
-    }
-}
-
 /// `orq serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -465,7 +434,7 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             let store = RedisStore::open(url).map_err(|e| e.to_string())?;
             match store.ping().await {
                 Ok(()) => {
-                    if let Some(warning) = check_maxmemory(&store).await {
+                    for warning in check_deployment(&store, url).await? {
                         tracing::warn!("{warning}");
                     }
                 }

@@ -14,6 +14,7 @@ pub mod live;
 pub mod model;
 pub mod openapi;
 pub mod ratelimit;
+pub mod redis_checks;
 pub mod serve;
 pub mod timelines;
 

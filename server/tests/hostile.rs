@@ -854,7 +854,7 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
         .unwrap();
     let store = orq::RedisStore::connect(&redis.url()).await.unwrap();
     assert_eq!(
-        orq_server::cli::check_maxmemory(&store).await,
+        orq_server::redis_checks::check_maxmemory(&store).await,
         None,
         "a fresh Redis is noeviction"
     );
@@ -862,7 +862,7 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
         redis_command(port, "CONFIG SET maxmemory-policy allkeys-lru"),
         "+OK"
     );
-    let w = orq_server::cli::check_maxmemory(&store)
+    let w = orq_server::redis_checks::check_maxmemory(&store)
         .await
         .expect("a warning");
     assert!(w.contains("allkeys-lru") && w.contains("noeviction"), "{w}");
@@ -870,7 +870,7 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
         redis_command(port, "CONFIG SET maxmemory-policy volatile-ttl"),
         "+OK"
     );
-    let w = orq_server::cli::check_maxmemory(&store)
+    let w = orq_server::redis_checks::check_maxmemory(&store)
         .await
         .expect("a warning");
     assert!(
@@ -883,6 +883,9 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
         "volatile-lru",
         "volatile-random",
     ] {
-        assert!(orq_server::cli::maxmemory_warning(p).is_some(), "{p}");
+        assert!(
+            orq_server::redis_checks::maxmemory_warning(p).is_some(),
+            "{p}"
+        );
     }
 }

@@ -142,3 +142,38 @@ async fn a_read_only_window_refuses_submits_and_loses_no_running_outcome() {
     cmd(&mut con, &["REPLICAOF", "NO", "ONE"]);
     assert_completed_once(&app, &ids).await;
 }
+
+// Goal: `--redis` naming a replica is refused at startup with exit code 2 and a message that says
+// so, instead of a worker whose every call is refused. Method: a private Redis made a replica of
+// an absent primary; `orq worker` as a real process.
+#[test]
+fn a_replica_url_is_refused_at_startup() {
+    let redis = orq::testing::RedisServer::start();
+    let mut con = redis::Client::open(redis.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    cmd(&mut con, &["REPLICAOF", "127.0.0.1", "1"]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["worker", "--redis", &redis.url()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn orq");
+    let deadline = Instant::now() + common::WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("orq worker kept running against a replica");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("read-only replica"), "{err}");
+}
