@@ -267,6 +267,9 @@ pub struct Unprocessable(pub ErrorBody);
 #[response(headers(("Retry-After" = u64, description = "Seconds to wait (at least 1).")))]
 pub struct TooManyRequests(pub ErrorBody);
 
-/// 503 `unavailable`: the store does not answer (or too many event stream clients).
+/// 503 `store_unavailable`: the store refused the call for a reason that passes (out of memory,
+/// read-only, loading, busy) or did not answer; nothing was stored, retry after `Retry-After`.
+/// 503 `unavailable`: this process cannot serve it now (too many event stream clients).
 #[derive(ToResponse)]
+#[response(headers(("Retry-After" = u64, description = "Seconds to wait (with store_unavailable).")))]
 pub struct Unavailable(pub ErrorBody);
