@@ -14,7 +14,7 @@ use std::time::Duration;
 ///
 /// Wake-ups ([`Store::wake`]) come over one more connection, a pub/sub subscriber opened at the
 /// first `wake` call: it SUBSCRIBEs to the channels listened for, reconnects by itself (with a
-/// backoff of 100 ms doubling to 5 s), and after each (re)connection wakes every listener, as
+/// backoff of 100 ms doubling to 1 s), and after each (re)connection wakes every listener, as
 /// wake-ups published while it was down are lost.
 #[derive(Clone)]
 pub struct RedisStore {
@@ -31,8 +31,10 @@ struct Wakes {
     subscriber: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedSender<String>>>,
 }
 
-/// Longest wait before the wake-up subscriber connects again (ms).
-const SUBSCRIBER_BACKOFF_MAX_MS: u64 = 5_000;
+/// Longest wait before the wake-up subscriber connects again (ms). Short: until it is back,
+/// idle workers hear of new work only at their fallback poll (5 s), so after a Redis restart
+/// the subscriber's backoff is how long new work may wait.
+const SUBSCRIBER_BACKOFF_MAX_MS: u64 = 1_000;
 
 /// The wake-up subscriber: SUBSCRIBE to every channel `wakes` has listeners for (and to those
 /// sent on `new` later), wake the listeners of each message's channel. Ends when the store is

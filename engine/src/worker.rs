@@ -873,6 +873,13 @@ impl Worker {
                         queues = q;
                         queues_refreshed_ms = now;
                     }
+                    // Part of the lane's outage episode: logged at its start only.
+                    Err(e) if e.is_unavailable() => {
+                        if outage.failed(now).started {
+                            tracing::warn!(worker = %inner.config.id, error = %e,
+                                "cannot list queues; backing off until the store answers");
+                        }
+                    }
                     Err(e) => tracing::warn!(error = %e, "cannot list queues"),
                 }
             }

@@ -480,8 +480,11 @@ pub(crate) async fn submit_batch(
             Ok(b) => spec_of(&s, b).await,
             Err(e) => Err(e),
         };
+        // A field of item i names its path; a store failure is the call's, not the item's.
         specs.push(spec.map_err(|mut e| {
-            e.message = format!("tasks[{i}].{}", e.message);
+            if e.code != "store_unavailable" {
+                e.message = format!("tasks[{i}].{}", e.message);
+            }
             e
         })?);
     }

@@ -141,6 +141,23 @@ impl ApiError {
     }
 }
 
+/// Least time between two warnings of the API about a store that refuses (ms).
+pub const STORE_LOG_EVERY_MS: u64 = 10_000;
+
+/// Whether a warning about the store is due (at most one per [`STORE_LOG_EVERY_MS`] per process).
+fn store_log_due() -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    static LAST_MS: AtomicU64 = AtomicU64::new(0);
+    let now_ms = START.get_or_init(Instant::now).elapsed().as_millis() as u64 + STORE_LOG_EVERY_MS;
+    let last = LAST_MS.load(Ordering::Relaxed);
+    now_ms >= last + STORE_LOG_EVERY_MS
+        && LAST_MS
+            .compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+}
+
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         match &e {
@@ -165,7 +182,13 @@ impl From<Error> for ApiError {
                 retry_after_ms.div_ceil(1000),
             ),
             Error::Unavailable { cause, .. } => {
-                tracing::warn!(error = %e, "store unavailable");
+                // One line per STORE_LOG_EVERY_MS, not one per refused request: the worker and
+                // scheduler log the episode itself.
+                if store_log_due() {
+                    tracing::warn!(error = %e, "store unavailable; answering 503 (logged at most every 10 s)");
+                } else {
+                    tracing::debug!(error = %e, "store unavailable");
+                }
                 ApiError::store_unavailable(*cause)
             }
             Error::Protocol { .. } => {

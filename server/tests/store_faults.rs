@@ -77,6 +77,15 @@ async fn assert_refused(app: &TestApp, words: &str) {
     let msg = e["error"]["message"].as_str().unwrap();
     assert!(msg.contains(words), "{msg}");
     assert!(headers.contains_key("retry-after"), "{headers:?}");
+    // A batch's store failure is the call's, not its first item's.
+    let batch = json!({"tasks": [{"payload": 1}]}).to_string();
+    let (s, e) = app
+        .call(Method::POST, "/api/v1/tasks/batch", Some(&batch))
+        .await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{e}");
+    assert_eq!(e["error"]["code"], "store_unavailable", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.starts_with("the store "), "{msg}");
     let (s, e, headers) = app.call_as(None, Method::GET, "/api/v1/readyz", None).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{e}");
     assert_eq!(e["error"]["code"], "store_unavailable", "{e}");
@@ -176,4 +185,21 @@ fn a_replica_url_is_refused_at_startup() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert_eq!(status.code(), Some(2), "{err}");
     assert!(err.contains("read-only replica"), "{err}");
+}
+
+// Goal: with the store gone, every submit route answers 503 store_unavailable naming the cause,
+// a batch's too (its per-item reads fail first: the message is the call's, not `tasks[0].`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_store_answers_503_on_every_submit_route() {
+    let mut app = TestApp::start(false, vec![]).await;
+    drop(app.redis.take());
+    let batch = json!({"tasks": [{"payload": 1}]}).to_string();
+    let one = json!({"payload": 1}).to_string();
+    for (uri, body) in [("/api/v1/tasks/batch", &batch), ("/api/v1/tasks", &one)] {
+        let (s, e) = app.call(Method::POST, uri, Some(body)).await;
+        assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{uri}: {e}");
+        assert_eq!(e["error"]["code"], "store_unavailable", "{uri}: {e}");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.starts_with("the store is unreachable"), "{uri}: {msg}");
+    }
 }
