@@ -211,6 +211,16 @@ fn mostly<T: Clone + std::fmt::Debug + 'static>(common: Vec<T>, rare: Vec<T>) ->
     prop_oneof![6 => prop::sample::select(common), 1 => prop::sample::select(rare)].boxed()
 }
 
+/// The context a worker gives the handler for a first attempt of an `http` task with `payload`.
+fn context(payload: &str) -> TaskContext {
+    TaskContext {
+        task: task(payload),
+        attempt: 1,
+        epoch: 1,
+        cancel: CancellationToken::new(),
+    }
+}
+
 /// Strategy: URLs built from the spellings that have escaped path allow-lists elsewhere (dot
 /// segments in every spelling, encoded separators, user info, backslashes, IPv4 and IPv6 literal
 /// forms, mixed case, redundant ports), each part plain most of the time so that about as many
@@ -359,12 +369,7 @@ async fn try_url(
 ) -> Result<bool, String> {
     let payload = json!({"url": url, "timeout_ms": 5_000}).to_string();
     let accepted = check_payload("http", &payload, allow);
-    let ctx = TaskContext {
-        task: task(&payload),
-        attempt: 1,
-        epoch: 1,
-        cancel: CancellationToken::new(),
-    };
+    let ctx = context(&payload);
     let ran = http.handle(ctx).await;
     let (seen_in, seen_out) = (inside.0.take(), outside.take());
     if !seen_out.is_empty() {
@@ -512,12 +517,7 @@ async fn a_url_no_longer_allowed_fails_permanently_when_it_runs() {
     let narrow = HttpAllow::parse([format!("http://127.0.0.1:{port}/api/")]).unwrap();
     let payload = json!({"url": format!("http://127.0.0.1:{port}/admin")}).to_string();
     assert!(check_payload("http", &payload, &wide).is_ok());
-    let ctx = TaskContext {
-        task: task(&payload),
-        attempt: 1,
-        epoch: 1,
-        cancel: CancellationToken::new(),
-    };
+    let ctx = context(&payload);
     let e = Http::new(narrow).handle(ctx).await.unwrap_err();
     assert!(!e.retryable, "{e:?}");
     assert!(e.message.starts_with("payload.url: "), "{}", e.message);
@@ -556,12 +556,7 @@ async fn an_endless_response_body_is_cut_at_the_kept_bytes() {
     });
     let allow = HttpAllow::parse([format!("http://127.0.0.1:{port}/")]).unwrap();
     let payload = json!({"url": format!("http://127.0.0.1:{port}/big")}).to_string();
-    let ctx = TaskContext {
-        task: task(&payload),
-        attempt: 1,
-        epoch: 1,
-        cancel: CancellationToken::new(),
-    };
+    let ctx = context(&payload);
     let r = Http::new(allow).handle(ctx).await.unwrap();
     let body = r["body"].as_str().unwrap();
     assert_eq!(body.len(), orq_server::handlers::http::HTTP_BODY_KEEP_BYTES);
