@@ -1,8 +1,9 @@
 // The simulator timeline model: parse a timeline (JSON Lines, docs/timeline.md) and compute, for
 // any virtual time t, each task's status, each worker's state (up / crashed / stalled, with its
-// clock offset), the store's clock offset and whether the queue is paused; plus the fault markers
-// on the time axis, the violation and the verdict. Pure TypeScript with no DOM or React, so the
-// replay view's logic is unit-tested under `node --test` without a browser.
+// clock offset), the store's clock offset, whether the queue is paused, whether the store is
+// refusing calls (a refusal episode or a LOADING window) and the single refusals by actor; plus
+// the fault markers on the time axis, the violation and the verdict. Pure TypeScript with no DOM
+// or React, so the replay view's logic is unit-tested under `node --test` without a browser.
 //
 // Seeking is O(k) in the events since the nearest checkpoint: a full copy of the state is kept
 // every CHECKPOINT_EVERY events, so scrubbing a long timeline stays smooth.
@@ -56,8 +57,24 @@ export const FAULT_KINDS = [
   "script_flush",
   "lossy_restart",
   "pause",
+  "refusal",
+  "refusal_episode",
+  "loading",
+  "slow_call",
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * Redis's transient error words that refuse only scripts that write (Redis still runs orq's
+ * read-only scripts: get, list, stats, queues); the other words (BUSY, LOADING, MASTERDOWN,
+ * TRYAGAIN, CLUSTERDOWN) refuse every call.
+ */
+export const WRITES_ONLY_WORDS = ["OOM", "READONLY", "NOREPLICAS"] as const;
+
+/** True when a store refusing with `word` refuses only the scripts that write. */
+export function refusesWritesOnly(word: string): boolean {
+  return (WRITES_ONLY_WORDS as readonly string[]).includes(word);
+}
 
 /** Markers that are not faults but matter on the time axis. */
 export const LANDMARK_KINDS = ["violation", "faults_off", "end", "snapshot"] as const;
@@ -124,6 +141,24 @@ export interface WorkerState {
   stalls: number;
 }
 
+/**
+ * A window in which the store refuses calls with one error word: a `refusal_episode`, or the
+ * `loading` window after a store restart. It lasts from `since_ms` until `until_ms` (exclusive),
+ * unless a later episode replaces it or the faults end first (`faults_off`).
+ */
+export interface StoreRefusal {
+  /** The event that opened the window. */
+  kind: "refusal_episode" | "loading";
+  /** Redis's error word: `OOM`, `READONLY`, `LOADING`, ... */
+  word: string;
+  /** Only scripts that write are refused (refusesWritesOnly); else every call is. */
+  writes_only: boolean;
+  /** Virtual time the window opened (the event's t_ms). */
+  since_ms: number;
+  /** Virtual time the store serves again (the event's t_ms + ms). */
+  until_ms: number;
+}
+
 export interface ReplayState {
   t_ms: number;
   /** Number of events applied (events[0..applied) have t_ms <= t). */
@@ -134,6 +169,13 @@ export interface ReplayState {
   store_clock_offset_ms: number;
   /** The queue is paused (a `paused` store event without a later `resumed`). */
   paused: boolean;
+  /** The store's refusal window in force at this time, or null while it serves every call. */
+  store_refusal: StoreRefusal | null;
+  /**
+   * Single `refusal` events so far, by actor slot (`w1` for `w1.2`; `client`, `supervisor`, `s1`).
+   * Calls refused during a refusal window are not on the timeline (the `end` stats count them).
+   */
+  refusals: Map<string, number>;
   /** Set once the time passes the first violation. */
   violation: TimelineEvent | null;
   /** The task statuses saved by a `snapshot` event, restored by `lossy_restart`. */
@@ -324,6 +366,8 @@ export function emptyState(start_ms: number): ReplayState {
     workers: new Map(),
     store_clock_offset_ms: 0,
     paused: false,
+    store_refusal: null,
+    refusals: new Map(),
     violation: null,
     snapshot: null,
   };
@@ -346,6 +390,8 @@ function cloneState(s: ReplayState): ReplayState {
     ...s,
     tasks: cloneTasks(s.tasks),
     workers,
+    store_refusal: s.store_refusal ? { ...s.store_refusal } : null,
+    refusals: new Map(s.refusals),
     snapshot: s.snapshot ? cloneTasks(s.snapshot) : null,
   };
 }
@@ -382,9 +428,17 @@ function settleWorkers(state: ReplayState, t: number): void {
   }
 }
 
+/** Ends the store's refusal window once its time has come. */
+function settleStore(state: ReplayState, t: number): void {
+  if (state.store_refusal && state.store_refusal.until_ms <= t) {
+    state.store_refusal = null;
+  }
+}
+
 /** Apply one event to `state` (mutates it). Exported for tests. */
 export function applyEvent(state: ReplayState, e: TimelineEvent): void {
   settleWorkers(state, e.t_ms);
+  settleStore(state, e.t_ms);
   const status = TRANSITION_STATUS[e.kind];
   if (status !== undefined && e.task) {
     const prev = state.tasks.get(e.task);
@@ -453,6 +507,35 @@ export function applyEvent(state: ReplayState, e: TimelineEvent): void {
       }
       break;
     }
+    case "refusal_episode":
+    case "loading": {
+      // A later window replaces the one in force (the store has one refusal state at a time).
+      const word = optString(e.details.word) ?? (e.kind === "loading" ? "LOADING" : "?");
+      const ms = Math.max(0, optNumber(e.details.ms) ?? 0);
+      state.store_refusal =
+        ms > 0
+          ? {
+              kind: e.kind,
+              word,
+              writes_only: refusesWritesOnly(word),
+              since_ms: e.t_ms,
+              until_ms: e.t_ms + ms,
+            }
+          : null;
+      break;
+    }
+    case "refusal": {
+      const slot = isWorkerActor(e.actor) ? workerName(e.actor) : e.actor || "?";
+      if (isWorkerActor(e.actor)) {
+        worker(state, e.actor, e.t_ms);
+      }
+      state.refusals.set(slot, (state.refusals.get(slot) ?? 0) + 1);
+      break;
+    }
+    case "faults_off":
+      // The store refuses only while faults are on: the liveness phase ends any window.
+      state.store_refusal = null;
+      break;
     case "snapshot":
       state.snapshot = cloneTasks(state.tasks);
       break;
@@ -496,6 +579,18 @@ function markerLabel(e: TimelineEvent): string {
     case "duplicate":
     case "fail_before":
       parts.push(`script=${String(d.script ?? "?")}`);
+      break;
+    case "refusal":
+      parts.push(String(d.word ?? "?"), `script=${String(d.script ?? "?")}`);
+      break;
+    case "refusal_episode":
+    case "loading": {
+      const word = String(d.word ?? (e.kind === "loading" ? "LOADING" : "?"));
+      parts.push(refusesWritesOnly(word) ? `${word} (writes)` : word, `${String(d.ms ?? "?")} ms`);
+      break;
+    }
+    case "slow_call":
+      parts.push(`script=${String(d.script ?? "?")}`, `${String(d.ms ?? "?")} ms`);
       break;
     case "lossy_restart":
       parts.push(`rolled back to ${String(d.rolled_back_to_ms ?? "?")} ms`);
@@ -592,8 +687,8 @@ export function appliedAt(model: TimelineModel, t: number): number {
 }
 
 /**
- * The state at virtual time `t`: every event with `t_ms <= t` applied, in order, and stalls that
- * ended by `t` ended. Starts from the last checkpoint at or before `t`.
+ * The state at virtual time `t`: every event with `t_ms <= t` applied, in order, and stalls and
+ * store refusal windows that ended by `t` ended. Starts from the last checkpoint at or before `t`.
  */
 export function stateAt(model: TimelineModel, t: number): ReplayState {
   const n = appliedAt(model, t);
@@ -610,6 +705,7 @@ export function stateAt(model: TimelineModel, t: number): ReplayState {
     applyEvent(state, model.events[i]!);
   }
   settleWorkers(state, t);
+  settleStore(state, t);
   state.t_ms = t;
   return state;
 }

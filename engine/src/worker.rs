@@ -179,6 +179,11 @@ pub struct WorkerConfig {
     /// heartbeat said its lease is gone. Never set it outside that test.
     #[doc(hidden)]
     pub planted_ignore_lost_lease: bool,
+    /// A bug planted on purpose for the simulator's self-test: give up an outcome the first
+    /// time the store refuses it transiently (what orq did before store refusals were
+    /// classified). Never set it outside that test.
+    #[doc(hidden)]
+    pub planted_drop_refused_outcome: bool,
 }
 
 impl Default for WorkerConfig {
@@ -197,6 +202,7 @@ impl Default for WorkerConfig {
             heartbeat_divisor: 3,
             shutdown_grace_ms: 10_000,
             planted_ignore_lost_lease: false,
+            planted_drop_refused_outcome: false,
         }
     }
 }
@@ -1340,6 +1346,7 @@ impl Inner {
                     }
                     return;
                 }
+                ReportStep::Retry { .. } if self.config.planted_drop_refused_outcome => return,
                 ReportStep::Retry { after_ms } => after_ms,
             };
             if first_error.is_none() {

@@ -110,6 +110,9 @@ impl Input {
         f.clock_jump_ms_max = 20 * u64::from(jump);
         f.w_pause = 0;
         f.pause_ms_max = 0;
+        // The store's refusals, the slow calls and the LOADING window keep the seed's own draw
+        // (`SimConfig::draw`'s swarm stream): the input's bytes predate them.
+        f.families = f.families_on();
         c.tenant_limits.clear();
         c.aging_step_ms = 0;
         c.lossy_restart = t[15].is_multiple_of(8);

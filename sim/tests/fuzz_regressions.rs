@@ -415,11 +415,20 @@ fn lossy_restart_with_cancels_tolerates_a_task_lost_to_the_rollback() {
             clock_jump_ms_max: 0,
             w_pause: 0,
             pause_ms_max: 0,
+            // Found before the store's refusals and slow calls existed: none here.
+            p_slow_call: 0.0,
+            p_slow_report: 0.0,
+            p_refusal: 0.0,
+            w_refusal: 0,
+            refusal_ms_max: 0,
+            loading_ms_max: 0,
+            families: ["crash", "stall", "network"].map(String::from).to_vec(),
         },
         tenant_limits: Vec::new(),
         aging_step_ms: 0,
         ..SimConfig::draw(2593791911530609923).with_lossy_restart()
     };
+    assert_eq!(c.faults.families, c.faults.families_on());
     let r = run(&c);
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.verdict);
     assert!(

@@ -4,7 +4,7 @@
 //! `ORQ_SIM_SEED=N` runs only seed N (with `--nocapture` to see its report); `ORQ_SIM_RUNS=K`
 //! sets how many seeds the seed sweep runs (default 24, sized for CI).
 
-use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict};
+use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict, FAULT_FAMILIES};
 use proptest::prelude::*;
 
 /// First seed of the default sweep.
@@ -126,6 +126,66 @@ fn lossy_restart_keeps_survivors_consistent_and_finished() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+// Goal: swarm testing really varies the fault mix (Groce et al., ISSTA 2012): some seeds are
+// quiet, some have one fault family, every family is on for some seeds and off for others, and
+// the families a configuration names are the ones whose faults can happen. Method: draw 200
+// seeds' configurations (no runs) and count.
+#[test]
+fn seeds_draw_their_own_fault_families() {
+    let configs: Vec<SimConfig> = (1..=200).map(SimConfig::draw).collect();
+    for c in &configs {
+        assert_eq!(c.faults.families, c.faults.families_on(), "seed {}", c.seed);
+    }
+    let count = |f: &dyn Fn(&SimConfig) -> bool| configs.iter().filter(|c| f(c)).count();
+    assert!(
+        count(&|c| c.faults.families.is_empty()) > 0,
+        "no quiet seed"
+    );
+    assert!(
+        count(&|c| c.faults.families.len() == 1) > 0,
+        "no single-family seed"
+    );
+    for family in FAULT_FAMILIES {
+        let on = count(&|c| c.faults.families.iter().any(|f| f == family));
+        assert!(
+            (50..=150).contains(&on),
+            "{family} is on in {on} of 200 seeds"
+        );
+    }
+}
+
+// Goal: the store's own refusals (OOM, READONLY, BUSY, LOADING, ... as single refusals and as
+// episodes) lose nothing and never make a task run twice for a refusal shorter than its lease:
+// every refused outcome is sent again with its token (check 9). Method: the first seeds whose
+// swarm draw turns refusals on run and pass; together they refused calls, saw every refusal
+// kind, and delivered outcomes the store had refused, so the check was not vacuous.
+#[test]
+fn store_refusals_lose_nothing_and_refused_outcomes_are_delivered() {
+    let configs: Vec<SimConfig> = (1..)
+        .map(SimConfig::draw)
+        .filter(|c| c.faults.families.iter().any(|f| f == "refusal") && c.faults.loading_ms_max > 0)
+        .take(6)
+        .collect();
+    let (mut refused, mut delivered) = (0, 0);
+    let mut kinds = std::collections::BTreeSet::new();
+    for c in &configs {
+        let r = run(c);
+        assert_eq!(r.verdict, Verdict::Pass, "{}", explain(c, &r.verdict));
+        refused += r.stats.refused_calls;
+        delivered += r.stats.reports_delivered_after_refusal;
+        kinds.extend(r.stats.faults.keys().cloned());
+        println!(
+            "seed {}: refused {} calls, {} refused outcomes delivered later, faults {:?}",
+            c.seed, r.stats.refused_calls, r.stats.reports_delivered_after_refusal, r.stats.faults
+        );
+    }
+    assert!(refused > 0, "no call was refused");
+    assert!(delivered > 0, "no refused outcome was delivered later");
+    for kind in ["refusal", "refusal_episode"] {
+        assert!(kinds.contains(kind), "no {kind} in {kinds:?}");
+    }
+}
+
 // Goal: the simulator catches real bugs. Method: plant each known bug behind its test-only
 // switch and run seeds until one fails; it must fail within PLANTED_SEEDS_MAX seeds, as a
 // safety violation.
@@ -161,12 +221,18 @@ proptest! {
         p_dup in 0.0f64..0.05,
         w_crash in 0u32..5,
         w_stall in 0u32..4,
+        p_refusal in 0.0f64..0.05,
+        w_refusal in 0u32..3,
     ) {
         let mut c = SimConfig::draw(seed);
         c.faults.p_lost_reply = p_lost;
         c.faults.p_duplicate = p_dup;
         c.faults.w_crash = w_crash;
         c.faults.w_stall = w_stall;
+        c.faults.p_refusal = p_refusal;
+        c.faults.w_refusal = w_refusal;
+        c.faults.refusal_ms_max = c.lease_ms * 2;
+        c.faults.families = c.faults.families_on();
         let r = run(&c);
         prop_assert_eq!(&r.verdict, &Verdict::Pass, "{}", explain(&c, &r.verdict));
     }

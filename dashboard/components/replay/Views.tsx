@@ -1,7 +1,7 @@
 "use client";
 // The panels of the replay view at one instant: run summary with the verdict and violation, task
-// counts over time, the board of tasks by status, the workers, a task's story and the latest
-// events.
+// counts over time, the board of tasks by status, the workers (and the store: paused, refusing
+// calls), a task's story and the latest events.
 
 import { useMemo, useState } from "react";
 import {
@@ -23,6 +23,7 @@ import {
   taskIdsIn,
   taskStory,
   type ReplayState,
+  type StoreRefusal,
   type TaskState,
   type TaskStatus,
   type TimelineEvent,
@@ -43,6 +44,19 @@ function detailsText(d: Record<string, unknown>): string {
     .filter(([k]) => k !== "store_ms" && k !== "stats")
     .map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)
     .join(" ");
+}
+
+/** The store's refusal window in a pill: "store refusing: OOM (writes) until 12.400 s". */
+export function refusalText(r: StoreRefusal): string {
+  const why = r.writes_only ? " (writes)" : r.kind === "loading" ? " (after a restart)" : "";
+  return `store refusing: ${r.word}${why} until ${formatVirtual(r.until_ms)}`;
+}
+
+/** The fault families of a header's `config.faults.families` ("none" when empty), or undefined. */
+function familiesText(faults: unknown): string | undefined {
+  const f = faults !== null && typeof faults === "object" ? (faults as Record<string, unknown>).families : undefined;
+  if (!Array.isArray(f)) return undefined;
+  return f.length === 0 ? "none" : f.map(String).join(", ");
 }
 
 export function Summary({
@@ -67,6 +81,9 @@ export function Summary({
     ["lease", c.lease_ms !== undefined ? `${String(c.lease_ms)} ms` : undefined],
     ["planted bug", c.planted],
     ["lossy restart", c.lossy_restart],
+    ["fault families", familiesText(c.faults)],
+    ["refused calls", model.verdict?.stats?.refused_calls],
+    ["delivered after refusal", model.verdict?.stats?.reports_delivered_after_refusal],
   ];
   const v = model.violation;
   const verdict = model.verdict;
@@ -125,7 +142,7 @@ export function Summary({
         {facts
           .filter(([, val]) => val !== undefined && val !== null)
           .map(([k, val]) => (
-            <span key={k}>
+            <span key={k} data-testid={`fact-${k.replace(/ /g, "-")}`}>
               {k}: <b>{String(val)}</b>
             </span>
           ))}
@@ -220,6 +237,11 @@ export function Board({
           </select>
         </label>
         {state.paused && <span className="pill warn">queue paused</span>}
+        {state.store_refusal && (
+          <span className="pill warn" data-testid="board-store-refusing">
+            {refusalText(state.store_refusal)}
+          </span>
+        )}
       </div>
       <div className="board" data-testid="board">
         {BOARD_STATUSES.map((s) => {
@@ -261,6 +283,11 @@ export function Board({
 
 export function Workers({ state }: { state: ReplayState }) {
   const workers = Array.from(state.workers.values()).sort((a, b) => a.name.localeCompare(b.name, "en", { numeric: true }));
+  const refusal = state.store_refusal;
+  // The store row counts every single refusal so far; its tooltip names the actors that are not
+  // workers (client, supervisor), whose counts have no row of their own.
+  const totalRefusals = Array.from(state.refusals.values()).reduce((a, n) => a + n, 0);
+  const otherRefusals = Array.from(state.refusals.entries()).filter(([a]) => !state.workers.has(a));
   return (
     <div className="table-wrap">
       <table aria-label="Workers at this time" className="nowrap">
@@ -273,20 +300,34 @@ export function Workers({ state }: { state: ReplayState }) {
             <th className="num" title="Clock offset: the sum of the clock jumps so far">Clock Δ</th>
             <th className="num">Crashes</th>
             <th className="num">Stalls</th>
+            <th className="num" title="Single calls refused with a transient error word (refusal events); calls refused during a store refusal window are counted only in the end stats">
+              Refused
+            </th>
           </tr>
         </thead>
         <tbody>
-          <tr data-testid="worker-store">
+          <tr data-testid="worker-store" className={refusal ? "row-warn" : undefined}>
             <td>store</td>
-            <td>{state.paused ? <span className="pill warn">queue paused</span> : <span className="pill good">serving</span>}</td>
-            <td />
-            <td />
+            <td>
+              {refusal && (
+                <span className="pill warn" data-testid="store-refusing" title={refusalText(refusal)}>
+                  refusing {refusal.word}
+                  {refusal.writes_only ? " (writes)" : ""}
+                </span>
+              )}{" "}
+              {state.paused ? <span className="pill warn">queue paused</span> : !refusal && <span className="pill good">serving</span>}
+            </td>
+            <td>{refusal ? formatVirtual(refusal.since_ms) : ""}</td>
+            <td>{refusal ? formatVirtual(refusal.until_ms) : ""}</td>
             <td className="num" data-testid="store-clock-offset">
               {state.store_clock_offset_ms >= 0 ? "+" : ""}
               {state.store_clock_offset_ms} ms
             </td>
             <td />
             <td />
+            <td className="num" title={otherRefusals.map(([a, n]) => `${a}: ${n}`).join(", ") || undefined} data-testid="refusals-total">
+              {totalRefusals}
+            </td>
           </tr>
           {workers.map((w) => (
             <tr key={w.name} data-testid={`worker-${w.name}`} data-condition={w.condition} className={w.condition === "crashed" ? "row-bad" : w.condition === "stalled" ? "row-warn" : undefined}>
@@ -309,6 +350,7 @@ export function Workers({ state }: { state: ReplayState }) {
               </td>
               <td className="num">{w.crashes}</td>
               <td className="num">{w.stalls}</td>
+              <td className="num">{state.refusals.get(w.name) ?? 0}</td>
             </tr>
           ))}
         </tbody>

@@ -211,6 +211,34 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
     });
   });
 
+  test("the replay view shows the store's refusals: the window in force, the markers, the fault families", async () => {
+    // A hand-written timeline (tests/fixtures/refusals.jsonl): refusal episodes, a LOADING window
+    // after a restart, single refusals and a slow call.
+    await withPage(async ({ page }) => {
+      await page.goto("/replay/");
+      await page.getByTestId("timeline-file").setInputFiles(join(__dirname, "..", "fixtures", "refusals.jsonl"));
+      await page.getByText("Run passed — refusals.jsonl").waitFor();
+      assert.equal(await page.getByTestId("fact-fault-families").textContent(), "fault families: network, refusal");
+      assert.equal(await page.getByTestId("fact-refused-calls").textContent(), "refused calls: 17");
+      for (const [kind, n] of [["refusal", 3], ["refusal_episode", 3], ["loading", 1], ["slow_call", 1]] as const) {
+        assert.equal(await page.locator(`[data-testid="marker"][data-kind="${kind}"]`).count(), n, `${n} ${kind} marker(s)`);
+      }
+      // A READONLY episode's marker: the store refuses writes until it ends.
+      await page.locator('[data-testid="marker"][data-kind="refusal_episode"][data-t="20"]').click();
+      await waitText(page, '[data-testid="board-store-refusing"]', (t) => t === "store refusing: READONLY (writes) until 2.420 s", "the READONLY window");
+      assert.equal(await page.getByTestId("worker-store").getByTestId("store-refusing").textContent(), "refusing READONLY (writes)");
+      // Between the BUSY episode's end and the restart the store serves again.
+      await page.getByTestId("scrubber").fill("1600");
+      await page.getByTestId("board-store-refusing").waitFor({ state: "detached" });
+      await page.locator('[data-testid="marker"][data-kind="loading"]').click();
+      await waitText(page, '[data-testid="board-store-refusing"]', (t) => t === "store refusing: LOADING (after a restart) until 3.200 s", "the LOADING window");
+      await screenshot(page, "replay-refusals");
+      // Single refusals by worker slot (w1 and w1.2 together), and in all on the store's row.
+      assert.equal(await page.getByTestId("worker-w1").locator("td").last().textContent(), "2");
+      assert.equal(await page.getByTestId("refusals-total").textContent(), "3");
+    });
+  });
+
   test("a queue is paused and resumed from the overview", async () => {
     await withPage(async ({ page }) => {
       await submit({ queue: "ui4", payload: 1 });

@@ -1,7 +1,8 @@
 // Goal: the replay view's model gives the right task statuses, worker states, clock offsets,
-// markers, violation and verdict at any time. Method: a small hand-written timeline whose state
-// at each instant is known (tests/fixtures/small.jsonl), plus real timelines when a test run
-// provides one (ORQ_TIMELINE), checked against a direct scan of the events.
+// store refusal windows, markers, violation and verdict at any time. Method: small hand-written
+// timelines whose state at each instant is known (tests/fixtures/small.jsonl, and refusals.jsonl
+// for the store's refusals), plus real timelines when a test run provides one (ORQ_TIMELINE),
+// checked against a direct scan of the events.
 
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
@@ -18,12 +19,14 @@ import {
   nextMarkerTime,
   parseTimeline,
   prevEventTime,
+  refusesWritesOnly,
   stateAt,
   statusOfKind,
   statusSeries,
   taskIdsIn,
   taskStory,
   workerName,
+  type ReplayState,
   type TimelineEvent,
 } from "../../lib/timeline";
 
@@ -193,6 +196,90 @@ test("counts and the status series agree with the states", () => {
   assert.equal(series[17]!.queued, 2); // t = 170
 });
 
+/** One harness event line (task, tenant and attempt null, as the simulator writes them). */
+function harness(t_ms: number, actor: string, kind: string, details: Record<string, unknown>): string {
+  return JSON.stringify({ t_ms, actor, kind, task: null, tenant: null, attempt: null, details });
+}
+
+/** A timeline with every refusal kind: single refusals, episodes, a LOADING window, slow calls. */
+const refusals = readFileSync(join(__dirname, "..", "fixtures", "refusals.jsonl"), "utf8");
+
+test("refusal kinds parse, and are fault markers labelled with their word, script and length", () => {
+  const tl = parseTimeline(refusals);
+  assert.deepEqual(tl.problems, []);
+  assert.deepEqual((tl.header?.config.faults as Record<string, unknown>).families, ["network", "refusal"]);
+  assert.deepEqual(tl.events[1]!.details, { script: "complete_batch", word: "OOM" });
+  assert.equal(tl.events[1]!.task, null);
+  const m = buildModel(tl);
+  assert.deepEqual(
+    m.markers.filter((x) => x.group === "fault").map((x) => [x.t_ms, x.kind, x.label]),
+    [
+      [10, "refusal", "refusal · w1 · OOM · script=complete_batch"],
+      [20, "refusal_episode", "refusal_episode · store · READONLY (writes) · 2400 ms"],
+      [30, "refusal", "refusal · w1.2 · BUSY · script=lease"],
+      [40, "refusal", "refusal · client · TRYAGAIN · script=enqueue"],
+      [50, "slow_call", "slow_call · s1 · script=complete · 3100 ms"],
+      [1000, "refusal_episode", "refusal_episode · store · BUSY · 500 ms"],
+      [2000, "script_flush", "script_flush · store"],
+      [2000, "loading", "loading · store · LOADING · 1200 ms"],
+      [4000, "refusal_episode", "refusal_episode · store · NOREPLICAS (writes) · 9000 ms"],
+    ],
+  );
+  assert.deepEqual(m.verdict?.stats, { accepted: 0, refused_calls: 17, reports_delivered_after_refusal: 2 });
+});
+
+test("the store's refusal window starts with an episode, ends when its time passes, and a later one replaces it", () => {
+  const m = buildModel(parseTimeline(refusals));
+  const window = (t: number) => stateAt(m, t).store_refusal;
+  assert.equal(window(19), null, "a single refusal opens no window");
+  assert.deepEqual(window(20), { kind: "refusal_episode", word: "READONLY", writes_only: true, since_ms: 20, until_ms: 2420 });
+  assert.equal(window(999)?.word, "READONLY");
+  // BUSY at 1000 replaces READONLY (which would have lasted to 2420) and ends at 1500.
+  assert.deepEqual(window(1000), { kind: "refusal_episode", word: "BUSY", writes_only: false, since_ms: 1000, until_ms: 1500 });
+  assert.equal(window(1499)?.word, "BUSY");
+  assert.equal(window(1500), null, "ends at t_ms + ms (exclusive), with no event at that time");
+  assert.equal(window(1999), null, "the replaced READONLY window does not come back");
+  // A store restart: the LOADING window refuses every call.
+  assert.deepEqual(window(2000), { kind: "loading", word: "LOADING", writes_only: false, since_ms: 2000, until_ms: 3200 });
+  assert.equal(window(3199)?.kind, "loading");
+  assert.equal(window(3200), null);
+  assert.equal(window(4999)?.word, "NOREPLICAS");
+  assert.equal(window(4999)?.until_ms, 13000);
+  assert.equal(window(5000), null, "faults_off ends the window: the store refuses only while faults are on");
+  assert.equal(window(6000), null);
+});
+
+test("a refusal window carries across seek checkpoints", () => {
+  const lines = [harness(0, "store", "refusal_episode", { word: "OOM", ms: 10 * CHECKPOINT_EVERY })];
+  for (let i = 1; i < 3 * CHECKPOINT_EVERY; i++) lines.push(harness(i, "w1", "heartbeat", {}));
+  const m = buildModel(parseTimeline(lines.join("\n")));
+  assert.ok(m.checkpoints.length >= 3);
+  const far = stateAt(m, 2 * CHECKPOINT_EVERY + 5);
+  assert.deepEqual(far.store_refusal, { kind: "refusal_episode", word: "OOM", writes_only: true, since_ms: 0, until_ms: 10 * CHECKPOINT_EVERY });
+  // The states handed out are copies: changing one changes neither the model nor the next.
+  far.store_refusal!.word = "changed";
+  far.refusals.set("w1", 99);
+  assert.equal(stateAt(m, 2 * CHECKPOINT_EVERY + 5).store_refusal?.word, "OOM");
+  assert.equal(stateAt(m, 2 * CHECKPOINT_EVERY + 5).refusals.size, 0);
+  assert.equal(stateAt(m, 10 * CHECKPOINT_EVERY).store_refusal, null);
+});
+
+test("single refusals are counted by actor slot, incarnations together; a refusing worker exists", () => {
+  const m = buildModel(parseTimeline(refusals));
+  assert.deepEqual(Object.fromEntries(stateAt(m, 9).refusals), {});
+  assert.deepEqual(Object.fromEntries(stateAt(m, 40).refusals), { w1: 2, client: 1 });
+  assert.equal(stateAt(m, 30).workers.get("w1")?.condition, "up");
+  assert.equal(stateAt(m, 40).workers.has("client"), false);
+  assert.ok(stateAt(m, 50).workers.has("s1"), "a slow call's actor shows as a worker");
+  const only = buildModel(parseTimeline(harness(7, "w4.1", "refusal", { script: "heartbeat", word: "MASTERDOWN" })));
+  assert.equal(stateAt(only, 7).workers.get("w4")?.id, "w4.1");
+});
+
+test("which words refuse only writes", () => {
+  for (const w of ["OOM", "READONLY", "NOREPLICAS"]) assert.equal(refusesWritesOnly(w), true, w);
+  for (const w of ["BUSY", "LOADING", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN"]) assert.equal(refusesWritesOnly(w), false, w);
+});
+
 test("small helpers: worker slot names and transition kinds", () => {
   assert.equal(workerName("w1.2"), "w1");
   assert.equal(workerName("s1"), "s1");
@@ -239,6 +326,21 @@ test("seeking through checkpoints gives the same states as a scan from the start
   }
 });
 
+/** The store's refusal window at t by the plainest scan: the last window opened, unless it ran out or the faults ended. */
+function refusalOracle(events: TimelineEvent[], t: number): ReplayState["store_refusal"] {
+  let out: ReplayState["store_refusal"] = null;
+  for (const e of events) {
+    if (e.t_ms > t) break;
+    if (e.kind === "faults_off") out = null;
+    if (e.kind === "refusal_episode" || e.kind === "loading") {
+      const word = String(e.details.word);
+      const ms = Number(e.details.ms);
+      out = { kind: e.kind, word, writes_only: refusesWritesOnly(word), since_ms: e.t_ms, until_ms: e.t_ms + ms };
+    }
+  }
+  return out && out.until_ms > t ? out : null;
+}
+
 /**
  * Real timelines: the committed one (a planted bug's violation), ORQ_TIMELINE when given, and two
  * fresh runs of the simulator when it is built (target/debug/orq-sim: a clean seed and a lossy one).
@@ -280,6 +382,16 @@ test("real simulator timelines agree with the scan, and have a header and a verd
       assert.equal(got.tasks.size, want.size, `${name} t=${t}`);
       for (const [id, s] of want) assert.equal(got.tasks.get(id)?.status, s, `${name} t=${t} ${id}`);
     }
+    // The refusal window, at each window's edges and inside it.
+    for (const e of m.events.filter((x) => x.kind === "refusal_episode" || x.kind === "loading")) {
+      const ms = Number(e.details.ms);
+      for (const t of [e.t_ms - 1, e.t_ms, e.t_ms + Math.floor(ms / 2), e.t_ms + ms - 1, e.t_ms + ms]) {
+        assert.deepEqual(stateAt(m, t).store_refusal, refusalOracle(m.events, t), `${name} refusal window t=${t}`);
+      }
+    }
+    const refusalEvents = m.events.filter((x) => x.kind === "refusal").length;
+    const counted = Array.from(stateAt(m, m.end_ms).refusals.values()).reduce((a, n) => a + n, 0);
+    assert.equal(counted, refusalEvents, `${name}: every single refusal counted`);
     if (m.violation) {
       assert.equal(m.verdict!.passed, false, `${name}: a violation fails the run`);
     }

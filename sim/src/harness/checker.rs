@@ -15,6 +15,10 @@
 //! 5. (end of run) every accepted task is completed, dead or cancelled;
 //! 7. a handler never performs its side effect after a heartbeat told its worker the lease was
 //!    lost; each completion's token produced a side effect;
+//! 9. an outcome the store refused transiently (or that failed before reaching it) is sent again
+//!    with the same token while its lease can be live, within the engine's own report backoff
+//!    (in [`super::reports`]). A refusal never runs the call, so it loses no task and spends no
+//!    attempt: checks 3 and 5 hold through refusals;
 //! 8. tenancy: a tenant's live leases (tasks whose status is `leased`) never exceed its
 //!    `max_inflight`, after every call; a `lease` call on a paused queue returns no task; a
 //!    rate-limited tenant never gets more than `burst + rate_per_s × t / 1000` leases in any
@@ -32,6 +36,7 @@
 //! structural checks (1, 4, the cap and the pause) and liveness of surviving tasks remain.
 
 use super::fairness::{RateWindow, RATE_EPSILON};
+use super::reports::ReportLedger;
 use super::world::{TenancyStats, World, QUEUE};
 use crate::{MemoryStore, Value as StoreValue};
 use orq::Resp;
@@ -68,6 +73,8 @@ pub struct Ledger {
     pub rate_windows: BTreeMap<String, RateWindow>,
     /// Counters of the tenancy checks.
     pub tenancy: TenancyStats,
+    /// What check 9 tracks: outcomes refused and waiting for their next try.
+    pub reports: ReportLedger,
 }
 
 /// The task's status and token before a call, for each item of a call that presents a token.
@@ -79,7 +86,7 @@ pub struct Pre {
     current_token: Option<String>,
 }
 
-fn task_key(id: &str) -> String {
+pub(super) fn task_key(id: &str) -> String {
     format!("orq:{{{QUEUE}}}:task:{id}")
 }
 
@@ -92,7 +99,7 @@ fn arg(args: &[Vec<u8>], i: usize) -> String {
 /// The (task id, lease token) pairs a call presents: one for heartbeat / complete / fail /
 /// release (ARGV 1 and 2), one per item for complete_batch (triples after its three leading
 /// arguments), none for the other scripts.
-fn token_items(script: &str, args: &[Vec<u8>]) -> Vec<(String, String)> {
+pub(super) fn token_items(script: &str, args: &[Vec<u8>]) -> Vec<(String, String)> {
     match script {
         "heartbeat" | "complete" | "fail" | "release" => vec![(arg(args, 0), arg(args, 1))],
         "complete_batch" => {
@@ -206,6 +213,7 @@ pub fn post_call(
     let mut violations = Vec::new();
     {
         let mut st = w.state.lock().unwrap();
+        let started_ms = st.call_started_ms;
         let l = &mut st.ledger;
         if let Some(code) = error_code(reply) {
             if !matches!(code, "STALE" | "CANCELLED" | "NOTFOUND" | "CONFLICT") {
@@ -342,6 +350,7 @@ pub fn post_call(
                             ));
                         }
                     }
+                    l.reports.lease_seen(&id, started_ms);
                     *l.leases.entry(id).or_default() += 1;
                 }
             }

@@ -30,15 +30,19 @@ pub enum PlantedBug {
     LeaseIgnoresRateLimit,
     /// `lease` ignores a paused queue (caught only by seeds that pause).
     LeaseIgnoresPause,
+    /// The worker gives up an outcome the first time the store refuses it transiently (caught
+    /// by seeds that draw store refusals).
+    WorkerDropsRefusedOutcome,
 }
 
 impl PlantedBug {
     /// Every planted bug (not `None`).
-    pub const ALL: [PlantedBug; 4] = [
+    pub const ALL: [PlantedBug; 5] = [
         PlantedBug::CompleteIgnoresToken,
         PlantedBug::LeaseIgnoresRunAt,
         PlantedBug::ReapDoesNotCountAttempt,
         PlantedBug::WorkerIgnoresLostLease,
+        PlantedBug::WorkerDropsRefusedOutcome,
     ];
 
     /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
@@ -60,6 +64,7 @@ impl PlantedBug {
             PlantedBug::LeaseIgnoresMaxInflight => "lease_ignores_max_inflight",
             PlantedBug::LeaseIgnoresRateLimit => "lease_ignores_rate_limit",
             PlantedBug::LeaseIgnoresPause => "lease_ignores_pause",
+            PlantedBug::WorkerDropsRefusedOutcome => "worker_drops_refused_outcome",
         }
     }
 
@@ -92,6 +97,13 @@ pub struct Faults {
     pub p_crash_after_effect: f64,
     /// Longest stall, ms.
     pub stall_ms_max: u64,
+    /// Probability that one call is held in flight for longer than a lease before it reaches
+    /// the store (a slow network path, a process paused mid-call); the hold is drawn in
+    /// `lease_ms..=stall_ms_max`.
+    pub p_slow_call: f64,
+    /// Probability that a report call (complete, fail, release) is held that way: a worker
+    /// paused between finishing the work and recording it, the case fencing tokens exist for.
+    pub p_slow_report: f64,
     /// Longest downtime of a crashed worker before it restarts, ms.
     pub downtime_ms_max: u64,
     /// Probability that a call's reply is lost after the script ran.
@@ -111,6 +123,56 @@ pub struct Faults {
     pub w_pause: u32,
     /// Longest pause, ms.
     pub pause_ms_max: u64,
+    /// Probability that a call is refused before it runs with a transient error word (one
+    /// refusal; see [`super::refusal`]).
+    pub p_refusal: f64,
+    /// Weight of a refusal episode among supervisor faults: the store refuses with one word
+    /// for a drawn time.
+    pub w_refusal: u32,
+    /// Longest refusal episode, ms.
+    pub refusal_ms_max: u64,
+    /// Longest `LOADING` window after a store restart (a script flush), ms; 0 = none.
+    pub loading_ms_max: u64,
+    /// The fault families this seed turned on (swarm testing: see [`FAULT_FAMILIES`]).
+    pub families: Vec<String>,
+}
+
+/// The fault families a seed turns on or off as a whole (swarm testing: Groce et al., "Swarm
+/// Testing", ISSTA 2012). A seed with few families on pushes the ones it has harder, so some
+/// seeds are all crashes, some all refusals, some quiet:
+/// - `crash`: worker crashes, by the supervisor and by handlers before or after their effect;
+/// - `stall`: an actor's store calls wait longer than a lease, or one of its reports does;
+/// - `clock`: worker clock offsets and drift, store clock jumps;
+/// - `restart`: a store restart (script cache flushed), then a `LOADING` window;
+/// - `network`: a call failed before the store, a reply lost, a call delivered twice, a call
+///   held in flight for longer than a lease;
+/// - `refusal`: single refusals and refusal episodes (`OOM`, `READONLY`, `BUSY`, ...).
+pub const FAULT_FAMILIES: [&str; 6] = ["crash", "stall", "clock", "restart", "network", "refusal"];
+
+/// Probability that a seed turns a fault family on.
+const P_FAMILY_ON: f64 = 0.5;
+
+impl Faults {
+    /// The families ([`FAULT_FAMILIES`]) with at least one fault that can happen.
+    pub fn families_on(&self) -> Vec<String> {
+        let on = [
+            self.w_crash > 0 || self.p_crash_before_effect > 0.0 || self.p_crash_after_effect > 0.0,
+            self.w_stall > 0 || self.p_slow_report > 0.0,
+            self.w_clock_jump > 0 || self.clock_offset_ms_max > 0 || self.drift_ppm_max > 0,
+            self.w_script_flush > 0,
+            self.p_fail_before > 0.0
+                || self.p_lost_reply > 0.0
+                || self.p_duplicate > 0.0
+                || self.p_slow_call > 0.0,
+            self.p_refusal > 0.0 || self.w_refusal > 0,
+        ];
+        FAULT_FAMILIES
+            .iter()
+            .zip(on)
+            .filter(|(_, on)| *on)
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
 }
 
 /// A run's whole configuration.
@@ -198,6 +260,8 @@ impl TenantSetting {
 /// Salt of the tenancy draws' own stream: drawn after, and apart from, the rest of the
 /// configuration, so that seeds without tenancy settings run exactly as before they existed.
 const TENANCY_SALT: u64 = 0x7465_6e61_6e63_7900;
+/// Salt of the swarm draws' own stream (which fault families a seed turns on).
+const SWARM_SALT: u64 = 0x7377_6172_6d00_0000;
 /// Probability that a seed draws tenancy settings (limits, weights, aging, pauses).
 const P_TENANCY: f64 = 0.5;
 /// Capped or rate-limited tenants must still drain within this much of the liveness budget
@@ -237,6 +301,8 @@ impl SimConfig {
                 p_crash_before_effect: r.random_range(0.0..0.03),
                 p_crash_after_effect: r.random_range(0.0..0.03),
                 stall_ms_max: lease_ms * 3,
+                p_slow_call: 0.0,
+                p_slow_report: 0.0,
                 downtime_ms_max: r.random_range(0..=10_000),
                 p_lost_reply: r.random_range(0.0..0.05),
                 p_fail_before: r.random_range(0.0..0.05),
@@ -246,6 +312,11 @@ impl SimConfig {
                 clock_jump_ms_max: r.random_range(0..=5_000),
                 w_pause: 0,
                 pause_ms_max: 0,
+                p_refusal: 0.0,
+                w_refusal: 0,
+                refusal_ms_max: 0,
+                loading_ms_max: 0,
+                families: Vec::new(),
             },
             planted: PlantedBug::None,
             lossy_restart: false,
@@ -253,6 +324,67 @@ impl SimConfig {
             aging_step_ms: 0,
         }
         .draw_tenancy()
+        .draw_swarm()
+    }
+
+    /// From the seed's own swarm stream: which fault families are on ([`FAULT_FAMILIES`]), and
+    /// the refusal faults' sizes. A family that is off has every probability and weight at 0; a
+    /// family that is on has every weight at least 1, so it really happens.
+    fn draw_swarm(mut self) -> SimConfig {
+        let mut r = ChaCha12Rng::seed_from_u64(self.seed ^ SWARM_SALT);
+        let on: Vec<bool> = FAULT_FAMILIES
+            .iter()
+            .map(|_| r.random_bool(P_FAMILY_ON))
+            .collect();
+        let lease_ms = self.lease_ms;
+        let p_refusal = r.random_range(0.0..0.05);
+        let w_refusal = r.random_range(1..=3);
+        let refusal_ms_max = r.random_range(lease_ms / 2..=lease_ms * 3);
+        let loading_ms_max = r.random_range(0..=3_000);
+        let p_slow_call = r.random_range(0.0..0.05);
+        let p_slow_report = r.random_range(0.0..0.2);
+        let f = &mut self.faults;
+        for (family, on) in FAULT_FAMILIES.iter().zip(&on) {
+            match (*family, *on) {
+                ("crash", true) => f.w_crash = f.w_crash.max(1),
+                ("crash", false) => {
+                    f.w_crash = 0;
+                    f.p_crash_before_effect = 0.0;
+                    f.p_crash_after_effect = 0.0;
+                }
+                ("stall", true) => {
+                    f.w_stall = f.w_stall.max(1);
+                    f.p_slow_report = p_slow_report;
+                }
+                ("stall", false) => f.w_stall = 0,
+                ("clock", true) => f.w_clock_jump = f.w_clock_jump.max(1),
+                ("clock", false) => {
+                    f.w_clock_jump = 0;
+                    f.clock_offset_ms_max = 0;
+                    f.drift_ppm_max = 0;
+                    f.clock_jump_ms_max = 0;
+                }
+                ("restart", true) => {
+                    f.w_script_flush = f.w_script_flush.max(1);
+                    f.loading_ms_max = loading_ms_max;
+                }
+                ("restart", false) => f.w_script_flush = 0,
+                ("network", true) => f.p_slow_call = p_slow_call,
+                ("network", false) => {
+                    f.p_lost_reply = 0.0;
+                    f.p_fail_before = 0.0;
+                    f.p_duplicate = 0.0;
+                }
+                ("refusal", true) => {
+                    f.p_refusal = p_refusal;
+                    f.w_refusal = w_refusal;
+                    f.refusal_ms_max = refusal_ms_max;
+                }
+                _ => {}
+            }
+        }
+        f.families = f.families_on();
+        self
     }
 
     /// For half the seeds, from the seed's own tenancy stream: per-tenant `max_inflight`,

@@ -16,9 +16,11 @@
 pub mod checker;
 pub mod config;
 pub mod fairness;
+pub mod refusal;
+pub mod reports;
 pub mod run;
 pub mod world;
 
-pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS};
+pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES};
 pub use run::{replay_command, run, Report, Verdict, TIMELINE_VERSION};
 pub use world::{RunStats, TenancyStats};

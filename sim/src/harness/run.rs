@@ -5,6 +5,8 @@
 use super::checker;
 use super::config::{PlantedBug, SimConfig};
 use super::fairness::RateWindow;
+use super::refusal;
+use super::reports;
 use super::world::{mix, worker_clock, ActorStore, SimHandler, World, QUEUE, TASK_TYPE};
 use orq::{
     Backoff, Client, Entropy, Error, Handlers, Scheduler, SchedulerConfig, TaskSpec, Worker,
@@ -112,6 +114,7 @@ fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<
         heartbeat_divisor: 3,
         shutdown_grace_ms: 100,
         planted_ignore_lost_lease: world.config.planted == PlantedBug::WorkerIgnoresLostLease,
+        planted_drop_refused_outcome: world.config.planted == PlantedBug::WorkerDropsRefusedOutcome,
     };
     let entropy = Arc::new(Entropy::from_seed(mix(
         world.config.seed ^ super::world::fnv(&id)
@@ -240,8 +243,9 @@ async fn client(world: Arc<World>) {
 }
 
 /// Most attempts of one supervisor setting (tenant limits, aging, pause, resume) interrupted by
-/// injected store faults; the settings are idempotent, so a retry is safe.
-const SETTING_ATTEMPTS_MAX: u32 = 100;
+/// injected store faults; the settings are idempotent, so a retry is safe. The waits between
+/// attempts double from 20 ms up to 1 s, so the attempts outlast any refusal episode.
+const SETTING_ATTEMPTS_MAX: u32 = 200;
 
 /// Apply one supervisor setting through the engine's client, retrying what an injected fault
 /// interrupted (a lost reply may have applied it already: settings are idempotent).
@@ -250,10 +254,12 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = orq::Result<()>>,
 {
-    for _ in 0..SETTING_ATTEMPTS_MAX {
+    for n in 0..SETTING_ATTEMPTS_MAX {
         match call().await {
             Ok(()) => return,
-            Err(Error::Unavailable { .. }) => tokio::time::sleep(Duration::from_millis(20)).await,
+            Err(Error::Unavailable { .. }) => {
+                tokio::time::sleep(Duration::from_millis((20u64 << n.min(6)).min(1_000))).await
+            }
             Err(e) => {
                 world.violate(format!("supervisor: {what} refused: {e}"));
                 return;
@@ -354,6 +360,7 @@ async fn supervise(config: SimConfig) -> Report {
         f.w_clock_jump,
         f.w_script_flush,
         f.w_pause,
+        f.w_refusal,
     ];
     let total_weight: u32 = weights.iter().sum();
     let gap = |w: &World| -> u64 {
@@ -379,6 +386,7 @@ async fn supervise(config: SimConfig) -> Report {
         if let Some(slot) = workers.get_mut(name) {
             if let Some(h) = slot.handle.take() {
                 h.abort();
+                reports::forget(world, Some(name), false);
                 let down = world.draw_range(0, world.config.faults.downtime_ms_max);
                 slot.restart_at_ms = Some(world.vt.elapsed_ms() + down);
                 world.fault_event(name, "crash", None, json!({"why": why, "down_ms": down}));
@@ -419,6 +427,7 @@ async fn supervise(config: SimConfig) -> Report {
                     st.ledger.rollback_point_ms = Some(snapshot_ms);
                 }
                 world.reset_stream_position();
+                reports::forget(&world, None, false);
                 world.fault_event(
                     "store",
                     "lossy_restart",
@@ -454,17 +463,31 @@ async fn supervise(config: SimConfig) -> Report {
                         .unwrap()
                         .stalls
                         .insert(actor.clone(), now + ms);
+                    reports::forget(&world, Some(&actor), true);
                     world.fault_event(&actor, "stall", None, json!({"ms": ms}));
                 }
                 2 => {
                     let max = f.clock_jump_ms_max as i64;
                     let delta = world.draw_range(0, 2 * max as u64) as i64 - max;
                     world.jump_store_clock(delta);
+                    reports::clock_jumped(&world);
                     world.fault_event("store", "clock_jump", None, json!({"delta_ms": delta}));
                 }
                 3 => {
+                    // A restart: the script cache is gone, and the store may load its data for
+                    // a while (every call refused with LOADING).
                     world.store.flush_scripts();
                     world.fault_event("store", "script_flush", None, json!({}));
+                    let ms = world.draw_range(0, f.loading_ms_max);
+                    if ms > 0 {
+                        world.start_refusal("store", "loading", orq::Transient::Loading, ms);
+                    }
+                }
+                5 => {
+                    let words = refusal::INJECTED;
+                    let word = words[world.draw_range(0, words.len() as u64 - 1) as usize];
+                    let ms = world.draw_range(100, f.refusal_ms_max.max(100));
+                    world.start_refusal("store", "refusal_episode", word, ms);
                 }
                 _ => {
                     if resume_at.is_none() {
@@ -585,6 +608,8 @@ async fn supervise(config: SimConfig) -> Report {
     stats.accepted = st.ledger.accepted.len() as u64;
     stats.tenancy = st.ledger.tenancy.clone();
     stats.faults = st.faults.clone();
+    stats.refused_calls = st.refused_calls;
+    stats.reports_delivered_after_refusal = st.ledger.reports.delivered_after_refusal;
     let mut timeline = Vec::with_capacity(st.timeline.len() + 2);
     timeline.push(header.to_string());
     timeline.extend(st.timeline.iter().cloned());

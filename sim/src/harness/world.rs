@@ -4,10 +4,12 @@
 
 use super::checker::{self, Ledger};
 use super::config::{PlantedBug, SimConfig, EPOCH_MS};
+use super::refusal::{self, Episode};
+use super::reports::{self, CallEnd};
 use crate::{MemoryStore, StoreClock};
 use async_trait::async_trait;
 use futures::future::BoxFuture;
-use orq::{Handler, HandlerError, Resp, Store, StoreError, TaskContext};
+use orq::{Handler, HandlerError, Resp, Store, StoreError, TaskContext, Transient};
 use orq_lua::Script;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha12Rng;
@@ -127,6 +129,10 @@ pub struct RunStats {
     pub lost_to_rollback: u64,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// Calls the store refused (single refusals and every call of an episode).
+    pub refused_calls: u64,
+    /// Outcomes refused at least once and later taken by the store with the same token.
+    pub reports_delivered_after_refusal: u64,
     /// What the tenancy checks saw (all zero for seeds without tenancy settings).
     pub tenancy: TenancyStats,
 }
@@ -181,6 +187,12 @@ pub struct WorldState {
     pub stream_last: String,
     /// Faults injected, by kind.
     pub faults: BTreeMap<String, u64>,
+    /// The refusal episode the store is in (or was last in: it ends at its `until_ms`).
+    pub refusal: Option<Episode>,
+    /// Calls the store refused.
+    pub refused_calls: u64,
+    /// Virtual ms the call being applied was sent at (before its latency, stall or hold).
+    pub call_started_ms: u64,
 }
 
 /// SplitMix64: a fixed, well-mixed hash of a u64 (Steele, Lea, Flood: "Fast splittable
@@ -216,7 +228,9 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         out.insert(name, src.replace(from, to));
     };
     match bug {
-        PlantedBug::None | PlantedBug::WorkerIgnoresLostLease => {}
+        PlantedBug::None
+        | PlantedBug::WorkerIgnoresLostLease
+        | PlantedBug::WorkerDropsRefusedOutcome => {}
         PlantedBug::CompleteIgnoresToken => {
             for name in ["complete", "complete_batch"] {
                 patch(
@@ -360,6 +374,44 @@ impl World {
         self.event(actor, kind, task, details);
     }
 
+    /// Start a refusal episode: the store refuses with `word` for `ms` of virtual time.
+    pub fn start_refusal(&self, actor: &str, kind: &str, word: Transient, ms: u64) {
+        let until_ms = self.vt.elapsed_ms() + ms;
+        self.state.lock().unwrap().refusal = Some(Episode { word, until_ms });
+        self.fault_event(actor, kind, None, json!({"word": word.word(), "ms": ms}));
+    }
+
+    /// The word the store refuses `actor`'s call of `script` with now, if it does: the
+    /// episode in progress, or a single refusal drawn with `p_refusal` (among the words that
+    /// refuse this script). Only while faults are on.
+    fn refusal(&self, actor: &str, script: &str) -> Option<Transient> {
+        if !self.faults_on.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = self.vt.elapsed_ms();
+        let episode = self.state.lock().unwrap().refusal;
+        let word = match episode.and_then(|e| e.refusal(script, now)) {
+            Some(word) => word,
+            None if self.fault(self.config.faults.p_refusal) => {
+                let words: Vec<Transient> = refusal::INJECTED
+                    .into_iter()
+                    .filter(|w| refusal::refuses(*w, script))
+                    .collect();
+                let word = words[self.draw_range(0, words.len() as u64 - 1) as usize];
+                self.fault_event(
+                    actor,
+                    "refusal",
+                    None,
+                    json!({"script": script, "word": word.word()}),
+                );
+                word
+            }
+            None => return None,
+        };
+        self.state.lock().unwrap().refused_calls += 1;
+        Some(word)
+    }
+
     /// Record the first violation; later ones are ignored.
     pub fn violate(&self, what: String) {
         let mut st = self.state.lock().unwrap();
@@ -401,7 +453,7 @@ impl World {
         };
         self.record_stream(actor);
         checker::post_call(self, actor, script.name, args, &reply, before);
-        let read_only = matches!(script.name, "get" | "list" | "stats" | "queues");
+        let read_only = refusal::READ_ONLY_SCRIPTS.contains(&script.name);
         if !read_only && self.violation().is_none() {
             if let Err(v) = checker::check_state(self) {
                 self.violate(v);
@@ -480,21 +532,45 @@ pub struct ActorStore {
     pub actor: String,
 }
 
-#[async_trait]
-impl Store for ActorStore {
-    async fn eval(
+impl ActorStore {
+    /// One call through the fault injector: what the caller gets, and how the call ended for
+    /// check 9 ([`reports`]).
+    async fn deliver(
         &self,
         script: &'static Script,
         keys: &[String],
         args: &[Vec<u8>],
-    ) -> Result<Resp, StoreError> {
+    ) -> (Result<Resp, StoreError>, CallEnd) {
         let w = &self.world;
+        let started_ms = w.vt.elapsed_ms();
         tokio::time::sleep(Duration::from_millis(CALL_LATENCY_MS)).await;
         let stall = w.state.lock().unwrap().stalls.get(&self.actor).copied();
         if let Some(until) = stall {
             w.vt.sleep_until_ms(until).await;
         }
         let f = &w.config.faults;
+        let p_slow = if reports::REPORT_SCRIPTS.contains(&script.name) {
+            f.p_slow_call.max(f.p_slow_report)
+        } else {
+            f.p_slow_call
+        };
+        if w.fault(p_slow) {
+            let lease_ms = w.config.lease_ms;
+            let ms = w.draw_range(lease_ms, f.stall_ms_max.max(lease_ms));
+            w.fault_event(
+                &self.actor,
+                "slow_call",
+                None,
+                json!({"script": script.name, "ms": ms}),
+            );
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        reports::check(w);
+        if let Some(word) = w.refusal(&self.actor, script.name) {
+            // Refused before it runs, as Redis refuses it: the error reply of its word.
+            let reply = Resp::Error(refusal::reply_text(word).into());
+            return (Ok(reply), CallEnd::Refused);
+        }
         if w.fault(f.p_fail_before) {
             w.fault_event(
                 &self.actor,
@@ -502,8 +578,10 @@ impl Store for ActorStore {
                 None,
                 json!({"script": script.name}),
             );
-            return Err(StoreError("injected: connection refused".into()));
+            let e = StoreError("injected: connection refused".into());
+            return (Err(e), CallEnd::Refused);
         }
+        w.state.lock().unwrap().call_started_ms = started_ms;
         let reply = w.apply(&self.actor, script, keys, args);
         if w.fault(f.p_duplicate) {
             w.fault_event(
@@ -521,10 +599,27 @@ impl Store for ActorStore {
                 None,
                 json!({"script": script.name}),
             );
-            return Err(StoreError("injected: reply lost".into()));
+            let e = StoreError("injected: reply lost".into());
+            return (Err(e), CallEnd::ReplyLost);
         }
         checker::delivered(w, script.name, args, &reply);
-        Ok(reply)
+        (Ok(reply), CallEnd::Reached)
+    }
+}
+
+#[async_trait]
+impl Store for ActorStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        let (w, actor) = (&self.world, self.actor.as_str());
+        reports::call_started(w, actor, script.name, args);
+        let (reply, end) = self.deliver(script, keys, args).await;
+        reports::call_ended(w, actor, script.name, args, end);
+        reply
     }
 }
 

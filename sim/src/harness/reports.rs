@@ -1,0 +1,256 @@
+//! Check 9 of the checker: an outcome the store refused transiently (or that failed before
+//! reaching it) is sent again with the same token while its lease can be live, so an outcome
+//! refused for less than its lease's remaining time is delivered and the handler ran once.
+//!
+//! The store wrapper tells this module when each call starts and ends. An outcome (a complete,
+//! fail or release item) becomes *pending* when a try of it is refused, and stops being pending
+//! when a try reaches the store (applied, or answered for good: `STALE`, `CANCELLED`), when its
+//! lease ends (the task is no longer leased under its token), or when a fault excuses it. A
+//! pending outcome is **overdue** when the worker's next try is later than the engine's own
+//! backoff ([`orq::report::report_retry_ms`]) after the last try, or than the lease's deadline if
+//! that comes first, by more than [`TRY_SLACK_MS`] and a tenth of the backoff (a worker clock
+//! drifts by at most 5 %), while at the last try the lease was still live by the store's clock
+//! with a margin for that drift. What the worker legitimately waits for moves the last try on:
+//! a heartbeat of the same lease, and for a success the worker's completer calls (successes are
+//! group-committed, and a retried one waits for a free completer call); while one of those is
+//! in flight the outcome is not judged.
+//!
+//! Excused (what is pending is forgotten): the worker crashed or stalled, the store's clock
+//! jumped since the worker last learned its lease's deadline (the deadline moved under it), the
+//! store rolled back.
+
+use super::checker::{task_key, token_items};
+use super::world::World;
+use crate::StoreClock;
+use std::collections::BTreeMap;
+
+/// The scripts that report an outcome.
+pub const REPORT_SCRIPTS: [&str; 4] = ["complete", "complete_batch", "fail", "release"];
+
+/// Slack on a report's next try beyond the engine's backoff (virtual ms): the calls the worker
+/// makes meanwhile (each takes a virtual ms) and rounding.
+pub const TRY_SLACK_MS: u64 = 30;
+
+/// An outcome waiting for its next try.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    /// The worker that sent it.
+    pub actor: String,
+    /// The script of its last try (`complete_batch` for a success).
+    pub script: String,
+    /// Tries so far, refused or not (the worker's backoff grows with them).
+    pub tries: u32,
+    /// Virtual ms the last try ended, or a call the worker waited for meanwhile.
+    pub last_ms: u64,
+    /// Calls of this lease in flight (a try, or a heartbeat).
+    pub in_flight: u32,
+}
+
+/// Check 9's bookkeeping.
+#[derive(Debug, Default)]
+pub struct ReportLedger {
+    /// Outcomes refused and not yet taken by the store, by (task, token).
+    pub pending: BTreeMap<(String, String), Pending>,
+    /// Tries of each outcome by (task, token), counted when sent.
+    pub tries: BTreeMap<(String, String), u32>,
+    /// Per worker: its completer's calls in flight and the virtual ms the last one ended.
+    pub completer: BTreeMap<String, (u32, u64)>,
+    /// Outcomes refused at least once and later taken by the store with the same token.
+    pub delivered_after_refusal: u64,
+    /// Per task, the virtual ms its worker last reckoned its lease's deadline from: the start
+    /// of the call that leased it (the worker counts the lease from just before its call), or
+    /// the end of a heartbeat that reached the store. The worker's own deadline is this plus
+    /// the lease's length.
+    pub lease_seen: BTreeMap<String, u64>,
+    /// Virtual ms of the store clock's last jump.
+    pub last_jump_ms: Option<u64>,
+}
+
+impl ReportLedger {
+    /// The worker of `task` reckons its lease's deadline from virtual `now_ms` on.
+    pub fn lease_seen(&mut self, task: &str, now_ms: u64) {
+        self.lease_seen.insert(task.to_string(), now_ms);
+    }
+}
+
+/// How a call ended, for this check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallEnd {
+    /// Refused before it ran (a transient refusal, or a failure before the store).
+    Refused,
+    /// It reached the store and its reply was delivered (whatever the reply).
+    Reached,
+    /// It reached the store and its reply was lost: the store took it, the caller does not know.
+    ReplyLost,
+    /// Dropped before it ended (its worker crashed).
+    Dropped,
+}
+
+/// A call of `actor` started: count the try, and mark what the worker now waits for.
+pub fn call_started(w: &World, actor: &str, script: &str, args: &[Vec<u8>]) {
+    let report = REPORT_SCRIPTS.contains(&script);
+    if !report && script != "heartbeat" {
+        return;
+    }
+    let mut st = w.state.lock().unwrap();
+    let l = &mut st.ledger.reports;
+    if script == "complete_batch" {
+        l.completer.entry(actor.to_string()).or_default().0 += 1;
+    }
+    for item in token_items(script, args) {
+        if report {
+            *l.tries.entry(item.clone()).or_default() += 1;
+        }
+        if let Some(p) = l.pending.get_mut(&item) {
+            p.in_flight += 1;
+        }
+    }
+}
+
+/// A call of `actor` ended as `end`: a refused outcome becomes pending, a delivered one stops
+/// being pending.
+pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: CallEnd) {
+    let report = REPORT_SCRIPTS.contains(&script);
+    if !report && script != "heartbeat" {
+        return;
+    }
+    let now = w.vt.elapsed_ms();
+    let mut st = w.state.lock().unwrap();
+    let l = &mut st.ledger.reports;
+    if script == "complete_batch" {
+        let c = l.completer.entry(actor.to_string()).or_default();
+        c.0 = c.0.saturating_sub(1);
+        c.1 = now;
+    }
+    for item in token_items(script, args) {
+        if let Some(p) = l.pending.get_mut(&item) {
+            p.in_flight = p.in_flight.saturating_sub(1);
+            p.last_ms = p.last_ms.max(now);
+        }
+        if !report {
+            // A heartbeat whose reply the worker got: it reckons its deadline from now on.
+            if end == CallEnd::Reached {
+                l.lease_seen(&item.0, now);
+            }
+            continue;
+        }
+        match end {
+            CallEnd::Reached | CallEnd::ReplyLost => {
+                if l.pending.remove(&item).is_some() {
+                    l.delivered_after_refusal += 1;
+                }
+            }
+            CallEnd::Refused => {
+                let tries = l.tries.get(&item).copied().unwrap_or(1);
+                let p = l.pending.entry(item).or_insert(Pending {
+                    actor: actor.to_string(),
+                    script: script.to_string(),
+                    tries,
+                    last_ms: now,
+                    in_flight: 0,
+                });
+                p.script = script.to_string();
+                p.tries = tries;
+                p.last_ms = now;
+            }
+            CallEnd::Dropped => {}
+        }
+    }
+}
+
+/// The store's clock jumped: every worker's reckoning of its leases' deadlines is off by the
+/// jump until its next lease or heartbeat, so outcomes of leases last seen before now are
+/// excused.
+pub fn clock_jumped(w: &World) {
+    let now = w.vt.elapsed_ms();
+    w.state.lock().unwrap().ledger.reports.last_jump_ms = Some(now);
+    forget(w, None, false);
+}
+
+/// Excuses: forget the pending outcomes of the worker slot `name` (every incarnation: it
+/// crashed) or, with `exact`, of the one actor `name` (it stalled); `None` forgets them all (the
+/// store rolled back).
+pub fn forget(w: &World, name: Option<&str>, exact: bool) {
+    let mut st = w.state.lock().unwrap();
+    st.ledger.reports.pending.retain(|_, p| match name {
+        None => false,
+        Some(n) if exact => p.actor != n,
+        Some(n) => p.actor.split('.').next() != Some(n),
+    });
+}
+
+/// Check 9 now: no pending outcome is overdue. Outcomes whose lease has ended are dropped.
+pub fn check(w: &World) {
+    if w.state.lock().unwrap().ledger.reports.pending.is_empty() {
+        return;
+    }
+    let now = w.vt.elapsed_ms();
+    let store_now_ms = (w.store_time.now_micros() / 1000) as i64;
+    let lease_ms = w.config.lease_ms;
+    let (pending, completer, seen, jump) = {
+        let st = w.state.lock().unwrap();
+        let l = &st.ledger.reports;
+        (
+            l.pending.clone(),
+            l.completer.clone(),
+            l.lease_seen.clone(),
+            l.last_jump_ms,
+        )
+    };
+    let (status_f, token_f, exp_f) = (
+        orq::task::stored_name("status").unwrap_or("s"),
+        orq::task::stored_name("token").unwrap_or("k"),
+        orq::task::stored_name("lease_exp").unwrap_or("x"),
+    );
+    for ((task, token), p) in pending {
+        let key = task_key(&task);
+        let r = w.store.command(&[
+            b"HMGET",
+            key.as_bytes(),
+            status_f.as_bytes(),
+            token_f.as_bytes(),
+            exp_f.as_bytes(),
+        ]);
+        let vals = r.as_array().unwrap_or_default();
+        let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).unwrap_or_default();
+        let seen_before_jump = jump.is_some_and(|j| seen.get(&task).is_none_or(|s| *s <= j));
+        if text(0) != "leased" || text(1) != token || seen_before_jump {
+            let mut st = w.state.lock().unwrap();
+            st.ledger.reports.pending.remove(&(task, token));
+            continue;
+        }
+        let mut last_ms = p.last_ms;
+        if p.script == "complete_batch" {
+            let (busy, ended) = completer.get(&p.actor).copied().unwrap_or_default();
+            if busy > 0 {
+                continue;
+            }
+            last_ms = last_ms.max(ended);
+        }
+        if p.in_flight > 0 {
+            continue;
+        }
+        // The lease's deadline in virtual ms: the store's, or the worker's own if earlier (it
+        // counts from before a slow lease call), and the latest the next try may come.
+        let exp: i64 = text(2).parse().unwrap_or(0);
+        let mut deadline_ms = now as i64 + (exp - store_now_ms);
+        if let Some(s) = seen.get(&task) {
+            deadline_ms = deadline_ms.min((s + lease_ms) as i64);
+        }
+        let backoff = orq::report::report_retry_ms(p.tries.saturating_sub(1), 0.999_999);
+        let next_by = (last_ms + backoff).min(deadline_ms.max(0) as u64);
+        // The worker surely held the lease for live at its last try: more than a drifting
+        // clock's error (5 % of a lease) plus slack before the deadline.
+        let margin = (lease_ms / 20 + TRY_SLACK_MS) as i64;
+        let live_then = deadline_ms - last_ms as i64 > margin;
+        if live_then && now > next_by + backoff / 10 + TRY_SLACK_MS {
+            w.violate(format!(
+                "{}: the outcome of task {task} (token {token}) was refused (try {}), the \
+                 worker waited for nothing after {last_ms} ms and had not sent it again by \
+                 {now} ms although its lease was live until {deadline_ms} ms: the worker \
+                 dropped an outcome it could still deliver",
+                p.actor, p.tries
+            ));
+        }
+    }
+}
