@@ -141,11 +141,12 @@ pub struct Faults {
 /// Testing", ISSTA 2012). A seed with few families on pushes the ones it has harder, so some
 /// seeds are all crashes, some all refusals, some quiet:
 /// - `crash`: worker crashes, by the supervisor and by handlers before or after their effect;
-/// - `stall`: an actor's store calls wait longer than a lease, or one of its reports does;
+/// - `stall`: an actor's store calls wait longer than a lease, or one of its reports does (a
+///   worker paused between its work and its report);
 /// - `clock`: worker clock offsets and drift, store clock jumps;
 /// - `restart`: a store restart (script cache flushed), then a `LOADING` window;
 /// - `network`: a call failed before the store, a reply lost, a call delivered twice, a call
-///   held in flight for longer than a lease;
+///   held in flight for longer than a lease (reports more often);
 /// - `refusal`: single refusals and refusal episodes (`OOM`, `READONLY`, `BUSY`, ...).
 pub const FAULT_FAMILIES: [&str; 6] = ["crash", "stall", "clock", "restart", "network", "refusal"];
 
@@ -157,13 +158,14 @@ impl Faults {
     pub fn families_on(&self) -> Vec<String> {
         let on = [
             self.w_crash > 0 || self.p_crash_before_effect > 0.0 || self.p_crash_after_effect > 0.0,
-            self.w_stall > 0 || self.p_slow_report > 0.0,
+            self.w_stall > 0,
             self.w_clock_jump > 0 || self.clock_offset_ms_max > 0 || self.drift_ppm_max > 0,
             self.w_script_flush > 0,
             self.p_fail_before > 0.0
                 || self.p_lost_reply > 0.0
                 || self.p_duplicate > 0.0
-                || self.p_slow_call > 0.0,
+                || self.p_slow_call > 0.0
+                || self.p_slow_report > 0.0,
             self.p_refusal > 0.0 || self.w_refusal > 0,
         ];
         FAULT_FAMILIES
@@ -342,7 +344,7 @@ impl SimConfig {
         let refusal_ms_max = r.random_range(lease_ms / 2..=lease_ms * 3);
         let loading_ms_max = r.random_range(0..=3_000);
         let p_slow_call = r.random_range(0.0..0.05);
-        let p_slow_report = r.random_range(0.0..0.2);
+        let p_slow_report = r.random_range(0.05..0.3);
         let f = &mut self.faults;
         for (family, on) in FAULT_FAMILIES.iter().zip(&on) {
             match (*family, *on) {
@@ -369,7 +371,10 @@ impl SimConfig {
                     f.loading_ms_max = loading_ms_max;
                 }
                 ("restart", false) => f.w_script_flush = 0,
-                ("network", true) => f.p_slow_call = p_slow_call,
+                ("network", true) => {
+                    f.p_slow_call = p_slow_call;
+                    f.p_slow_report = p_slow_report;
+                }
                 ("network", false) => {
                     f.p_lost_reply = 0.0;
                     f.p_fail_before = 0.0;
