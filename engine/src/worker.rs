@@ -6,6 +6,7 @@ use crate::client::Client;
 use crate::clock::{Clock, Entropy};
 use crate::episode::Episode;
 use crate::error::Error;
+use crate::heartbeat::{after_heartbeat, heartbeat_interval_ms, BeatStep};
 use crate::ops::{self, Completion, Reported, COMPLETE_BATCH_MAX, LEASE_BATCH_MAX};
 use crate::report::{report_step, ReportStep};
 use crate::store::Store;
@@ -184,6 +185,11 @@ pub struct WorkerConfig {
     /// classified). Never set it outside that test.
     #[doc(hidden)]
     pub planted_drop_refused_outcome: bool,
+    /// A bug planted on purpose for the simulator's self-test: after a heartbeat the store
+    /// refused transiently, wait the whole interval before the next one (what orq did before
+    /// [`crate::heartbeat::after_heartbeat`]). Never set it outside that test.
+    #[doc(hidden)]
+    pub planted_heartbeat_waits_interval: bool,
 }
 
 impl Default for WorkerConfig {
@@ -203,6 +209,7 @@ impl Default for WorkerConfig {
             shutdown_grace_ms: 10_000,
             planted_ignore_lost_lease: false,
             planted_drop_refused_outcome: false,
+            planted_heartbeat_waits_interval: false,
         }
     }
 }
@@ -242,24 +249,6 @@ pub fn lease_refused_backoff_ms(idle_poll_ms: u64, refusals: u32) -> u64 {
         .max(1)
         .saturating_mul(1 << doublings)
         .min(LEASE_REFUSED_BACKOFF_MS_MAX)
-}
-
-/// Longest time between two heartbeats of a running task (ms). Heartbeats also carry
-/// cancellation to the worker, so this bounds how long a cancelled task's handler keeps running.
-pub const HEARTBEAT_INTERVAL_MAX_MS: u64 = 2_000;
-
-/// The time between heartbeats for a lease of `lease_ms`: `lease_ms / divisor`, at least 100 ms
-/// and at most [`HEARTBEAT_INTERVAL_MAX_MS`].
-pub fn heartbeat_interval_ms(lease_ms: u64, divisor: u64) -> u64 {
-    (lease_ms / divisor.max(1)).clamp(100, HEARTBEAT_INTERVAL_MAX_MS)
-}
-
-/// What a heartbeat's reply means for the running handler: `true` to keep running.
-pub fn lease_still_held(reply: &Result<(u64, u64), Error>) -> bool {
-    !matches!(
-        reply,
-        Err(Error::Stale { .. } | Error::Cancelled { .. } | Error::NotFound { .. })
-    )
 }
 
 /// Most rounds of completion calls the completer has in flight at once.
@@ -1227,8 +1216,9 @@ impl Inner {
             None => Box::pin(std::future::pending()),
         };
         tokio::pin!(timeout);
+        let (mut next_beat_ms, mut refusals) = (every_ms, 0u32);
         let outcome = loop {
-            let beat = self.clock.sleep(every_ms);
+            let beat = self.clock.sleep(next_beat_ms);
             tokio::select! {
                 biased;
                 joined = &mut run.0 => {
@@ -1243,13 +1233,23 @@ impl Inner {
                     let reply = ops::heartbeat(&*self.store, &task.queue, &task.id, &lease.token, 0).await;
                     let now = self.clock.now_ms();
                     match &reply {
-                        Ok((store_now, exp)) => local_deadline_ms = now + exp.saturating_sub(*store_now),
-                        Err(e) => tracing::debug!(task = %task.id, error = %e, "heartbeat failed"),
+                        Ok((store_now, exp)) => {
+                            local_deadline_ms = now + exp.saturating_sub(*store_now);
+                            refusals = 0;
+                        }
+                        Err(e) => {
+                            refusals += u32::from(e.is_unavailable());
+                            tracing::debug!(task = %task.id, error = %e, "heartbeat failed");
+                        }
                     }
-                    let lost = !lease_still_held(&reply) || now >= local_deadline_ms;
-                    if lost && !self.config.planted_ignore_lost_lease {
-                        tracing::info!(task = %task.id, "lease lost; aborting handler");
-                        break Outcome::LeaseLost;
+                    match after_heartbeat(&reply, refusals, now, local_deadline_ms, every_ms, self.entropy.unit()) {
+                        BeatStep::Held { .. } if self.config.planted_heartbeat_waits_interval => next_beat_ms = every_ms,
+                        BeatStep::Held { next_in_ms } => next_beat_ms = next_in_ms,
+                        BeatStep::Lost if self.config.planted_ignore_lost_lease => next_beat_ms = every_ms,
+                        BeatStep::Lost => {
+                            tracing::info!(task = %task.id, "lease lost; aborting handler");
+                            break Outcome::LeaseLost;
+                        }
                     }
                 }
                 _ = &mut timeout => {
@@ -1280,7 +1280,7 @@ impl Inner {
     ) {
         let (queue, id, token) = (held.queue, held.id, held.token);
         let every_ms = heartbeat_interval_ms(held.lease_ms, self.config.heartbeat_divisor);
-        let mut last_beat_ms = self.clock.now_ms();
+        let (mut next_beat_at_ms, mut beat_refusals) = (self.clock.now_ms() + every_ms, 0u32);
         let mut first_error: Option<Error> = None;
         for tries in 0u32.. {
             let result = match &outcome {
@@ -1364,20 +1364,39 @@ impl Inner {
                 if now >= until_ms {
                     break;
                 }
-                if now >= last_beat_ms + every_ms {
-                    last_beat_ms = now;
+                if now >= next_beat_at_ms {
                     let reply = ops::heartbeat(&*self.store, queue, id, token, 0).await;
-                    if let Ok((store_now, exp)) = &reply {
-                        held.local_deadline_ms =
-                            self.clock.now_ms() + exp.saturating_sub(*store_now);
+                    let now = self.clock.now_ms();
+                    match &reply {
+                        Ok((store_now, exp)) => {
+                            held.local_deadline_ms = now + exp.saturating_sub(*store_now);
+                            beat_refusals = 0;
+                        }
+                        Err(e) => beat_refusals += u32::from(e.is_unavailable()),
                     }
-                    if !lease_still_held(&reply) {
-                        tracing::info!(task = %id, "lease lost while its outcome waited for the store");
-                        return;
+                    let step = after_heartbeat(
+                        &reply,
+                        beat_refusals,
+                        now,
+                        held.local_deadline_ms,
+                        every_ms,
+                        self.entropy.unit(),
+                    );
+                    match step {
+                        BeatStep::Held { .. } if self.config.planted_heartbeat_waits_interval => {
+                            next_beat_at_ms = now + every_ms
+                        }
+                        BeatStep::Held { next_in_ms } => next_beat_at_ms = now + next_in_ms,
+                        // Past the deadline the next try of the outcome ends it as expired.
+                        BeatStep::Lost if now >= held.local_deadline_ms => next_beat_at_ms = u64::MAX,
+                        BeatStep::Lost => {
+                            tracing::info!(task = %id, "lease lost while its outcome waited for the store");
+                            return;
+                        }
                     }
                     continue;
                 }
-                let wake_ms = until_ms.min(last_beat_ms + every_ms);
+                let wake_ms = until_ms.min(next_beat_at_ms);
                 tokio::select! {
                     _ = self.clock.sleep(wake_ms - now) => {}
                     _ = hard_stop.cancelled() => {

@@ -29,7 +29,8 @@ enum Cmd {
         timeline: Option<PathBuf>,
         /// Plant a known bug (tests of the simulator): complete_ignores_token,
         /// lease_ignores_run_at, reap_does_not_count_attempt, worker_ignores_lost_lease,
-        /// worker_drops_refused_outcome (shows on seeds that draw store refusals),
+        /// worker_drops_refused_outcome, heartbeat_waits_interval (these two show on seeds
+        /// that draw store refusals),
         /// lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the last
         /// three only show on seeds that draw tenant limits or pauses).
         #[arg(long, default_value = "none")]

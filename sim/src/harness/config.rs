@@ -33,16 +33,21 @@ pub enum PlantedBug {
     /// The worker gives up an outcome the first time the store refuses it transiently (caught
     /// by seeds that draw store refusals).
     WorkerDropsRefusedOutcome,
+    /// After a heartbeat the store refused transiently, the worker waits its whole interval
+    /// before the next one, so a refusal shorter than the lease can let it expire under a
+    /// running handler (caught by seeds that draw store refusals).
+    HeartbeatWaitsInterval,
 }
 
 impl PlantedBug {
     /// Every planted bug (not `None`).
-    pub const ALL: [PlantedBug; 5] = [
+    pub const ALL: [PlantedBug; 6] = [
         PlantedBug::CompleteIgnoresToken,
         PlantedBug::LeaseIgnoresRunAt,
         PlantedBug::ReapDoesNotCountAttempt,
         PlantedBug::WorkerIgnoresLostLease,
         PlantedBug::WorkerDropsRefusedOutcome,
+        PlantedBug::HeartbeatWaitsInterval,
     ];
 
     /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
@@ -65,6 +70,7 @@ impl PlantedBug {
             PlantedBug::LeaseIgnoresRateLimit => "lease_ignores_rate_limit",
             PlantedBug::LeaseIgnoresPause => "lease_ignores_pause",
             PlantedBug::WorkerDropsRefusedOutcome => "worker_drops_refused_outcome",
+            PlantedBug::HeartbeatWaitsInterval => "heartbeat_waits_interval",
         }
     }
 
@@ -76,6 +82,10 @@ impl PlantedBug {
             .find(|b| b.name() == s)
     }
 }
+
+/// The simulated workers heartbeat every `lease_ms / HEARTBEAT_DIVISOR`
+/// ([`orq::worker::WorkerConfig::heartbeat_divisor`]).
+pub const HEARTBEAT_DIVISOR: u64 = 3;
 
 /// Fault probabilities and sizes. Probabilities are per store call unless said otherwise.
 #[derive(Debug, Clone, Serialize, PartialEq)]

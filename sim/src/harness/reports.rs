@@ -1,6 +1,9 @@
 //! Check 9 of the checker: an outcome the store refused transiently (or that failed before
 //! reaching it) is sent again with the same token while its lease can be live, so an outcome
-//! refused for less than its lease's remaining time is delivered and the handler ran once.
+//! refused for less than its lease's remaining time is delivered and the handler ran once. A
+//! heartbeat refused (or whose reply was lost) is held to the same rule, its wait capped by the
+//! heartbeat's cadence ([`orq::heartbeat::after_heartbeat`]), so a refusal shorter than the
+//! lease never lets a running handler's lease expire.
 //!
 //! The store wrapper tells this module when each call starts and ends. An outcome (a complete,
 //! fail or release item) becomes *pending* when a try of it is refused, and stops being pending
@@ -20,12 +23,18 @@
 //! store rolled back.
 
 use super::checker::{task_key, token_items};
+use super::config::HEARTBEAT_DIVISOR;
 use super::world::World;
 use crate::StoreClock;
+use orq::heartbeat::heartbeat_interval_ms;
 use std::collections::BTreeMap;
 
 /// The scripts that report an outcome.
 pub const REPORT_SCRIPTS: [&str; 4] = ["complete", "complete_batch", "fail", "release"];
+
+/// The heartbeat script: a refused heartbeat is held to the same rule as a refused outcome,
+/// with the heartbeat's own cadence as the longest wait.
+const HEARTBEAT: &str = "heartbeat";
 
 /// Slack on a report's next try beyond the engine's backoff (virtual ms): the calls the worker
 /// makes meanwhile (each takes a virtual ms) and rounding.
@@ -57,19 +66,21 @@ pub struct ReportLedger {
     pub completer: BTreeMap<String, (u32, u64)>,
     /// Outcomes refused at least once and later taken by the store with the same token.
     pub delivered_after_refusal: u64,
-    /// Per task, the virtual ms its worker last reckoned its lease's deadline from: the start
-    /// of the call that leased it (the worker counts the lease from just before its call), or
-    /// the end of a heartbeat that reached the store. The worker's own deadline is this plus
-    /// the lease's length.
-    pub lease_seen: BTreeMap<String, u64>,
+    /// Per lease (task, token), the virtual ms its worker last reckoned its deadline from: the
+    /// start of the call that leased it (the worker counts the lease from just before its call),
+    /// or the end of a heartbeat of that lease that reached the store. The worker's own deadline
+    /// is this plus the lease's length. (By lease, not by task: a late heartbeat of an earlier
+    /// lease says nothing about the current one.)
+    pub lease_seen: BTreeMap<(String, String), u64>,
     /// Virtual ms of the store clock's last jump.
     pub last_jump_ms: Option<u64>,
 }
 
 impl ReportLedger {
-    /// The worker of `task` reckons its lease's deadline from virtual `now_ms` on.
-    pub fn lease_seen(&mut self, task: &str, now_ms: u64) {
-        self.lease_seen.insert(task.to_string(), now_ms);
+    /// The worker of the lease `(task, token)` reckons its deadline from virtual `now_ms` on.
+    pub fn lease_seen(&mut self, task: &str, token: &str, now_ms: u64) {
+        self.lease_seen
+            .insert((task.to_string(), token.to_string()), now_ms);
     }
 }
 
@@ -128,15 +139,37 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
             p.last_ms = p.last_ms.max(now);
         }
         if !report {
-            // A heartbeat whose reply the worker got: it reckons its deadline from now on.
-            if end == CallEnd::Reached {
-                l.lease_seen(&item.0, now);
+            match end {
+                // A heartbeat whose reply the worker got: it reckons its deadline from now on,
+                // and a refused heartbeat of the lease is answered.
+                CallEnd::Reached => {
+                    l.lease_seen(&item.0, &item.1, now);
+                    if l.pending.get(&item).is_some_and(|p| p.script == HEARTBEAT) {
+                        l.pending.remove(&item);
+                    }
+                }
+                // Refused, or its reply lost: the worker must heartbeat again soon. While an
+                // outcome of the lease is pending, the outcome's rule applies instead.
+                CallEnd::Refused | CallEnd::ReplyLost => {
+                    let p = l.pending.entry(item).or_insert(Pending {
+                        actor: actor.to_string(),
+                        script: HEARTBEAT.to_string(),
+                        tries: 0,
+                        last_ms: now,
+                        in_flight: 0,
+                    });
+                    if p.script == HEARTBEAT {
+                        p.tries += 1;
+                        p.last_ms = now;
+                    }
+                }
+                CallEnd::Dropped => {}
             }
             continue;
         }
         match end {
             CallEnd::Reached | CallEnd::ReplyLost => {
-                if l.pending.remove(&item).is_some() {
+                if l.pending.remove(&item).is_some_and(|p| p.script != HEARTBEAT) {
                     l.delivered_after_refusal += 1;
                 }
             }
@@ -213,14 +246,17 @@ pub fn check(w: &World) {
         ]);
         let vals = r.as_array().unwrap_or_default();
         let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).unwrap_or_default();
-        let seen_before_jump = jump.is_some_and(|j| seen.get(&task).is_none_or(|s| *s <= j));
+        let lease = (task.clone(), token.clone());
+        let seen_before_jump = jump.is_some_and(|j| seen.get(&lease).is_none_or(|s| *s <= j));
         if text(0) != "leased" || text(1) != token || seen_before_jump {
             let mut st = w.state.lock().unwrap();
             st.ledger.reports.pending.remove(&(task, token));
             continue;
         }
         let mut last_ms = p.last_ms;
-        if p.script == "complete_batch" {
+        // A success waits for the completer without heartbeating: while the worker's completer
+        // is busy, a refused heartbeat's task may be one of those waiting.
+        if p.script == "complete_batch" || p.script == HEARTBEAT {
             let (busy, ended) = completer.get(&p.actor).copied().unwrap_or_default();
             if busy > 0 {
                 continue;
@@ -234,16 +270,29 @@ pub fn check(w: &World) {
         // counts from before a slow lease call), and the latest the next try may come.
         let exp: i64 = text(2).parse().unwrap_or(0);
         let mut deadline_ms = now as i64 + (exp - store_now_ms);
-        if let Some(s) = seen.get(&task) {
+        if let Some(s) = seen.get(&lease) {
             deadline_ms = deadline_ms.min((s + lease_ms) as i64);
         }
-        let backoff = orq::report::report_retry_ms(p.tries.saturating_sub(1), 0.999_999);
+        let mut backoff = orq::report::report_retry_ms(p.tries.saturating_sub(1), 0.999_999);
+        if p.script == HEARTBEAT {
+            backoff = backoff.min(heartbeat_interval_ms(lease_ms, HEARTBEAT_DIVISOR));
+        }
         let next_by = (last_ms + backoff).min(deadline_ms.max(0) as u64);
         // The worker surely held the lease for live at its last try: more than a drifting
         // clock's error (5 % of a lease) plus slack before the deadline.
         let margin = (lease_ms / 20 + TRY_SLACK_MS) as i64;
         let live_then = deadline_ms - last_ms as i64 > margin;
         if live_then && now > next_by + backoff / 10 + TRY_SLACK_MS {
+            if p.script == HEARTBEAT {
+                w.violate(format!(
+                    "{}: the heartbeat of task {task} (token {token}) was refused ({} in a row), \
+                     the worker waited for nothing after {last_ms} ms and had not heartbeated \
+                     again by {now} ms although its lease was live until {deadline_ms} ms: a \
+                     refusal shorter than the lease can let it expire under a running handler",
+                    p.actor, p.tries
+                ));
+                continue;
+            }
             w.violate(format!(
                 "{}: the outcome of task {task} (token {token}) was refused (try {}), the \
                  worker waited for nothing after {last_ms} ms and had not sent it again by \

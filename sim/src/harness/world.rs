@@ -230,7 +230,8 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
     match bug {
         PlantedBug::None
         | PlantedBug::WorkerIgnoresLostLease
-        | PlantedBug::WorkerDropsRefusedOutcome => {}
+        | PlantedBug::WorkerDropsRefusedOutcome
+        | PlantedBug::HeartbeatWaitsInterval => {}
         PlantedBug::CompleteIgnoresToken => {
             for name in ["complete", "complete_batch"] {
                 patch(
