@@ -1388,7 +1388,9 @@ impl Inner {
                         }
                         BeatStep::Held { next_in_ms } => next_beat_at_ms = now + next_in_ms,
                         // Past the deadline the next try of the outcome ends it as expired.
-                        BeatStep::Lost if now >= held.local_deadline_ms => next_beat_at_ms = u64::MAX,
+                        BeatStep::Lost if now >= held.local_deadline_ms => {
+                            next_beat_at_ms = u64::MAX
+                        }
                         BeatStep::Lost => {
                             tracing::info!(task = %id, "lease lost while its outcome waited for the store");
                             return;

@@ -353,9 +353,11 @@ pub fn post_call(
                     // The reply carries the record as it was before the lease (ops.rs,
                     // LeaseWrite): the new token is read back; nothing ran since the call.
                     let token_field = orq::task::stored_name("token").unwrap_or("k");
-                    let token = w
-                        .store
-                        .command(&[b"HGET", task_key(&id).as_bytes(), token_field.as_bytes()]);
+                    let token = w.store.command(&[
+                        b"HGET",
+                        task_key(&id).as_bytes(),
+                        token_field.as_bytes(),
+                    ]);
                     let token = token.as_str().unwrap_or_default();
                     l.reports.lease_seen(&id, token, started_ms);
                     *l.leases.entry(id).or_default() += 1;

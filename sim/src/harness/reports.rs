@@ -169,7 +169,10 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
         }
         match end {
             CallEnd::Reached | CallEnd::ReplyLost => {
-                if l.pending.remove(&item).is_some_and(|p| p.script != HEARTBEAT) {
+                if l.pending
+                    .remove(&item)
+                    .is_some_and(|p| p.script != HEARTBEAT)
+                {
                     l.delivered_after_refusal += 1;
                 }
             }

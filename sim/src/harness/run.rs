@@ -115,7 +115,8 @@ fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<
         shutdown_grace_ms: 100,
         planted_ignore_lost_lease: world.config.planted == PlantedBug::WorkerIgnoresLostLease,
         planted_drop_refused_outcome: world.config.planted == PlantedBug::WorkerDropsRefusedOutcome,
-        planted_heartbeat_waits_interval: world.config.planted == PlantedBug::HeartbeatWaitsInterval,
+        planted_heartbeat_waits_interval: world.config.planted
+            == PlantedBug::HeartbeatWaitsInterval,
     };
     let entropy = Arc::new(Entropy::from_seed(mix(
         world.config.seed ^ super::world::fnv(&id)
