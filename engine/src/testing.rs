@@ -1,5 +1,6 @@
 //! Test fixtures (feature `testing`): a private `redis-server` per test, on a free port, stopped
-//! when dropped. Never touches a Redis the test did not start.
+//! when dropped; and a private Redis Cluster ([`RedisCluster`]) of such servers. Never touches a
+//! Redis the test did not start.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -177,3 +178,410 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// One node of a [`RedisCluster`]: its port, process id, and role when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNode {
+    /// The client port (the cluster bus is this + 10000).
+    pub port: u16,
+    /// The `redis-server` process.
+    pub pid: u32,
+    /// Whether the node is a primary (`master` in CLUSTER NODES) at the time of the call.
+    pub primary: bool,
+    /// For a replica, the port of its primary at the time of the call.
+    pub replica_of: Option<u16>,
+}
+
+/// One `redis-server --cluster-enabled yes` child of a [`RedisCluster`].
+#[derive(Debug)]
+struct NodeProc {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+/// A Redis Cluster of `redis-server` children on 127.0.0.1 (each in its own directory, no
+/// persistence, node timeout 2 s), created with `redis-cli --cluster create`; every child is
+/// killed and every directory removed when dropped. Never touches a server it did not start.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<NodeProc>,
+}
+
+/// How long [`RedisCluster::start`] waits for the cluster to be created and to settle.
+pub const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A random number (std's randomly keyed hasher: no dependency, different on every call).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default(),
+    );
+    h.finish()
+}
+
+/// A port in 20000..44000 that binds on 127.0.0.1 now, and whose cluster bus port (+10000, so
+/// below 55000, outside the usual ephemeral range) binds too. Another process may take either
+/// before the server binds them: the caller retries when its server exits.
+fn free_cluster_port() -> u16 {
+    for _ in 0..1000 {
+        let port = 20_000 + (random_u64() % 24_000) as u16;
+        let both = TcpListener::bind(("127.0.0.1", port))
+            .and_then(|a| TcpListener::bind(("127.0.0.1", port + 10_000)).map(|b| (a, b)));
+        if both.is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port pair (port, port + 10000) in 20000..44000");
+}
+
+/// A sync connection to the node on `port`, for the fixture's own commands.
+fn node_conn(port: u16) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    conn.set_write_timeout(Some(Duration::from_secs(5))).ok()?;
+    Some(conn)
+}
+
+/// `CLUSTER <sub>` on the node on `port`, as text (None when it does not answer).
+fn cluster_text(port: u16, sub: &str) -> Option<String> {
+    let mut conn = node_conn(port)?;
+    redis::cmd("CLUSTER").arg(sub).query(&mut conn).ok()
+}
+
+/// Whether the node on `port` has the whole cluster: state ok, 16384 slots assigned and served,
+/// `known` nodes of which `primaries` are primaries serving slots and the others replicas, and,
+/// when it is a replica itself, its link to its primary up (synced).
+fn node_settled(port: u16, known: usize, primaries: usize) -> bool {
+    let Some(mut conn) = node_conn(port) else {
+        return false;
+    };
+    let mut text = |args: &[&str]| -> String {
+        redis::cmd(args[0])
+            .arg(&args[1..])
+            .query(&mut conn)
+            .unwrap_or_default()
+    };
+    let (info, nodes, replication) = (
+        text(&["CLUSTER", "INFO"]),
+        text(&["CLUSTER", "NODES"]),
+        text(&["INFO", "replication"]),
+    );
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string()
+    };
+    // CLUSTER NODES: `<id> <ip:port@bus> <flags> <primary id or -> ...`, flags like
+    // `myself,master`.
+    let with_flag = |flag: &str| {
+        nodes
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(2)
+                    .is_some_and(|f| f.split(',').any(|x| x == flag))
+            })
+            .count()
+    };
+    field(&info, "cluster_state") == "ok"
+        && field(&info, "cluster_slots_assigned") == "16384"
+        && field(&info, "cluster_slots_ok") == "16384"
+        && field(&info, "cluster_known_nodes") == known.to_string()
+        && field(&info, "cluster_size") == primaries.to_string()
+        && with_flag("master") == primaries
+        && with_flag("slave") == known - primaries
+        && (field(&replication, "role") == "master"
+            || field(&replication, "master_link_status") == "up")
+}
+
+/// Start a cluster-enabled `redis-server` on a free port pair in its own directory; `None`
+/// when it exits (a port was taken meanwhile) or never answers as itself.
+fn start_cluster_node() -> Option<NodeProc> {
+    let port = free_cluster_port();
+    let dir = std::env::temp_dir().join(format!(
+        "orq-redis-cluster-{}-{port}-{:x}",
+        std::process::id(),
+        random_u64() & 0xffff
+    ));
+    std::fs::create_dir_all(&dir).ok()?;
+    let mut child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--cluster-enabled", "yes", "--cluster-config-file"])
+        .arg(dir.join("nodes.conf"))
+        .args(["--cluster-node-timeout", "2000"])
+        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run redis-server (is it installed?): {e}"));
+    let deadline = Instant::now() + START_TIMEOUT;
+    while Instant::now() < deadline {
+        if pings(port) && answers_as(port, child.id()) {
+            return Some(NodeProc {
+                child: Some(child),
+                port,
+                dir,
+            });
+        }
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    None
+}
+
+impl RedisCluster {
+    /// Start `primaries` primaries with `replicas` replicas each and create the cluster; return
+    /// once every node reports `cluster_state:ok` with all 16384 slots assigned and knows every
+    /// node. Panics (failing the test) when that does not happen within [`CLUSTER_TIMEOUT`].
+    pub fn start(primaries: usize, replicas: usize) -> Self {
+        assert!(
+            primaries >= 3,
+            "redis-cli --cluster create needs 3 primaries or more"
+        );
+        let total = primaries * (1 + replicas);
+        let mut cluster = RedisCluster { nodes: Vec::new() };
+        let mut failures = 0;
+        while cluster.nodes.len() < total {
+            match start_cluster_node() {
+                Some(n) => cluster.nodes.push(n),
+                None => {
+                    failures += 1;
+                    assert!(failures < 20, "cannot start cluster nodes (ports taken?)");
+                }
+            }
+        }
+        let deadline = Instant::now() + CLUSTER_TIMEOUT;
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for n in &cluster.nodes {
+            create.arg(format!("127.0.0.1:{}", n.port));
+        }
+        let mut create = create
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run redis-cli (is it installed?): {e}"));
+        // Read its output on threads, so a full pipe never blocks it.
+        let drain = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_string(&mut s);
+                }
+                s
+            })
+        };
+        let out = drain(create.stdout.take().map(|r| Box::new(r) as _));
+        let err = drain(create.stderr.take().map(|r| Box::new(r) as _));
+        let status = loop {
+            if let Ok(Some(status)) = create.try_wait() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = create.kill();
+                let _ = create.wait();
+                panic!("redis-cli --cluster create did not finish within {CLUSTER_TIMEOUT:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let (out, err) = (
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        );
+        assert!(
+            status.success(),
+            "redis-cli --cluster create failed ({status}):\n{out}\n{err}"
+        );
+        loop {
+            if cluster
+                .nodes
+                .iter()
+                .all(|n| node_settled(n.port, total, primaries))
+            {
+                return cluster;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not settle within {CLUSTER_TIMEOUT:?}:\n{out}\n{}",
+                cluster
+                    .nodes
+                    .first()
+                    .and_then(|n| cluster_text(n.port, "INFO"))
+                    .unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,...`: the current primaries (those alive).
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .primaries()
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+
+    /// Every node's port (killed nodes included), in start order.
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|n| n.port).collect()
+    }
+
+    /// The nodes alive, with their roles as a live node's CLUSTER NODES says now (after a
+    /// failover, the promoted replica is a primary). Panics when no node answers.
+    pub fn nodes(&self) -> Vec<ClusterNode> {
+        let alive: Vec<(u16, u32)> = self
+            .nodes
+            .iter()
+            .filter_map(|n| Some((n.port, n.child.as_ref()?.id())))
+            .collect();
+        let table = alive
+            .iter()
+            .find_map(|&(port, _)| cluster_text(port, "NODES"))
+            .expect("no cluster node answers CLUSTER NODES");
+        // `<id> <ip:port@bus[,hostname]> <flags> <primary id or -> ...`, flags like
+        // `myself,master`: (id, port, flags, primary id) of each line.
+        let rows: Vec<(&str, u16, &str, &str)> = table
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let port = f
+                    .get(1)?
+                    .split('@')
+                    .next()?
+                    .rsplit_once(':')?
+                    .1
+                    .parse()
+                    .ok()?;
+                Some((*f.first()?, port, *f.get(2)?, *f.get(3)?))
+            })
+            .collect();
+        alive
+            .into_iter()
+            .map(|(port, pid)| {
+                let row = rows.iter().find(|r| r.1 == port);
+                let primary = row.is_some_and(|r| r.2.split(',').any(|x| x == "master"));
+                let replica_of = row
+                    .filter(|r| r.2.split(',').any(|x| x == "slave"))
+                    .and_then(|r| rows.iter().find(|p| p.0 == r.3))
+                    .map(|p| p.1);
+                ClusterNode {
+                    port,
+                    pid,
+                    primary,
+                    replica_of,
+                }
+            })
+            .collect()
+    }
+
+    /// The primaries alive ([`RedisCluster::nodes`] with `primary`), by port.
+    pub fn primaries(&self) -> Vec<ClusterNode> {
+        let mut p: Vec<_> = self.nodes().into_iter().filter(|n| n.primary).collect();
+        p.sort_by_key(|n| n.port);
+        p
+    }
+
+    /// The port of the primary serving hash `slot`, as a live node's CLUSTER SLOTS says now.
+    pub fn primary_of_slot(&self, slot: u16) -> u16 {
+        for n in &self.nodes {
+            if n.child.is_none() {
+                continue;
+            }
+            let Some(mut conn) = node_conn(n.port) else {
+                continue;
+            };
+            // [[start, end, [ip, port, id, ...], replicas...], ...]
+            let Ok(ranges) = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query::<Vec<redis::Value>>(&mut conn)
+            else {
+                continue;
+            };
+            for r in ranges {
+                let redis::Value::Array(items) = r else {
+                    continue;
+                };
+                let (Some(redis::Value::Int(start)), Some(redis::Value::Int(end))) =
+                    (items.first(), items.get(1))
+                else {
+                    continue;
+                };
+                let Some(redis::Value::Array(primary)) = items.get(2) else {
+                    continue;
+                };
+                if let Some(redis::Value::Int(port)) = primary.get(1) {
+                    if (*start..=*end).contains(&i64::from(slot)) {
+                        return *port as u16;
+                    }
+                }
+            }
+        }
+        panic!("no live node says which primary serves slot {slot}");
+    }
+
+    /// The hash slot of `key` (CLUSTER KEYSLOT on a live node).
+    pub fn key_slot(&self, key: &str) -> u16 {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .find_map(|n| {
+                let mut conn = node_conn(n.port)?;
+                redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(key)
+                    .query(&mut conn)
+                    .ok()
+            })
+            .expect("no live node answers CLUSTER KEYSLOT")
+    }
+
+    /// Kill the node on `port` with SIGKILL (a crash; its replica takes over after the node
+    /// timeout). Panics when the fixture started no live node on that port.
+    pub fn kill_node(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port && n.child.is_some())
+            .unwrap_or_else(|| panic!("no live node of this cluster on port {port}"));
+        if let Some(mut c) = node.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = std::fs::remove_dir_all(&n.dir);
+        }
+    }
+}
+
+mod sentinel;
+pub use sentinel::{RedisSentinel, MASTER_NAME};

@@ -65,7 +65,8 @@ pub enum Command {
 /// `orq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Redis URL; without it the bench runs on the embedded store (in this process).
+    /// Redis URL (redis://host:port/, or redis+cluster://host:port[,host:port...] for a Redis
+    /// Cluster); without it the bench runs on the embedded store (in this process).
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// Tasks per phase (N).
@@ -138,9 +139,11 @@ pub struct KeyNewArgs {
 /// Where the state lives.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer). Without it, `orq serve` runs
-    /// on the embedded store: the same scripts in an in-memory Redis model, state kept in memory
-    /// only and lost when orq stops. The other roles need Redis.
+    /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer), or for a Redis Cluster
+    /// redis+cluster://host:port[,host:port...] (any one reachable node is enough; each queue
+    /// lives in one hash slot). Without it, `orq serve` runs on the embedded store: the same
+    /// scripts in an in-memory Redis model, state kept in memory only and lost when orq stops.
+    /// The other roles need Redis.
     #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]
     pub redis: Option<String>,
     /// Queues to serve, comma-separated (default: every queue that has received a task).

@@ -3,6 +3,10 @@
 //! cannot evict orq's keys, and that it persists something. The first refuses to start (exit
 //! code 2); the others are loud warnings. `CONFIG GET` may be refused (managed services rename
 //! it): then the check says it could not look, and orq starts.
+//!
+//! On a Redis Cluster (`redis+cluster://`) the first check does not apply: the cluster client
+//! sends every call to the primary of its slot, whichever nodes the URL names (replicas
+//! included). The warnings look at every primary, and name the primaries they concern.
 
 use orq::RedisStore;
 
@@ -26,16 +30,46 @@ pub fn maxmemory_warning(policy: &str) -> Option<String> {
     }
 }
 
-/// Read `maxmemory-policy` from `store` and return [`maxmemory_warning`]'s warning, if any
-/// (`None` too when the server refuses CONFIG GET, as some managed services do).
-pub async fn check_maxmemory(store: &RedisStore) -> Option<String> {
-    match store.config_get("maxmemory-policy").await {
-        Some(policy) => maxmemory_warning(&policy),
+/// Read `maxmemory-policy` from `store` (from every primary of a cluster) and return
+/// [`maxmemory_warning`]'s warnings, if any (none too when the server refuses CONFIG GET, as
+/// some managed services do).
+pub async fn check_maxmemory(store: &RedisStore) -> Vec<String> {
+    match store.config_get_each("maxmemory-policy").await {
+        Some(policies) => per_primary(
+            policies
+                .into_iter()
+                .map(|(node, policy)| (node, maxmemory_warning(&policy)))
+                .collect(),
+        ),
         None => {
             tracing::info!("cannot read Redis maxmemory-policy (CONFIG GET refused); make sure it is noeviction");
-            None
+            Vec::new()
         }
     }
+}
+
+/// The distinct warnings of `(node, warning)` pairs (node `""` for a single server, `host:port`
+/// for a cluster primary), each naming the cluster primaries it concerns.
+pub fn per_primary(warnings: Vec<(String, Option<String>)>) -> Vec<String> {
+    let mut nodes_of: Vec<(String, Vec<String>)> = Vec::new();
+    for (node, warning) in warnings {
+        let Some(w) = warning else { continue };
+        match nodes_of.iter_mut().find(|(seen, _)| *seen == w) {
+            Some((_, nodes)) => nodes.push(node),
+            None => nodes_of.push((w, vec![node])),
+        }
+    }
+    nodes_of
+        .into_iter()
+        .map(|(w, nodes)| {
+            let nodes: Vec<String> = nodes.into_iter().filter(|n| !n.is_empty()).collect();
+            if nodes.is_empty() {
+                w
+            } else {
+                format!("{w} (Redis Cluster primaries: {})", nodes.join(", "))
+            }
+        })
+        .collect()
 }
 
 /// The warning for a Redis that keeps nothing on disk (`appendonly no` and an empty `save`): a
@@ -61,19 +95,28 @@ pub fn replica_error(url: &str) -> String {
     )
 }
 
-/// Check the deployment behind `store` (reachable): Err (refuse to start) for a replica, else
-/// the warnings to log.
+/// Check the deployment behind `store` (reachable): Err (refuse to start) for a replica (not
+/// on a cluster, where the client finds the primaries itself), else the warnings to log.
 pub async fn check_deployment(store: &RedisStore, url: &str) -> Result<Vec<String>, String> {
-    if store.role().await.as_deref() == Some("slave") {
+    if !store.is_cluster() && store.role().await.as_deref() == Some("slave") {
         return Err(replica_error(url));
     }
-    let mut warnings = Vec::new();
-    warnings.extend(check_maxmemory(store).await);
+    let mut warnings = check_maxmemory(store).await;
     match (
-        store.config_get("appendonly").await,
-        store.config_get("save").await,
+        store.config_get_each("appendonly").await,
+        store.config_get_each("save").await,
     ) {
-        (Some(aof), Some(save)) => warnings.extend(persistence_warning(&aof, &save)),
+        (Some(aof), Some(save)) => warnings.extend(per_primary(
+            aof.into_iter()
+                .map(|(node, aof)| {
+                    let save = save.iter().find(|(n, _)| *n == node).map(|(_, s)| s.as_str());
+                    // A primary whose `save` was not read (it joined between the two calls) is
+                    // not judged.
+                    let w = save.and_then(|save| persistence_warning(&aof, save));
+                    (node, w)
+                })
+                .collect(),
+        )),
         _ => tracing::info!(
             "cannot read Redis persistence settings (CONFIG GET refused); make sure AOF or RDB is on"
         ),
@@ -92,5 +135,34 @@ mod tests {
         assert!(persistence_warning("no", "  ").is_some());
         assert_eq!(persistence_warning("yes", ""), None);
         assert_eq!(persistence_warning("no", "3600 1 300 100"), None);
+    }
+
+    // Goal: one warning per distinct problem; on a cluster it names the primaries it concerns,
+    // on a single server (node "") nothing is added.
+    #[test]
+    fn warnings_name_the_cluster_primaries_they_concern() {
+        let lru = maxmemory_warning("allkeys-lru");
+        assert_eq!(
+            per_primary(vec![("".into(), lru.clone()), ("".into(), None)]),
+            vec![lru.clone().unwrap()]
+        );
+        let ttl = maxmemory_warning("volatile-ttl");
+        let got = per_primary(vec![
+            ("127.0.0.1:7000".into(), lru.clone()),
+            ("127.0.0.1:7001".into(), None),
+            ("127.0.0.1:7002".into(), lru.clone()),
+            ("127.0.0.1:7003".into(), ttl.clone()),
+        ]);
+        assert_eq!(
+            got,
+            vec![
+                format!(
+                    "{} (Redis Cluster primaries: 127.0.0.1:7000, 127.0.0.1:7002)",
+                    lru.unwrap()
+                ),
+                format!("{} (Redis Cluster primaries: 127.0.0.1:7003)", ttl.unwrap()),
+            ]
+        );
+        assert!(per_primary(vec![("127.0.0.1:7000".into(), None)]).is_empty());
     }
 }

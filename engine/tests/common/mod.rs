@@ -117,22 +117,7 @@ impl Env {
             ..WorkerConfig::default()
         };
         tune(&mut config);
-        let worker = Worker::new(
-            store,
-            Arc::new(SystemClock),
-            Arc::new(Entropy::from_os()),
-            handlers,
-            config,
-        );
-        let shutdown = CancellationToken::new();
-        let handle = tokio::spawn({
-            let shutdown = shutdown.clone();
-            async move { worker.run(shutdown).await }
-        });
-        RunningWorker {
-            shutdown,
-            handle: Some(handle),
-        }
+        spawn_worker(store, handlers, config)
     }
 
     /// The task `id` of `queue`.
@@ -196,6 +181,31 @@ impl Env {
             batch.tasks.pop()
         })
         .await
+    }
+}
+
+/// Start a worker pool with `config` on `store` (any store: the tests on a Redis Cluster have
+/// no [`Env`]).
+pub fn spawn_worker(
+    store: Arc<dyn Store>,
+    handlers: Handlers,
+    config: WorkerConfig,
+) -> RunningWorker {
+    let worker = Worker::new(
+        store,
+        Arc::new(SystemClock),
+        Arc::new(Entropy::from_os()),
+        handlers,
+        config,
+    );
+    let shutdown = CancellationToken::new();
+    let handle = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move { worker.run(shutdown).await }
+    });
+    RunningWorker {
+        shutdown,
+        handle: Some(handle),
     }
 }
 
