@@ -70,55 +70,85 @@ fn answers_as(port: u16, pid: u32) -> bool {
         .any(|l| l.trim_end() == want)
 }
 
+/// Start `redis-server` with `args(port)` (run in `dir`) on a free port from `port`, and wait
+/// until it answers as itself; when the port was taken meanwhile (the server exits) or it never
+/// answers, try another port, five times in all. Returns the child and its port. Panics (failing
+/// the test) when `redis-server` is missing or never starts.
+pub(crate) fn spawn_server(
+    dir: &std::path::Path,
+    port: impl Fn() -> u16,
+    args: impl Fn(u16) -> Vec<String>,
+) -> (Child, u16) {
+    let mut last_err = String::new();
+    for _ in 0..5 {
+        let port = port();
+        let spawned = Command::new("redis-server")
+            .args(args(port))
+            .current_dir(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => panic!("cannot run redis-server (is it installed?): {e}"),
+        };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if pings(port) && answers_as(port, child.id()) {
+                return (child, port);
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                last_err = format!("redis-server exited with {status} (port {port} taken?)");
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        if last_err.is_empty() {
+            last_err = format!("redis-server on port {port} did not answer PING");
+        }
+    }
+    panic!("cannot start redis-server: {last_err}");
+}
+
+/// The arguments of a private server on `port` with no persistence, its files in `dir`.
+fn server_args(port: u16, dir: &std::path::Path) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--dir",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.push(dir.display().to_string());
+    args
+}
+
 impl RedisServer {
     /// Start a server. Panics (failing the test) when `redis-server` is missing or never answers.
     pub fn start() -> Self {
-        let mut last_err = String::new();
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = std::env::temp_dir().join(format!("orq-redis-{}-{port}", std::process::id()));
-            let _ = std::fs::create_dir_all(&dir);
-            let spawned = Command::new("redis-server")
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                ])
-                .args(["--appendonly", "no", "--protected-mode", "no"])
-                .arg("--dir")
-                .arg(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn();
-            let mut child = match spawned {
-                Ok(c) => c,
-                Err(e) => panic!("cannot run redis-server (is it installed?): {e}"),
-            };
-            let deadline = Instant::now() + START_TIMEOUT;
-            while Instant::now() < deadline {
-                if pings(port) && answers_as(port, child.id()) {
-                    return RedisServer {
-                        child: Some(child),
-                        port,
-                        dir,
-                    };
-                }
-                if let Ok(Some(status)) = child.try_wait() {
-                    last_err = format!("redis-server exited with {status} (port {port} taken?)");
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            if last_err.is_empty() {
-                last_err = format!("redis-server on port {port} did not answer PING");
-            }
+        let dir = std::env::temp_dir().join(format!(
+            "orq-redis-{}-{:016x}",
+            std::process::id(),
+            random_u64()
+        ));
+        let _ = std::fs::create_dir_all(&dir);
+        let (child, port) = spawn_server(&dir, free_port, |port| server_args(port, &dir));
+        RedisServer {
+            child: Some(child),
+            port,
+            dir,
         }
-        panic!("cannot start redis-server: {last_err}");
     }
 
     /// `redis://127.0.0.1:<port>/`.
@@ -137,17 +167,7 @@ impl RedisServer {
         self.stop();
         let port = self.port;
         let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--protected-mode", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
+            .args(server_args(port, &self.dir))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -2,9 +2,9 @@
 //! processes (quorum 2) on free loopback ports, stopped when dropped. Used to test that orq
 //! finds the primary through Sentinel and follows a failover.
 
-use super::{answers_as, free_port, pings, START_TIMEOUT};
+use super::{free_port, node_conn, spawn_server, START_TIMEOUT};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// The name the sentinels monitor the primary under.
@@ -41,57 +41,20 @@ pub struct RedisSentinel {
     dir: PathBuf,
 }
 
-/// Start `redis-server` with `args` in `dir` on a free port; retries on a port taken meanwhile.
-/// Returns the process once it answers as itself.
+/// Start `redis-server` with `args(port)` in `dir` on a free port ([`super::spawn_server`]).
 fn spawn(dir: &Path, args: impl Fn(u16) -> Vec<String>) -> Proc {
-    let mut last_err = String::new();
-    for _ in 0..5 {
-        let port = free_port();
-        let spawned = Command::new("redis-server")
-            .args(args(port))
-            .current_dir(dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => panic!("cannot run redis-server (is it installed?): {e}"),
-        };
-        let deadline = Instant::now() + START_TIMEOUT;
-        while Instant::now() < deadline {
-            if pings(port) && answers_as(port, child.id()) {
-                return Proc {
-                    child: Some(child),
-                    port,
-                };
-            }
-            if let Ok(Some(status)) = child.try_wait() {
-                last_err = format!("redis-server exited with {status} (port {port} taken?)");
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        if last_err.is_empty() {
-            last_err = format!("redis-server on port {port} did not answer PING");
-        }
+    let (child, port) = spawn_server(dir, free_port, args);
+    Proc {
+        child: Some(child),
+        port,
     }
-    panic!("cannot start redis-server: {last_err}");
 }
 
 /// One command to the server on `port`; `None` when it cannot be reached or answers an error.
 fn query<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> Option<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_secs(2))
-        .ok()?;
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     let mut cmd = redis::cmd(args[0]);
-    for a in &args[1..] {
-        cmd.arg(*a);
-    }
-    cmd.query(&mut conn).ok()
+    cmd.arg(&args[1..]);
+    cmd.query(&mut node_conn(port)?).ok()
 }
 
 /// Wait for `cond`, polling every 50 ms; panic with `what` after `timeout`.
@@ -114,7 +77,7 @@ impl RedisSentinel {
         let dir = std::env::temp_dir().join(format!(
             "orq-sentinel-{}-{:08x}",
             std::process::id(),
-            rand::random::<u32>()
+            super::random_u64() as u32
         ));
         std::fs::create_dir_all(&dir).expect("create the sentinel fixture's directory");
         let common = |port: u16| -> Vec<String> {
@@ -217,8 +180,10 @@ impl RedisSentinel {
     /// answers.
     pub fn primary_port(&self) -> Option<u16> {
         self.sentinels.iter().find_map(|s| {
-            let addr: Vec<String> =
-                query(s.port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])?;
+            let addr: Vec<String> = query(
+                s.port,
+                &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+            )?;
             addr.get(1)?.parse().ok()
         })
     }
@@ -254,27 +219,33 @@ impl RedisSentinel {
     /// is a master. Returns the new primary's port.
     pub fn wait_for_new_primary(&self, old_port: u16) -> u16 {
         let mut new = 0;
-        wait_for("the sentinels to promote a new primary", FAILOVER_TIMEOUT, || {
-            let ports: Vec<Option<u16>> = self
-                .sentinels
-                .iter()
-                .filter(|s| s.child.is_some())
-                .map(|s| {
-                    let addr: Vec<String> =
-                        query(s.port, &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME])?;
-                    addr.get(1)?.parse().ok()
-                })
-                .collect();
-            let Some(Some(first)) = ports.first().copied() else {
-                return false;
-            };
-            new = first;
-            first != old_port
+        wait_for(
+            "the sentinels to promote a new primary",
+            FAILOVER_TIMEOUT,
+            || {
+                let ports: Vec<Option<u16>> = self
+                    .sentinels
+                    .iter()
+                    .filter(|s| s.child.is_some())
+                    .map(|s| {
+                        let addr: Vec<String> = query(
+                            s.port,
+                            &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME],
+                        )?;
+                        addr.get(1)?.parse().ok()
+                    })
+                    .collect();
+                let Some(Some(first)) = ports.first().copied() else {
+                    return false;
+                };
+                new = first;
+                first != old_port
                 && ports.iter().all(|p| *p == Some(first))
                 && query::<Vec<redis::Value>>(first, &["ROLE"]).is_some_and(|r| {
                     matches!(r.first(), Some(redis::Value::BulkString(b)) if b == b"master")
                 })
-        });
+            },
+        );
         new
     }
 }
