@@ -65,8 +65,9 @@ pub enum Command {
 /// `orq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Redis URL (redis://host:port/, or redis+cluster://host:port[,host:port...] for a Redis
-    /// Cluster); without it the bench runs on the embedded store (in this process).
+    /// Redis URL (redis://host:port/, redis+cluster://host:port[,host:port...] for a Redis
+    /// Cluster, or redis+sentinel://host:port[,host:port...]/<master-name> for a primary found
+    /// through Sentinel); without it the bench runs on the embedded store (in this process).
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// Tasks per phase (N).
@@ -141,7 +142,9 @@ pub struct KeyNewArgs {
 pub struct StoreArgs {
     /// Redis URL, e.g. redis://127.0.0.1:6379/ (Redis 7 or newer), or for a Redis Cluster
     /// redis+cluster://host:port[,host:port...] (any one reachable node is enough; each queue
-    /// lives in one hash slot). Without it, `orq serve` runs on the embedded store: the same
+    /// lives in one hash slot), or for a primary found through Sentinel
+    /// redis+sentinel://host:port[,host:port...]/<master-name>[/<db>] (the sentinels' addresses;
+    /// a failover is followed). Without it, `orq serve` runs on the embedded store: the same
     /// scripts in an in-memory Redis model, state kept in memory only and lost when orq stops.
     /// The other roles need Redis.
     #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]

@@ -7,6 +7,10 @@
 //! On a Redis Cluster (`redis+cluster://`) the first check does not apply: the cluster client
 //! sends every call to the primary of its slot, whichever nodes the URL names (replicas
 //! included). The warnings look at every primary, and name the primaries they concern.
+//!
+//! With Sentinel (`redis+sentinel://`) the checks look at the primary the sentinels name (the
+//! store checks it says it is a master before using it, so the replica check passes unless it
+//! was demoted in between).
 
 use orq::RedisStore;
 

@@ -1,0 +1,395 @@
+//! `RedisStore`: the [`Store`] on a real Redis 7, one server or a Redis Cluster, through the
+//! `redis` crate.
+
+mod admin;
+mod resp;
+mod sentinel;
+mod subscriber;
+mod url;
+
+pub use url::{CLUSTER_SCHEME, SENTINEL_SCHEME};
+
+use crate::resp::Resp;
+use crate::store::{Store, StoreError};
+use async_trait::async_trait;
+use orq_lua::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::{ClusterClient, ClusterConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
+use redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
+use resp::{error_reply, to_resp};
+use sentinel::SentinelConn;
+use std::sync::Arc;
+use std::time::Duration;
+use subscriber::{subscriber, SubscribeTo, Wakes};
+use url::{cluster_node_urls, sentinel_url};
+
+/// Longest wait for a connection to a server (or to one cluster node).
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest wait for a reply; on a cluster, for a whole call with its redirections and retries.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many times the cluster client sends a call again after a redirection (MOVED, ASK), a
+/// refusal that passes (TRYAGAIN, CLUSTERDOWN, LOADING, MASTERDOWN: after a wait of
+/// [`CLUSTER_RETRY_WAIT_MIN_MS`] to [`CLUSTER_RETRY_WAIT_MAX_MS`], doubling) or a lost node
+/// (after reconnecting). Six rounds wait at most about 3.5 s in all: enough to ride out a slot
+/// migration's TRYAGAIN, short enough that a failover's CLUSTERDOWN (which lasts about the
+/// cluster's node timeout) reaches the engine soon, as a transient refusal its callers back off
+/// from and retry (engine/src/failure.rs).
+const CLUSTER_RETRIES: u32 = 6;
+
+/// Shortest wait before a cluster retry (ms).
+const CLUSTER_RETRY_WAIT_MIN_MS: u64 = 50;
+
+/// Longest wait before a cluster retry (ms).
+const CLUSTER_RETRY_WAIT_MAX_MS: u64 = 1_000;
+
+/// A store on one Redis server or on a Redis Cluster. EVALSHA with a fall-back to EVAL on
+/// NOSCRIPT (which also caches the script again, so a Redis restart or `SCRIPT FLUSH` costs one
+/// extra round trip); multiplexed connections that reconnect by themselves after a drop, so
+/// concurrent calls pipeline.
+///
+/// **One server** (`redis://`, `rediss://`): one multiplexed connection.
+///
+/// **A cluster** (`redis+cluster://host:port[,host:port...]`, any one reachable node is
+/// enough): the `redis` crate's cluster client learns the slot map from the nodes, keeps a
+/// connection per node, and routes each EVALSHA/EVAL by the hash slot of its first key. Every key
+/// of a script call carries its queue's hash tag `{queue}` (or is `orq:queues`, alone), so each
+/// call touches one slot, served by one primary; the NOSCRIPT fall-back's EVAL goes to the same
+/// slot and so caches the script on that primary. The client follows MOVED and ASK, refreshes
+/// its slot map when the topology changes, and retries TRYAGAIN and CLUSTERDOWN a few times
+/// ([`CLUSTER_RETRIES`]); a refusal that outlasts the retries reaches the engine as the error
+/// reply it is (`Resp::Error("TRYAGAIN ...")`), which engine/src/failure.rs classifies as
+/// transient.
+///
+/// **Sentinel** (`redis+sentinel://host:port[,host:port...]/<master-name>[/<db>]`, the
+/// sentinels' addresses, port 26379 by default; `user:password@` before the hosts is for the data
+/// servers): the first call asks the sentinels in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`) for
+/// the primary, connects to it and checks `ROLE` says master (a sentinel may briefly name a
+/// stale primary). After an I/O error, a timeout or a `READONLY`/`MASTERDOWN` reply (the old
+/// primary came back as a replica), the connection is forgotten and the next call asks the
+/// sentinels again; the failing call's error is returned as it is (transient for the engine,
+/// whose callers retry). One search at a time: calls arriving during it wait for its outcome,
+/// and for 250 ms after a failed search calls fail at once with its error. The wake-up subscriber
+/// asks the sentinels for the primary at each (re)connection; admin calls go to the primary.
+///
+/// Wake-ups ([`Store::wake`]) come over one more connection, a pub/sub subscriber opened at the
+/// first `wake` call: it SUBSCRIBEs to the channels listened for, reconnects by itself (with a
+/// backoff of 100 ms doubling to 1 s), and after each (re)connection wakes every listener, as
+/// wake-ups published while it was down are lost.
+///
+/// On a cluster the subscriber connects to one node of the URL (the first; after a failure to
+/// connect, or a lost connection, the next one, round robin). One node is enough because the
+/// scripts publish with plain PUBLISH, which Redis Cluster forwards over the cluster bus to
+/// every node, so a subscriber on any node hears every queue's wake-ups. Sharded pub/sub
+/// (SPUBLISH/SSUBSCRIBE) was not used, for now: a shard channel's messages reach only the
+/// nodes of its slot's shard, so the subscriber would need a connection per shard, the slot of
+/// every channel, and to follow slot migrations and failovers (which unsubscribe shard
+/// channels) by subscribing again elsewhere; and `orq:queues:wake` would need a name in the slot
+/// of `orq:queues` for the `queues` script to SPUBLISH it. The cost of plain PUBLISH: every
+/// wake-up crosses the cluster bus to every node (one message per node per publish; at most one
+/// publish per script call that makes work ready).
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: Conn,
+    url: String,
+    /// Where the wake-up subscriber connects: the one server, each node of a cluster URL in
+    /// turn, or the primary the sentinels name.
+    subscribe_to: SubscribeTo,
+    wakes: std::sync::Arc<Wakes>,
+}
+
+/// The connection of a [`RedisStore`].
+#[derive(Clone)]
+enum Conn {
+    /// One server.
+    Single(ConnectionManager),
+    /// A Redis Cluster.
+    Cluster(ClusterConnection),
+    /// The primary of a Sentinel deployment, found through the sentinels.
+    Sentinel(Arc<SentinelConn>),
+}
+
+/// Where [`RedisStore::query`] sends a command on a cluster (a single server takes them all).
+#[derive(Debug, Clone, Copy)]
+enum Route<'a> {
+    /// The cluster client's own routing: by the first key's slot (EVALSHA and EVAL by their
+    /// first key), or the redis crate's choice for a keyless command (PING: every primary).
+    Default,
+    /// Every primary; the reply is a map from node address (`host:port`) to its reply.
+    EachPrimary,
+    /// The node at this address.
+    Node(&'a str, u16),
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("url", &self.url)
+            .finish()
+    }
+}
+
+/// The `(node, reply)` pairs of a [`Route::EachPrimary`] reply from the cluster client, sorted
+/// by node; a node's error reply is its `Err`.
+fn per_node(reply: Value) -> RedisResult<Vec<(String, RedisResult<Value>)>> {
+    let Value::Map(pairs) = reply else {
+        return Err(redis::RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "a reply per primary",
+            format!("{reply:?}"),
+        )));
+    };
+    let mut out: Vec<_> = pairs
+        .into_iter()
+        .map(|(node, v)| {
+            let node = match node {
+                Value::BulkString(b) => String::from_utf8_lossy(&b).into_owned(),
+                Value::SimpleString(s) => s,
+                other => format!("{other:?}"),
+            };
+            (node, v.extract_error())
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+impl RedisStore {
+    /// Connect lazily to `url`: `redis://host:port/db` or `rediss://...` (one server), or
+    /// `redis+cluster://host:port[,host:port...]` (a Redis Cluster: any one reachable node is
+    /// enough), or `redis+sentinel://host:port[,host:port...]/<master-name>[/<db>]` (the
+    /// primary the sentinels name, followed across failovers). The first call connects, so a server that starts later is picked up. Errors: a
+    /// malformed URL. Must be called inside a Tokio runtime (the connection's task runs there).
+    pub fn open(url: &str) -> Result<Self, StoreError> {
+        if url.starts_with(CLUSTER_SCHEME) {
+            return Self::open_cluster(url);
+        }
+        if url.starts_with(SENTINEL_SCHEME) {
+            return Self::open_sentinel(url);
+        }
+        let client = redis::Client::open(url).map_err(|e| {
+            StoreError(format!(
+                "bad Redis URL: {e} (expected redis://host:port/db, rediss://host:port/db, \
+                 {CLUSTER_SCHEME}host:port,host:port or \
+                 {SENTINEL_SCHEME}host:port,host:port/master-name)"
+            ))
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
+            .map_err(|e| StoreError(format!("cannot create connection to {url}: {e}")))?;
+        Ok(RedisStore {
+            conn: Conn::Single(conn),
+            url: url.to_string(),
+            subscribe_to: SubscribeTo::Nodes(vec![client]),
+            wakes: std::sync::Arc::default(),
+        })
+    }
+
+    /// [`RedisStore::open`] of a `redis+cluster://` URL.
+    fn open_cluster(url: &str) -> Result<Self, StoreError> {
+        let nodes = cluster_node_urls(url)?;
+        let client = ClusterClient::builder(nodes.iter().map(String::as_str))
+            .connection_timeout(CONNECTION_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .overall_response_timeout(Some(RESPONSE_TIMEOUT))
+            .retries(CLUSTER_RETRIES)
+            .min_retry_wait(CLUSTER_RETRY_WAIT_MIN_MS)
+            .max_retry_wait(CLUSTER_RETRY_WAIT_MAX_MS)
+            // Before retry k: up to 25 ms × 2^k, within the bounds above.
+            .retry_wait_formula(25, 2)
+            .build()
+            .map_err(|e| StoreError(format!("bad Redis Cluster URL: {e}")))?;
+        let subscribe_to = nodes
+            .iter()
+            .map(|n| redis::Client::open(n.as_str()))
+            .collect::<RedisResult<Vec<_>>>()
+            .map_err(|e| StoreError(format!("bad Redis Cluster URL: {e}")))?;
+        // Connects in the background: the first calls wait for it (or fail, and the next ones
+        // try the URL's nodes again).
+        let conn = client.get_pending_async_connection_with_config(
+            ClusterConfig::new()
+                .set_connection_timeout(CONNECTION_TIMEOUT)
+                .set_response_timeout(RESPONSE_TIMEOUT),
+        );
+        Ok(RedisStore {
+            conn: Conn::Cluster(conn),
+            url: url.to_string(),
+            subscribe_to: SubscribeTo::Nodes(subscribe_to),
+            wakes: std::sync::Arc::default(),
+        })
+    }
+
+    /// [`RedisStore::open`] of a `redis+sentinel://` URL: no connection yet; the first call asks
+    /// the sentinels for the primary.
+    fn open_sentinel(url: &str) -> Result<Self, StoreError> {
+        let conn = Arc::new(SentinelConn::new(sentinel_url(url)?));
+        Ok(RedisStore {
+            conn: Conn::Sentinel(conn.clone()),
+            url: url.to_string(),
+            subscribe_to: SubscribeTo::Sentinel(conn),
+            wakes: std::sync::Arc::default(),
+        })
+    }
+
+    /// Connect to `url` and check the server (every cluster primary) answers PING.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let store = Self::open(url)?;
+        store.ping().await?;
+        Ok(store)
+    }
+
+    /// Whether this store is on a Redis Cluster (`redis+cluster://`).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// Send `cmd`, routed by `route` on a cluster. A reply that is an error (or, as the redis
+    /// crate checks it, holds one) is `Err`, except in a [`Route::EachPrimary`] reply of a
+    /// cluster, where each node's error stays in its entry ([`per_node`]).
+    async fn query(&self, cmd: &Cmd, route: Route<'_>) -> RedisResult<Value> {
+        match &self.conn {
+            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Sentinel(c) => c.query(cmd).await,
+            Conn::Cluster(c) => {
+                let mut c = c.clone();
+                match route {
+                    Route::Default => cmd.query_async(&mut c).await,
+                    Route::EachPrimary => {
+                        c.route_command(
+                            cmd.clone(),
+                            RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None)),
+                        )
+                        .await
+                    }
+                    Route::Node(host, port) => c
+                        .route_command(
+                            cmd.clone(),
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                                host: host.to_string(),
+                                port,
+                            }),
+                        )
+                        .await
+                        .and_then(Value::extract_error),
+                }
+            }
+        }
+    }
+
+    /// Send `cmd` to every primary: each one's `(node, reply)`, sorted by node (`host:port`);
+    /// a single server's one reply, with node `""`. `Err` when the command could not be sent.
+    async fn query_each(&self, cmd: &Cmd) -> RedisResult<Vec<(String, RedisResult<Value>)>> {
+        match &self.conn {
+            Conn::Single(_) | Conn::Sentinel(_) => {
+                Ok(vec![(String::new(), self.query(cmd, Route::Default).await)])
+            }
+            Conn::Cluster(_) => per_node(self.query(cmd, Route::EachPrimary).await?),
+        }
+    }
+    async fn run(
+        &self,
+        cmd: &str,
+        first: &[u8],
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> RedisResult<Value> {
+        let mut c = redis::cmd(cmd);
+        c.arg(first).arg(keys.len()).arg(keys);
+        for a in args {
+            c.arg(a.as_slice());
+        }
+        self.query(&c, Route::Default).await
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn eval(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<Resp, StoreError> {
+        match self
+            .run("EVALSHA", script.sha1.as_bytes(), keys, args)
+            .await
+        {
+            Ok(v) => Ok(to_resp(v)),
+            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                match self.run("EVAL", script.source.as_bytes(), keys, args).await {
+                    Ok(v) => Ok(to_resp(v)),
+                    Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+                }
+            }
+            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+        }
+    }
+
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (rx, fresh) = self.wakes.hub.listen(channels);
+        let mut sub = self
+            .wakes
+            .subscriber
+            .lock()
+            .expect("wake subscriber poisoned");
+        match sub.as_ref() {
+            Some(tx) if !tx.is_closed() => {
+                for c in fresh {
+                    let _ = tx.send(c);
+                }
+            }
+            // The first listener, or the subscriber's runtime is gone: (re)start it; it
+            // subscribes to every channel with a listener when it connects.
+            _ => {
+                let (tx, new) = tokio::sync::mpsc::unbounded_channel();
+                runtime.spawn(subscriber(
+                    self.subscribe_to.clone(),
+                    std::sync::Arc::downgrade(&self.wakes),
+                    new,
+                ));
+                *sub = Some(tx);
+            }
+        }
+        Some(rx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: `open` refuses bad URLs of either kind with a StoreError (the runtime is only needed
+    // for good ones, which start a connection task).
+    #[tokio::test]
+    async fn open_refuses_bad_urls() {
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://127.0.0.1:notaport",
+            "redis+sentinel://",
+            "redis+sentinel://127.0.0.1:26379",
+            "redis+sentinel://127.0.0.1:port/m",
+            "http://127.0.0.1:6379",
+            "",
+        ] {
+            let e = RedisStore::open(bad).expect_err(bad);
+            assert!(e.0.starts_with("bad Redis"), "{bad}: {e}");
+        }
+        let s = RedisStore::open("redis+cluster://127.0.0.1:7000,127.0.0.1:7001").unwrap();
+        assert!(s.is_cluster());
+        assert!(matches!(&s.subscribe_to, SubscribeTo::Nodes(n) if n.len() == 2));
+        let s = RedisStore::open("redis+sentinel://127.0.0.1:26379/m").unwrap();
+        assert!(!s.is_cluster());
+        assert!(matches!(s.conn, Conn::Sentinel(_)));
+        assert!(!RedisStore::open("redis://127.0.0.1:6379/")
+            .unwrap()
+            .is_cluster());
+    }
+}

@@ -1,0 +1,214 @@
+//! The connection of a [`super::RedisStore`] on a Sentinel deployment (`redis+sentinel://`):
+//! the primary is found through the sentinels, and found again after a failover.
+
+use super::url::SentinelUrl;
+use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
+use crate::store::StoreError;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
+use std::time::{Duration, Instant};
+
+/// Longest wait for a connection to a sentinel, and for its answer: short, as the next
+/// sentinel is tried after it.
+const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// After a failed search for the primary, how long calls fail at once with its error instead of
+/// searching again (so that many concurrent callers do not hammer the sentinels).
+const RESOLVE_FAILURE_HOLD: Duration = Duration::from_millis(250);
+
+/// The primary found through the sentinels: a multiplexed connection to it, forgotten after an
+/// I/O error or a `READONLY` reply (a failover) so that the next call looks for the primary
+/// again.
+pub(super) struct SentinelConn {
+    url: SentinelUrl,
+    state: tokio::sync::Mutex<State>,
+}
+
+/// What a [`SentinelConn`] knows of the primary.
+#[derive(Default)]
+struct State {
+    /// The connection to the primary and its generation (each new connection counts one more).
+    current: Option<(u64, MultiplexedConnection)>,
+    generation: u64,
+    /// The last failure to find the primary, and when.
+    failed: Option<(Instant, String)>,
+}
+
+/// The server found as the primary: its client (for the wake-up subscriber), a connection to
+/// it, and its address.
+pub(super) struct Primary {
+    pub client: redis::Client,
+    pub conn: MultiplexedConnection,
+    pub addr: String,
+}
+
+/// Whether `e` means the connection (or the server's role) can no longer be trusted: an I/O
+/// error, a dropped connection, a timeout, or a replica's refusal to write.
+fn forgets(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || e.is_unrecoverable_error()
+        || matches!(e.code(), Some("READONLY" | "MASTERDOWN"))
+}
+
+/// The connection settings of a data server connection.
+fn server_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+}
+
+impl SentinelConn {
+    pub fn new(url: SentinelUrl) -> Self {
+        SentinelConn {
+            url,
+            state: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// Ask the sentinels, in the URL's order, for the primary of the master name; connect to
+    /// the first one named that says (`ROLE`) it is a master. Bounded by the timeouts: each
+    /// sentinel [`SENTINEL_TIMEOUT`], each server [`CONNECTION_TIMEOUT`] and
+    /// [`RESPONSE_TIMEOUT`].
+    pub async fn resolve(&self) -> Result<Primary, StoreError> {
+        let master = &self.url.master;
+        let mut problems = Vec::new();
+        let mut unknown = 0;
+        for s in &self.url.sentinels {
+            let addr = match self.ask(s).await {
+                Ok(Some(a)) => a,
+                Ok(None) => {
+                    unknown += 1;
+                    problems.push(format!("{s}: no master named {master:?}"));
+                    continue;
+                }
+                Err(e) => {
+                    problems.push(format!("{s}: {e}"));
+                    continue;
+                }
+            };
+            match Self::connect_primary(&self.url.server_url(&addr.0, addr.1)).await {
+                Ok((client, conn)) => {
+                    return Ok(Primary {
+                        client,
+                        conn,
+                        addr: format!("{}:{}", addr.0, addr.1),
+                    })
+                }
+                Err(e) => problems.push(format!(
+                    "{s} names {}:{} as the primary, but {e}",
+                    addr.0, addr.1
+                )),
+            }
+        }
+        if unknown == self.url.sentinels.len() {
+            return Err(StoreError(format!(
+                "no Redis Sentinel knows a master named {master:?} (sentinels asked: {})",
+                self.url.sentinels.join(", ")
+            )));
+        }
+        Err(StoreError(format!(
+            "cannot find the Redis primary {master:?} through the sentinels: {}",
+            problems.join("; ")
+        )))
+    }
+
+    /// `SENTINEL GET-MASTER-ADDR-BY-NAME` on the sentinel at `url`: the primary's `(host,
+    /// port)`, or `None` when the sentinel does not know the name.
+    async fn ask(&self, url: &str) -> Result<Option<(String, u16)>, String> {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(SENTINEL_TIMEOUT))
+            .set_response_timeout(Some(SENTINEL_TIMEOUT));
+        let work = async {
+            let mut c = client
+                .get_multiplexed_async_connection_with_config(&config)
+                .await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&self.url.master)
+                .query_async::<Option<(String, u16)>>(&mut c)
+                .await
+        };
+        match tokio::time::timeout(SENTINEL_TIMEOUT * 2, work).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("no answer in time".into()),
+        }
+    }
+
+    /// Connect to the server at `url` and check it is a master.
+    async fn connect_primary(url: &str) -> Result<(redis::Client, MultiplexedConnection), String> {
+        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+        let work = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&server_config())
+                .await
+                .map_err(|e| format!("cannot connect to it: {e}"))?;
+            let role: Value = redis::cmd("ROLE")
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| format!("ROLE failed: {e}"))?;
+            match super::admin::role_word(role).as_deref() {
+                Some("master") => Ok(conn),
+                other => Err(format!("it is not a master (ROLE: {other:?})")),
+            }
+        };
+        match tokio::time::timeout(CONNECTION_TIMEOUT + RESPONSE_TIMEOUT, work).await {
+            Ok(r) => r.map(|conn| (client, conn)),
+            Err(_) => Err("it did not answer in time".into()),
+        }
+    }
+
+    /// The connection to the primary, found through the sentinels if there is none. One search
+    /// at a time: calls that arrive during one wait for it and use its outcome.
+    async fn conn(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        let mut st = self.state.lock().await;
+        if let Some(c) = &st.current {
+            return Ok(c.clone());
+        }
+        if let Some((at, e)) = &st.failed {
+            if at.elapsed() < RESOLVE_FAILURE_HOLD {
+                return Err(io_error(e.clone()));
+            }
+        }
+        match self.resolve().await {
+            Ok(p) => {
+                st.generation += 1;
+                tracing::info!(primary = %p.addr, master = %self.url.master,
+                    "connected to the Redis primary found through Sentinel");
+                st.current = Some((st.generation, p.conn));
+                st.failed = None;
+                Ok(st.current.clone().expect("just set"))
+            }
+            Err(e) => {
+                st.failed = Some((Instant::now(), e.0.clone()));
+                Err(io_error(e.0))
+            }
+        }
+    }
+
+    /// Send `cmd` to the primary. After an error that means a failover may have happened
+    /// ([`forgets`]), the connection is forgotten, and the next call looks for the primary
+    /// again; the error is returned as it is.
+    pub async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let (generation, mut conn) = self.conn().await?;
+        let reply = cmd.query_async(&mut conn).await;
+        if let Err(e) = &reply {
+            if forgets(e) {
+                let mut st = self.state.lock().await;
+                if st.current.as_ref().is_some_and(|(g, _)| *g == generation) {
+                    tracing::warn!(error = %e, master = %self.url.master,
+                        "lost the Redis primary; asking the sentinels again at the next call");
+                    st.current = None;
+                }
+            }
+        }
+        reply
+    }
+}
+
+/// An I/O error carrying `msg` (a failure to reach the primary: transient for the engine).
+fn io_error(msg: String) -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(std::io::ErrorKind::NotConnected, msg))
+}

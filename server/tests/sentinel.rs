@@ -1,0 +1,102 @@
+//! The `orq` roles on a Sentinel deployment: `orq api`, `orq worker` and `orq scheduler` start
+//! with `--redis redis+sentinel://...` (the deployment checks look at the primary the sentinels
+//! name, so the replica check does not refuse) and run tasks.
+
+use orq::testing::RedisSentinel;
+use serde_json::{json, Value};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// A child process killed (SIGKILL) and reaped when dropped.
+struct Proc(Child);
+
+impl Proc {
+    fn spawn(args: &[&str]) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args(args)
+            .env("ORQ_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn orq");
+        Proc(child)
+    }
+
+    /// Panics when the process has exited (a role that refused the URL).
+    fn assert_running(&mut self, role: &str) {
+        if let Some(status) = self.0.try_wait().expect("try_wait") {
+            panic!("orq {role} exited with {status}");
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// Goal: the three roles start on a sentinel URL and work together on the primary.
+// Method: `orq api`, `orq worker` and `orq scheduler` with the fixture's sentinel URL; /readyz
+// answers; an echo task and a delayed one submitted over HTTP complete with their payload as
+// result; every role is still running at the end (none refused the URL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_worker_and_scheduler_run_through_sentinel() {
+    let fx = RedisSentinel::start();
+    let url = fx.url();
+    let listen = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    let mut api = Proc::spawn(&["api", "--redis", &url, "--listen", &listen]);
+    let mut worker = Proc::spawn(&["worker", "--redis", &url, "--worker-id", "w-sentinel"]);
+    let mut scheduler = Proc::spawn(&["scheduler", "--redis", &url]);
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_for("the API to be ready", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+    let mut ids = Vec::new();
+    for delay in [0, 600] {
+        let body = json!({"queue": "sentq", "type": "echo", "payload": {"delay": delay},
+            "delay_ms": delay});
+        let r = http
+            .post(format!("{base}/tasks"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+        let task: Value = r.json().await.unwrap();
+        ids.push((delay, task["id"].as_str().unwrap().to_string()));
+    }
+    for (delay, id) in &ids {
+        let done = wait_for("a task to complete", async || {
+            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
+            let t: Value = r.json().await.ok()?;
+            (t["status"] == "completed").then_some(t)
+        })
+        .await;
+        assert_eq!(done["result"], json!({"delay": delay}), "{done}");
+    }
+    api.assert_running("api");
+    worker.assert_running("worker");
+    scheduler.assert_running("scheduler");
+}
