@@ -32,7 +32,7 @@ pub use client::{
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};
 pub use failure::Transient;
-pub use redis_store::RedisStore;
+pub use redis_store::{RedisStore, WaitReplicas};
 pub use resp::Resp;
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use store::{Store, StoreError};

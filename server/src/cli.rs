@@ -10,8 +10,8 @@ use crate::serve::ServeLimits;
 use clap::{Args, Parser, Subcommand};
 use orq::keys::is_valid_name;
 use orq::{
-    Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, Worker,
-    WorkerConfig,
+    Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, WaitReplicas,
+    Worker, WorkerConfig,
 };
 use orq_sim::{MemoryStore, WallClock};
 use std::collections::BTreeSet;
@@ -149,6 +149,18 @@ pub struct StoreArgs {
     /// The other roles need Redis.
     #[arg(long, env = "ORQ_REDIS_URL", value_name = "URL")]
     pub redis: Option<String>,
+    /// Acknowledged means replicated: a submit, an outcome, a cancel or a replay answers only
+    /// once N replicas have it (Redis WAIT on the same primary); when fewer acknowledge within
+    /// --wait-timeout-ms the call is refused as transient (API 503 `store_unavailable`; send it
+    /// again with its idempotency key, workers resend outcomes with their lease token). 0 (the
+    /// default) answers as soon as the primary has it: a failover can lose the last writes.
+    #[arg(long, env = "ORQ_WAIT_REPLICAS", value_name = "N", default_value_t = 0, requires = "redis",
+          value_parser = clap::value_parser!(u32).range(0..=16))]
+    pub wait_replicas: u32,
+    /// With --wait-replicas: how long a call waits for its replicas (ms).
+    #[arg(long, env = "ORQ_WAIT_TIMEOUT_MS", value_name = "MS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    pub wait_timeout_ms: u64,
     /// Queues to serve, comma-separated (default: every queue that has received a task).
     #[arg(long, env = "ORQ_QUEUES", value_delimiter = ',', value_name = "Q,..")]
     pub queues: Vec<String>,
@@ -437,7 +449,13 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
     }
     let store: Arc<dyn Store> = match &args.redis {
         Some(url) => {
-            let store = RedisStore::open(url).map_err(|e| e.to_string())?;
+            let wait = (args.wait_replicas > 0).then_some(WaitReplicas {
+                replicas: args.wait_replicas,
+                timeout_ms: args.wait_timeout_ms,
+            });
+            let store = RedisStore::open(url)
+                .map_err(|e| e.to_string())?
+                .with_wait_replicas(wait);
             match store.ping().await {
                 Ok(()) => {
                     for warning in check_deployment(&store, url).await? {

@@ -6,8 +6,10 @@ mod resp;
 mod sentinel;
 mod subscriber;
 mod url;
+mod wait;
 
 pub use url::{CLUSTER_SCHEME, SENTINEL_SCHEME};
+pub use wait::{WaitReplicas, WAITED_SCRIPTS};
 
 use crate::resp::Resp;
 use crate::store::{Store, StoreError};
@@ -99,6 +101,8 @@ pub struct RedisStore {
     /// turn, or the primary the sentinels name.
     subscribe_to: SubscribeTo,
     wakes: std::sync::Arc<Wakes>,
+    /// `--wait-replicas`: the recorded writes wait for this many replicas ([`wait`]).
+    wait: Option<WaitReplicas>,
 }
 
 /// The connection of a [`RedisStore`].
@@ -120,6 +124,8 @@ enum Route<'a> {
     Default,
     /// Every primary; the reply is a map from node address (`host:port`) to its reply.
     EachPrimary,
+    /// The primary of `key`'s hash slot (on a cluster; elsewhere the one server).
+    Slot(&'a str),
     /// The node at this address.
     Node(&'a str, u16),
 }
@@ -189,6 +195,7 @@ impl RedisStore {
             url: url.to_string(),
             subscribe_to: SubscribeTo::Nodes(vec![client]),
             wakes: std::sync::Arc::default(),
+            wait: None,
         })
     }
 
@@ -223,6 +230,7 @@ impl RedisStore {
             url: url.to_string(),
             subscribe_to: SubscribeTo::Nodes(subscribe_to),
             wakes: std::sync::Arc::default(),
+            wait: None,
         })
     }
 
@@ -235,6 +243,7 @@ impl RedisStore {
             url: url.to_string(),
             subscribe_to: SubscribeTo::Sentinel(conn),
             wakes: std::sync::Arc::default(),
+            wait: None,
         })
     }
 
@@ -250,6 +259,32 @@ impl RedisStore {
         matches!(self.conn, Conn::Cluster(_))
     }
 
+    /// Make every call of a [`WAITED_SCRIPTS`] script wait for `wait.replicas` replicas (at
+    /// most `wait.timeout_ms`) before it answers (`--wait-replicas`); `None` (the default)
+    /// answers as soon as the primary ran it.
+    pub fn with_wait_replicas(mut self, wait: Option<WaitReplicas>) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// After a recorded write of `script` (whose first key is `key`), wait for the replicas;
+    /// the shortfall reply when too few acknowledged, else `reply` itself.
+    async fn replicated(&self, script: &str, key: Option<&String>, reply: Resp) -> Resp {
+        let Some(w) = self.wait.filter(|_| wait::waits(script)) else {
+            return reply;
+        };
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(w.replicas).arg(w.timeout_ms.max(1));
+        let route = key.map_or(Route::Default, |k| Route::Slot(k));
+        match self.query(&cmd, route).await {
+            Ok(Value::Int(n)) if n >= i64::from(w.replicas) => reply,
+            Ok(Value::Int(n)) => Resp::Error(wait::shortfall(n, w.replicas, w.timeout_ms)),
+            Ok(other) => Resp::Error(format!("ERR unexpected WAIT reply {other:?}")),
+            Err(e) => error_reply(&e)
+                .unwrap_or_else(|| Resp::Error(wait::shortfall(0, w.replicas, w.timeout_ms))),
+        }
+    }
+
     /// Send `cmd`, routed by `route` on a cluster. A reply that is an error (or, as the redis
     /// crate checks it, holds one) is `Err`, except in a [`Route::EachPrimary`] reply of a
     /// cluster, where each node's error stays in its entry ([`per_node`]).
@@ -261,6 +296,18 @@ impl RedisStore {
                 let mut c = c.clone();
                 match route {
                     Route::Default => cmd.query_async(&mut c).await,
+                    Route::Slot(key) => {
+                        c.route_command(
+                            cmd.clone(),
+                            RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(
+                                redis::cluster_routing::Route::with_key(
+                                    key,
+                                    redis::cluster_routing::SlotAddr::Master,
+                                ),
+                            )),
+                        )
+                        .await
+                    }
                     Route::EachPrimary => {
                         c.route_command(
                             cmd.clone(),
@@ -317,19 +364,20 @@ impl Store for RedisStore {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> Result<Resp, StoreError> {
-        match self
+        let reply = match self
             .run("EVALSHA", script.sha1.as_bytes(), keys, args)
             .await
         {
-            Ok(v) => Ok(to_resp(v)),
+            Ok(v) => to_resp(v),
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 match self.run("EVAL", script.source.as_bytes(), keys, args).await {
-                    Ok(v) => Ok(to_resp(v)),
-                    Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+                    Ok(v) => to_resp(v),
+                    Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
                 }
             }
-            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
-        }
+            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
+        };
+        Ok(self.replicated(script.name, keys.first(), reply).await)
     }
 
     fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
