@@ -2,56 +2,13 @@
 //! `--redis redis+cluster://...` (the deployment checks neither refuse a cluster nor fail on it)
 //! and run tasks of queues whose slots live on different primaries.
 
+mod roles;
+
 use orq::keys::queue_keys;
 use orq::testing::RedisCluster;
+use roles::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(90);
-
-/// A child process killed (SIGKILL) and reaped when dropped.
-struct Proc(Child);
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
-            .args(args)
-            .env("ORQ_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn orq");
-        Proc(child)
-    }
-
-    /// Panics when the process has exited (a role that refused the cluster).
-    fn assert_running(&mut self, role: &str) {
-        if let Some(status) = self.0.try_wait().expect("try_wait") {
-            panic!("orq {role} exited with {status}");
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 // Goal: the three roles start on a cluster URL and work together across its primaries.
 // Method: a 3×1 cluster; `orq api`, `orq worker` and `orq scheduler` with its URL; /readyz
@@ -74,10 +31,7 @@ async fn api_worker_and_scheduler_run_on_a_cluster() {
     }
     assert_eq!(queues.len(), 3, "{queues:?}");
 
-    let listen = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let listen = free_listen_addr();
     let mut api = Proc::spawn(&["api", "--redis", &url, "--listen", &listen]);
     let mut worker = Proc::spawn(&["worker", "--redis", &url, "--worker-id", "w-cluster"]);
     let mut scheduler = Proc::spawn(&["scheduler", "--redis", &url]);

@@ -1,61 +1,13 @@
 //! Multi-process: `orq api` and two `orq worker` processes against one private Redis. One worker
 //! is killed with SIGKILL while it runs a task; the task must complete on the other one.
 
+mod roles;
+
 use orq::testing::RedisServer;
+use roles::*;
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(90);
-
-/// A child process killed (SIGKILL) and reaped when dropped.
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
-            .args(args)
-            .env("ORQ_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn orq");
-        Proc(Some(child))
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 // Goal: crash recovery across processes. Method: the API and two workers run as real `orq`
 // processes; a `sleep` task with a 1 s lease starts on one worker, which we SIGKILL; after the

@@ -2,54 +2,11 @@
 //! with `--redis redis+sentinel://...` (the deployment checks look at the primary the sentinels
 //! name, so the replica check does not refuse) and run tasks.
 
+mod roles;
+
 use orq::testing::RedisSentinel;
+use roles::*;
 use serde_json::{json, Value};
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-const WAIT: Duration = Duration::from_secs(90);
-
-/// A child process killed (SIGKILL) and reaped when dropped.
-struct Proc(Child);
-
-impl Proc {
-    fn spawn(args: &[&str]) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
-            .args(args)
-            .env("ORQ_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn orq");
-        Proc(child)
-    }
-
-    /// Panics when the process has exited (a role that refused the URL).
-    fn assert_running(&mut self, role: &str) {
-        if let Some(status) = self.0.try_wait().expect("try_wait") {
-            panic!("orq {role} exited with {status}");
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 // Goal: the three roles start on a sentinel URL and work together on the primary.
 // Method: `orq api`, `orq worker` and `orq scheduler` with the fixture's sentinel URL; /readyz
@@ -59,10 +16,7 @@ async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Valu
 async fn api_worker_and_scheduler_run_through_sentinel() {
     let fx = RedisSentinel::start();
     let url = fx.url();
-    let listen = {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        format!("127.0.0.1:{}", l.local_addr().unwrap().port())
-    };
+    let listen = free_listen_addr();
     let mut api = Proc::spawn(&["api", "--redis", &url, "--listen", &listen]);
     let mut worker = Proc::spawn(&["worker", "--redis", &url, "--worker-id", "w-sentinel"]);
     let mut scheduler = Proc::spawn(&["scheduler", "--redis", &url]);

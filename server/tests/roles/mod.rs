@@ -1,0 +1,78 @@
+//! Helpers for tests that run the `orq` binary's roles as real processes (`orq api`, `orq
+//! worker`, `orq scheduler`): a child process killed with SIGKILL and reaped when dropped, a free
+//! loopback address to listen on, and polling for a condition with a generous deadline.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long [`wait_for`] waits (generous: a loaded 2-core machine).
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// An `orq` child process, killed (SIGKILL) and reaped when dropped.
+pub struct Proc(pub Option<Child>);
+
+impl Proc {
+    /// Start `orq <args>` with `ORQ_LOG=warn`, its stderr shown with the test's output.
+    pub fn spawn(args: &[&str]) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args(args)
+            .env("ORQ_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn orq");
+        Proc(Some(child))
+    }
+
+    /// Kill (SIGKILL) and reap it now.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Panics when the process has exited (for example a role that refused its URL).
+    pub fn assert_running(&mut self, role: &str) {
+        let c = self.0.as_mut().expect("the process was killed");
+        if let Some(status) = c.try_wait().expect("try_wait") {
+            panic!("orq {role} exited with {status}");
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A free port on 127.0.0.1 (another process may take it before the caller binds it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `127.0.0.1:<a free port>`, for `--listen`.
+pub fn free_listen_addr() -> String {
+    format!("127.0.0.1:{}", free_port())
+}
+
+/// Poll `f` every 50 ms until it answers `Some`, at most [`WAIT`]; panics naming `what`.
+pub async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
