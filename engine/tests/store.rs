@@ -58,7 +58,7 @@ async fn client_calls_survive_a_script_flush() {
 async fn client_reconnects_after_a_redis_restart() {
     let mut env = Env::start().await;
     let before = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
-    env.server.restart();
+    env.server_mut().restart();
 
     let after = common::eventually("a submit to succeed after the restart", || async {
         match env

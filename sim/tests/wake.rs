@@ -1,25 +1,11 @@
 //! Wake-ups on the embedded store (docs/design-notes.md, note 27): the scripts' PUBLISH calls
-//! reach `Store::wake` listeners, and an idle worker pool leases on them instead of polling.
+//! reach `Store::wake` listeners. That an idle worker pool leases on them instead of polling is
+//! tested on every deployment, this one included, by the engine's `every_store` suite.
 
-use async_trait::async_trait;
 use orq::keys::{wake_channel, QUEUES_WAKE_CHANNEL};
-use orq::{
-    Client, Entropy, Handler, HandlerError, Handlers, Status, Store, SystemClock, TaskContext,
-    TaskSpec, Worker, WorkerConfig,
-};
-use orq_sim::{ManualClock, MemoryStore, WallClock};
+use orq::{Client, Entropy, Store, SystemClock, TaskSpec};
+use orq_sim::{ManualClock, MemoryStore};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
-
-struct Echo;
-
-#[async_trait]
-impl Handler for Echo {
-    async fn handle(&self, ctx: TaskContext) -> Result<serde_json::Value, HandlerError> {
-        serde_json::from_str(&ctx.task.payload).map_err(|e| HandlerError::permanent(e.to_string()))
-    }
-}
 
 fn spec(queue: &str) -> TaskSpec {
     TaskSpec::new("{}").queue(queue).task_type("echo")
@@ -68,57 +54,4 @@ async fn scripts_wake_the_listeners_of_the_queue_they_make_work_ready_in() {
     assert!(q.has_changed().unwrap(), "a second submit wakes again");
     assert!(!list.has_changed().unwrap(), "q is no longer new");
     let _ = r.borrow_and_update();
-}
-
-// Goal: an idle pool on the embedded store leases a task submitted after it went idle on the
-// submit's wake-up, not at its next idle poll.
-// Method: the wall clock, idle_poll_ms 120 s (four times the 30 s deadline); wait for the pool's
-// first lease round, submit, and the task must complete within the deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_pool_on_the_embedded_store_leases_on_the_submits_wake_up() {
-    let store = Arc::new(MemoryStore::new(Arc::new(WallClock)));
-    let client = Client::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        Arc::new(Entropy::from_seed(2)),
-    );
-    let worker = Worker::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        Arc::new(Entropy::from_seed(3)),
-        Handlers::new().register("echo", Echo),
-        WorkerConfig {
-            id: "w1".into(),
-            queues: vec!["q".into()],
-            concurrency: 4,
-            idle_poll_ms: 120_000,
-            ..WorkerConfig::default()
-        },
-    );
-    let stop = CancellationToken::new();
-    let run = tokio::spawn({
-        let stop = stop.clone();
-        async move { worker.run(stop).await }
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // The pool's first (empty) lease calls: both lanes ask once when they start.
-    while store.script_calls() < 2 {
-        assert!(Instant::now() < deadline, "the pool never leased");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let id = client.submit(spec("q")).await.unwrap().task.id;
-    loop {
-        let t = client.get(Some("q"), &id).await.unwrap();
-        if t.status == Status::Completed {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for the task to complete (it is {})",
-            t.status
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.cancel();
-    run.await.expect("the pool did not panic");
 }

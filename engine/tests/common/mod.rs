@@ -1,6 +1,7 @@
-//! Fixtures shared by the engine's integration tests: a private Redis per test with a client on
-//! it, workers that run until stopped, test handlers that record what they saw, and polling
-//! helpers that wait for a condition with a generous deadline instead of sleeping a fixed time.
+//! Fixtures shared by the engine's integration tests: a store per test with a client on it (a
+//! private Redis, the embedded store, or a shared cluster or Sentinel deployment), workers that
+//! run until stopped, test handlers that record what they saw, and polling helpers that wait for
+//! a condition with a generous deadline instead of sleeping a fixed time.
 //!
 //! Every test binary includes this module and uses a different subset of it.
 #![allow(dead_code)]
@@ -47,10 +48,25 @@ where
     }
 }
 
-/// A private redis-server, a store and a client on it.
+/// What an [`Env`]'s store runs on.
+pub enum Backing {
+    /// A private redis-server of this test alone; killed when the test ends.
+    Redis(RedisServer),
+    /// The embedded store (`orq_sim::MemoryStore` on the wall clock), as `orq serve` runs
+    /// without `--redis`.
+    Embedded,
+    /// A deployment the test borrows (a Redis Cluster or Sentinel shared by a test binary);
+    /// `raw_url` is a node that holds every key (a Sentinel's primary), if there is one.
+    Shared {
+        /// `redis://` URL of the one node that holds every key; `None` on a cluster.
+        raw_url: Option<String>,
+    },
+}
+
+/// A store, a client on it, and what the store runs on.
 pub struct Env {
-    /// The server; dropped (killed) at the end of the test.
-    pub server: RedisServer,
+    /// What the store runs on; a private server is killed when the test ends.
+    pub backing: Backing,
     /// The store every actor of the test shares.
     pub store: Arc<dyn Store>,
     /// A client on `store`.
@@ -64,22 +80,54 @@ impl Env {
         let store = RedisStore::connect(&server.url())
             .await
             .expect("connect to the private redis-server");
-        let store: Arc<dyn Store> = Arc::new(store);
+        Env::on(Backing::Redis(server), Arc::new(store))
+    }
+
+    /// A fresh embedded store (`orq_sim::MemoryStore` on the wall clock).
+    pub fn embedded() -> Env {
+        let store = orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock));
+        Env::on(Backing::Embedded, Arc::new(store))
+    }
+
+    /// Connect to the shared deployment at `url` (`redis+cluster://…`, `redis+sentinel://…`);
+    /// `raw_url` as in [`Backing::Shared`].
+    pub async fn shared(url: &str, raw_url: Option<String>) -> Env {
+        let store = RedisStore::connect(url)
+            .await
+            .unwrap_or_else(|e| panic!("connect to {url}: {e}"));
+        Env::on(Backing::Shared { raw_url }, Arc::new(store))
+    }
+
+    fn on(backing: Backing, store: Arc<dyn Store>) -> Env {
         let client = Client::new(
             store.clone(),
             Arc::new(SystemClock),
             Arc::new(Entropy::from_os()),
         );
         Env {
-            server,
+            backing,
             store,
             client,
         }
     }
 
-    /// A raw connection to the private server, for commands the engine never sends.
+    /// The private server. Panics unless the test runs on one ([`Backing::Redis`]).
+    pub fn server_mut(&mut self) -> &mut RedisServer {
+        match &mut self.backing {
+            Backing::Redis(server) => server,
+            _ => panic!("this test needs a private redis-server"),
+        }
+    }
+
+    /// A raw connection to the node that holds every key, for commands the engine never sends.
+    /// Panics on the embedded store and on a cluster (no such node).
     pub async fn raw(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.server.url())
+        let url = match &self.backing {
+            Backing::Redis(server) => server.url(),
+            Backing::Shared { raw_url: Some(url) } => url.clone(),
+            _ => panic!("this test needs a single Redis node for raw commands"),
+        };
+        redis::Client::open(url)
             .expect("redis url")
             .get_multiplexed_async_connection()
             .await

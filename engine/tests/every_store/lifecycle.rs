@@ -1,9 +1,7 @@
-//! A task's life on a real Redis: submit, run, complete; delays, priorities, FIFO order, batch
-//! submit and idempotency keys.
+//! A task's life on every deployment: submit, run, complete; delays, priorities, FIFO order,
+//! batch submit and idempotency keys; a worker pool's lanes and wake-ups.
 
-mod common;
-
-use common::{eventually, spec, Echo, Env};
+use crate::common::{eventually, spec, Echo, Env};
 use orq::ops;
 use orq::{Handlers, ListQuery, Status, WorkerConfig};
 use std::collections::HashSet;
@@ -11,9 +9,7 @@ use std::collections::HashSet;
 // Goal: a submitted task is leased by a worker, its handler runs once, and the task ends
 // `completed` with the handler's result stored.
 // Method: an echo handler returns the payload; a worker serves the queue; poll until completed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn submitted_task_completes_with_the_handlers_result() {
-    let env = Env::start().await;
+async fn submitted_task_completes_with_the_handlers_result(env: Env) {
     let echo = Echo::default();
     let worker = env.worker(
         "w-1",
@@ -56,9 +52,7 @@ async fn submitted_task_completes_with_the_handlers_result() {
 // first call, right after submit, returns nothing; every reply whose store time is before a
 // task's run_at must not hold that task; the reply that finally returns the 1500 ms task carries
 // a store time and a lease start at or after its run_at; the 60 s task stays scheduled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn delayed_task_is_not_leased_before_its_run_at() {
-    let env = Env::start().await;
+async fn delayed_task_is_not_leased_before_its_run_at(env: Env) {
     let subs = env
         .client
         .submit_batch(vec![
@@ -103,7 +97,7 @@ async fn delayed_task_is_not_leased_before_its_run_at() {
         );
     }
 
-    let (now_ms, t) = common::eventually("the 1500 ms task to be leased", || async {
+    let (now_ms, t) = crate::common::eventually("the 1500 ms task to be leased", || async {
         let batch = env.lease("q", "w-1", 10).await;
         check(batch.now_ms, &batch.tasks);
         let now_ms = batch.now_ms;
@@ -123,9 +117,7 @@ async fn delayed_task_is_not_leased_before_its_run_at() {
 
 // Goal: the most urgent priority is leased first.
 // Method: submit priorities 1, 5, 9 in one batch, then lease one task at a time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn higher_priority_is_leased_first() {
-    let env = Env::start().await;
+async fn higher_priority_is_leased_first(env: Env) {
     let specs = [1u8, 5, 9]
         .iter()
         .map(|&p| spec("q", "echo", &format!("{{\"p\":{p}}}")).priority(p))
@@ -146,9 +138,7 @@ async fn higher_priority_is_leased_first() {
 // Goal: tasks of one priority are leased in submit order, whatever their ids.
 // Method: submit a batch of 10 tasks of priority 3 and then a single task, interleaved with a
 // more urgent task; lease one at a time and compare with the submit order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn same_priority_is_leased_in_submit_order() {
-    let env = Env::start().await;
+async fn same_priority_is_leased_in_submit_order(env: Env) {
     let mut expected = Vec::new();
     let specs = (0..10)
         .map(|i| spec("q", "echo", &format!("{{\"i\":{i}}}")).priority(3))
@@ -183,9 +173,7 @@ async fn same_priority_is_leased_in_submit_order() {
 // to completion exactly once.
 // Method: submit_batch 500 echo tasks; run a worker with concurrency 8; poll the stats until 500
 // are completed; list the completed index; compare with the submitted ids.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batch_of_500_is_created_and_completed_by_a_worker() {
-    let env = Env::start().await;
+async fn batch_of_500_is_created_and_completed_by_a_worker(env: Env) {
     let specs = (0..500)
         .map(|i| spec("q", "echo", &format!("{{\"i\":{i}}}")))
         .collect();
@@ -212,7 +200,7 @@ async fn batch_of_500_is_created_and_completed_by_a_worker() {
         Handlers::new().register("echo", echo.clone()),
         |c| c.concurrency = 8,
     );
-    common::eventually("500 completed tasks", || async {
+    crate::common::eventually("500 completed tasks", || async {
         (env.stats("q").await.counts[&Status::Completed] == 500).then_some(())
     })
     .await;
@@ -242,9 +230,7 @@ async fn batch_of_500_is_created_and_completed_by_a_worker() {
 // across calls and within one batch.
 // Method: submit twice with the same key (different payloads); then a batch holding one key
 // twice; check `created`, ids, payloads and that only the first tasks were stored.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn idempotency_key_returns_the_first_task() {
-    let env = Env::start().await;
+async fn idempotency_key_returns_the_first_task(env: Env) {
     let first = env
         .client
         .submit(spec("q", "echo", r#"{"v":1}"#).idempotency_key("order:42"))
@@ -303,10 +289,8 @@ async fn idempotency_key_returns_the_first_task() {
 // Method: submit one default and one customised task on a private Redis; read each raw hash with
 // HGETALL; compare the submit's task with get, list and a re-submit of the same id; lease both and
 // cancel one, checking the settings survive each transition.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn compact_records_store_only_what_differs_and_read_back_whole() {
+async fn compact_records_store_only_what_differs_and_read_back_whole(env: Env) {
     use orq::{Backoff, TaskSpec};
-    let env = Env::start().await;
     let plain = env
         .client
         .submit(TaskSpec::new(r#"{"n":1}"#).queue("q").task_type("echo"))
@@ -480,10 +464,8 @@ impl orq::Store for GatedCompletions {
 // the gate; submit three tasks to one queue. The second handler must start while the first task's
 // completion is held (the first task still leased); the third must not start while two finished
 // tasks wait. Opening the gate completes all three.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
+async fn a_slot_is_refilled_while_the_last_completion_is_recorded(env: Env) {
     use std::sync::atomic::Ordering;
-    let env = Env::start().await;
     let gated = std::sync::Arc::new(GatedCompletions {
         inner: env.store.clone(),
         gate: tokio::sync::Semaphore::new(0),
@@ -509,7 +491,7 @@ async fn a_slot_is_refilled_while_the_last_completion_is_recorded() {
             .unwrap();
         ids.push(sub.task.id);
     }
-    common::eventually(
+    crate::common::eventually(
         "two handlers to have run with a completion held",
         || async {
             (echo.runs.total() >= 2 && gated.held.load(Ordering::SeqCst) >= 1).then_some(())
@@ -615,7 +597,7 @@ impl Gated {
 
     /// Wait until `n` handlers have started.
     async fn wait_started(&self, n: usize) {
-        common::eventually(&format!("{n} handlers to have started"), || async {
+        crate::common::eventually(&format!("{n} handlers to have started"), || async {
             (self.started() == n).then_some(())
         })
         .await;
@@ -637,7 +619,7 @@ async fn gated_pool(
 ) -> (
     std::sync::Arc<LeaseSizes>,
     Gated,
-    common::RunningWorker,
+    crate::common::RunningWorker,
     Vec<String>,
 ) {
     let sizes = std::sync::Arc::new(LeaseSizes {
@@ -667,7 +649,12 @@ async fn gated_pool(
 }
 
 /// Let every gated handler return, wait until all `ids` completed, stop the pool.
-async fn finish_gated(env: &Env, gated: &Gated, worker: common::RunningWorker, ids: &[String]) {
+async fn finish_gated(
+    env: &Env,
+    gated: &Gated,
+    worker: crate::common::RunningWorker,
+    ids: &[String],
+) {
     gated.permits.add_permits(100);
     for id in ids {
         env.wait_status("q", id, Status::Completed).await;
@@ -682,9 +669,7 @@ async fn finish_gated(env: &Env, gated: &Gated, worker: common::RunningWorker, i
 // leases four at once. Handlers are then let go one at a time: while any of the four still
 // runs, no lease call goes out and no fifth handler starts; when the last returns, one call
 // leases four.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot() {
-    let env = Env::start().await;
+async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot(env: Env) {
     let (sizes, gated, worker, ids) = gated_pool(&env, 600_000).await;
     assert_eq!(
         sizes.sizes.lock().unwrap()[0],
@@ -721,9 +706,7 @@ async fn a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot() {
 // other handlers keep running.
 // Method: concurrency 4, a 200 ms linger, eight gated tasks; let one handler go and hold the
 // other three: a fifth handler starts, leased by a call for one task.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger() {
-    let env = Env::start().await;
+async fn a_lingering_pool_leases_a_lone_free_slot_after_the_linger(env: Env) {
     let (sizes, gated, worker, ids) = gated_pool(&env, 200).await;
     let calls = sizes.sizes.lock().unwrap().len();
     gated.permits.add_permits(1);
@@ -764,7 +747,7 @@ impl orq::Handler for Overlap {
 type OverlapPool = (
     std::sync::Arc<LeaseSizes>,
     Overlap,
-    common::RunningWorker,
+    crate::common::RunningWorker,
     Vec<String>,
 );
 
@@ -813,7 +796,7 @@ async fn lanes_pool(
 async fn run_once_each(
     env: &Env,
     ids: &[String],
-    worker: common::RunningWorker,
+    worker: crate::common::RunningWorker,
     overlap: &Overlap,
 ) -> usize {
     use std::sync::atomic::Ordering;
@@ -836,10 +819,8 @@ async fn run_once_each(
 // reserve their slots before they ask).
 // Method: concurrency 3, 40 tasks whose handlers sleep 5 ms; every task completes once, at least
 // one complete_batch leased, and no more than three handlers ever overlapped.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurrency() {
+async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurrency(env: Env) {
     use std::sync::atomic::Ordering;
-    let env = Env::start().await;
     let (calls, overlap, worker, ids) = refill_pool(&env, 3, 5, 40).await;
     let max = run_once_each(&env, &ids, worker, &overlap).await;
     assert!(
@@ -860,9 +841,7 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
 // Method: concurrency 5 in 2 lanes (3 + 2 slots), 60 tasks whose handlers sleep 5 ms; no lease
 // asks for more than 3, at most 5 handlers overlap; then the same with 16 lanes asked of a pool
 // of concurrency 3 (3 lanes of 1: no call asks for more than 1).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
-    let env = Env::start().await;
+async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency(env: Env) {
     for (concurrency, lanes, share) in [(5, 2, 3), (3, 16, 1)] {
         let (calls, overlap, worker, ids) = lanes_pool(&env, concurrency, lanes, 5, 60).await;
         let max = run_once_each(&env, &ids, worker, &overlap).await;
@@ -889,9 +868,7 @@ async fn lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency() {
 // Method: an empty queue, concurrency 4 in 2 lanes, idle_poll_ms 20, for about a second; the
 // lease calls are at most one per 20 ms of the time that passed, plus a few (two polling lanes
 // would make twice that). Only an upper bound: a loaded machine makes fewer calls, not more.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_pool_of_two_lanes_polls_about_as_often_as_one() {
-    let env = Env::start().await;
+async fn an_idle_pool_of_two_lanes_polls_about_as_often_as_one(env: Env) {
     let calls = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
         sizes: Default::default(),
@@ -922,9 +899,7 @@ async fn an_idle_pool_of_two_lanes_polls_about_as_often_as_one() {
 // the test's 30 s deadline). Task A, submitted before the pool starts, goes to the first lane's
 // first lease and holds it; task B, submitted then, must still start: the second lane asks
 // again after 4 s.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate() {
-    let env = Env::start().await;
+async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate(env: Env) {
     let gated = Gated::default();
     env.submit_ids(vec![spec("q", "gated", "{\"n\":1}")]).await;
     let worker = env.worker_on(
@@ -949,12 +924,10 @@ async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate() {
 // leased in a call in flight at shutdown runs within the grace period or is released.
 // Method: concurrency 4, 200 tasks of 2 ms; stop the pool once 20 have run, then no task is
 // leased, and every task is completed or queued again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pool_stopped_while_its_completions_lease_leaves_nothing_leased() {
+async fn a_pool_stopped_while_its_completions_lease_leaves_nothing_leased(env: Env) {
     use std::sync::atomic::Ordering;
-    let env = Env::start().await;
     let (calls, overlap, worker, ids) = refill_pool(&env, 4, 2, 200).await;
-    common::eventually("20 handlers to have run", || async {
+    crate::common::eventually("20 handlers to have run", || async {
         (overlap.runs.load(Ordering::SeqCst) >= 20).then_some(())
     })
     .await;
@@ -1029,7 +1002,7 @@ impl CountedLeases {
         env: &Env,
         queue: &str,
         tune: impl FnOnce(&mut WorkerConfig),
-    ) -> common::RunningWorker {
+    ) -> crate::common::RunningWorker {
         env.worker_on(
             self.clone(),
             "w-1",
@@ -1043,33 +1016,67 @@ impl CountedLeases {
     }
 }
 
-// Goal: an idle pool leases a task submitted to its queue when the submit's wake-up arrives
-// (Redis pub/sub, design note 27), not at its next idle poll; after its subscriber connection is
-// killed, the subscriber reconnects and wake-ups work again.
-// Method: idle_poll_ms 120 s, four times the 30 s deadline, so a task that completes within the
-// deadline was leased on a wake-up. The pool makes its first (empty) lease calls, then a task is
-// submitted and must complete; then `CLIENT KILL TYPE pubsub` drops the subscriber, and a second
-// task submitted after it must complete too.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_pool_leases_on_the_submits_wake_up_and_after_its_subscriber_reconnects() {
-    let env = Env::start().await;
-    let store = CountedLeases::on(&env);
-    let worker = store.idle_echo_pool(&env, "q", |c| c.lanes = 2);
+/// Start an idle pool of two lanes on `q` (idle poll 120 s) and wait for its first (empty)
+/// lease calls; submit a task and wait until it completes. Returns the pool.
+async fn idle_pool_runs_a_task_on_its_wake_up(
+    env: &Env,
+    store: &std::sync::Arc<CountedLeases>,
+) -> crate::common::RunningWorker {
+    let worker = store.idle_echo_pool(env, "q", |c| c.lanes = 2);
     eventually("the pool's first lease calls", || async {
         (store.count() >= 2).then_some(())
     })
     .await;
     let first = env.submit_ids(vec![spec("q", "echo", "{\"n\":1}")]).await;
     env.wait_status("q", &first[0], Status::Completed).await;
+    worker
+}
 
+// Goal: an idle pool leases a task submitted to its queue when the submit's wake-up arrives
+// (Redis pub/sub or the embedded store's channels, design note 27), not at its next idle poll.
+// Method: idle_poll_ms 120 s, four times the 30 s deadline, so a task that completes within the
+// deadline was leased on a wake-up. The pool makes its first (empty) lease calls, then a task is
+// submitted and must complete.
+async fn an_idle_pool_leases_on_the_submits_wake_up(env: Env) {
+    let store = CountedLeases::on(&env);
+    let worker = idle_pool_runs_a_task_on_its_wake_up(&env, &store).await;
+    worker.stop().await;
+}
+
+// Goal: after the wake-up subscriber's connection is killed, the subscriber reconnects and
+// wake-ups work again.
+// Method: as the test above, then `CLIENT KILL ID` drops the subscriber (the one pub/sub client
+// that is not a sentinel's), and a second task submitted after it must complete within the
+// deadline, a quarter of the idle poll.
+async fn an_idle_pool_leases_on_wake_ups_after_its_subscriber_reconnects(env: Env) {
+    let store = CountedLeases::on(&env);
+    let worker = idle_pool_runs_a_task_on_its_wake_up(&env, &store).await;
+    // The store's subscriber is the one pub/sub client that is not a sentinel's (sentinels
+    // name their connections `sentinel-<id>-pubsub`).
     let mut raw = env.raw().await;
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
         .arg("TYPE")
         .arg("pubsub")
         .query_async(&mut raw)
         .await
         .unwrap();
+    let ours: Vec<&str> = clients
+        .lines()
+        .filter(|c| !c.contains(" name=sentinel-"))
+        .filter_map(|c| c.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .collect();
+    let mut killed = 0;
+    for id in &ours {
+        let n: i64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("ID")
+            .arg(*id)
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        killed += n;
+    }
     assert_eq!(killed, 1, "one subscriber connection (the store's)");
     let second = env.submit_ids(vec![spec("q", "echo", "{\"n\":2}")]).await;
     env.wait_status("q", &second[0], Status::Completed).await;
@@ -1080,9 +1087,7 @@ async fn an_idle_pool_leases_on_the_submits_wake_up_and_after_its_subscriber_rec
 // leases its first task without waiting for its idle poll.
 // Method: a pool with no queue list and idle_poll_ms 120 s starts on an empty store; a task is
 // then submitted to a queue nobody has used, and must complete within the 30 s deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up() {
-    let env = Env::start().await;
+async fn a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up(env: Env) {
     let store = CountedLeases::on(&env);
     let worker = store.idle_echo_pool(&env, "unused", |c| c.queues = Vec::new());
     eventually("the pool to list the (empty) queue list", || async {
@@ -1093,4 +1098,29 @@ async fn a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up() {
     env.wait_status("fresh", &id[0], Status::Completed).await;
     assert!(store.count() >= 1, "the pool leased from the new queue");
     worker.stop().await;
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    use crate::deployment::ONE_NODE;
+    cases![
+        submitted_task_completes_with_the_handlers_result,
+        delayed_task_is_not_leased_before_its_run_at,
+        higher_priority_is_leased_first,
+        same_priority_is_leased_in_submit_order,
+        batch_of_500_is_created_and_completed_by_a_worker,
+        idempotency_key_returns_the_first_task,
+        compact_records_store_only_what_differs_and_read_back_whole => ONE_NODE,
+        a_slot_is_refilled_while_the_last_completion_is_recorded,
+        a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot,
+        a_lingering_pool_leases_a_lone_free_slot_after_the_linger,
+        completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurrency,
+        lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency,
+        an_idle_pool_of_two_lanes_polls_about_as_often_as_one,
+        a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate,
+        a_pool_stopped_while_its_completions_lease_leaves_nothing_leased,
+        an_idle_pool_leases_on_the_submits_wake_up,
+        an_idle_pool_leases_on_wake_ups_after_its_subscriber_reconnects => ONE_NODE,
+        a_pool_serving_every_queue_leases_from_a_new_queue_on_its_wake_up,
+    ]
 }

@@ -1,16 +1,12 @@
 //! What dashboards read: a queue's event stream in pages (`Client::events`) and the workers it
-//! has seen with their leases (`Client::workers`), on a real Redis.
+//! has seen with their leases (`Client::workers`), on every deployment.
 
-mod common;
-
-use common::{spec, Env};
+use crate::common::{spec, Env};
 use orq::{ops, Error};
 
 // Goal: the event stream reads back in order, in pages after a stream id, with the wait and run
 // times of leased and completed tasks; bad arguments are typed errors.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_page_through_the_stream_with_wait_and_run_times() {
-    let env = Env::start().await;
+async fn events_page_through_the_stream_with_wait_and_run_times(env: Env) {
     let a = env
         .client
         .submit(spec("q", "echo", "{}").tenant("t1"))
@@ -126,9 +122,7 @@ fn id_of(e: &orq::QueueEvent) -> (u64, u64) {
 // Goal: a batch call's events, grouped into a few stream entries, read back one by one: every
 // page size gives the same events in order under unique increasing ids, a page may end inside an
 // entry, and the fields of each event are its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batch_events_read_back_one_by_one_in_pages_of_any_size() {
-    let env = Env::start().await;
+async fn batch_events_read_back_one_by_one_in_pages_of_any_size(env: Env) {
     let specs: Vec<_> = (0..250)
         .map(|i| spec("q", "echo", "{}").tenant(if i % 2 == 0 { "t1" } else { "t2" }))
         .collect();
@@ -191,9 +185,7 @@ async fn batch_events_read_back_one_by_one_in_pages_of_any_size() {
 // and drops older ones, counting an earlier orq's entries (time-based ids) as old; when the
 // stats hash's record of the last event id is lost or garbage, new events still get ids after
 // every id the stream holds.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_record() {
-    let env = Env::start().await;
+async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_record(env: Env) {
     let mut raw = env.raw().await;
     // Entries as an earlier orq wrote them, with time-based ids.
     for seq in 0..3 {
@@ -272,9 +264,7 @@ async fn the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_reco
 // Method: 10,000 tasks submitted one by one (10,000 plain-sized entries), then 11 batches of
 // 1,000 (110 entries of 100): the stream then holds the last 10,000..10,099 events, and every
 // one of the single submits' events is gone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn single_event_entries_are_trimmed_as_fast_as_batches_come() {
-    let env = Env::start().await;
+async fn single_event_entries_are_trimmed_as_fast_as_batches_come(env: Env) {
     for _ in 0..10_000 {
         env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     }
@@ -286,9 +276,7 @@ async fn single_event_entries_are_trimmed_as_fast_as_batches_come() {
 // event still reads them.
 // Method: DUMP the stream and the stats hash, submit two tasks (the reader's cursor is the last
 // of their events), RESTORE both, wait a few ms, submit two more: the reader gets those two.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_after_a_store_rollback_come_after_the_lost_ones() {
-    let env = Env::start().await;
+async fn events_after_a_store_rollback_come_after_the_lost_ones(env: Env) {
     let mut raw = env.raw().await;
     env.submit_ids((0..3).map(|_| spec("q", "echo", "{}")).collect())
         .await;
@@ -330,9 +318,7 @@ async fn events_after_a_store_rollback_come_after_the_lost_ones() {
 
 // Goal: workers that lease or heartbeat are listed, most recent first, with their leases and the
 // time of the last heartbeat; a lease that ends leaves the list of leases.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn workers_are_listed_with_their_leases_and_heartbeats() {
-    let env = Env::start().await;
+async fn workers_are_listed_with_their_leases_and_heartbeats(env: Env) {
     for _ in 0..3 {
         env.client
             .submit(spec("q", "echo", "{}").tenant("t"))
@@ -388,4 +374,17 @@ async fn workers_are_listed_with_their_leases_and_heartbeats() {
         env.client.workers("{x}").await,
         Err(Error::Invalid { .. })
     ));
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    use crate::deployment::ONE_NODE;
+    cases![
+        events_page_through_the_stream_with_wait_and_run_times,
+        batch_events_read_back_one_by_one_in_pages_of_any_size => ONE_NODE,
+        the_stream_keeps_the_last_events_and_its_numbering_survives_a_lost_record => ONE_NODE,
+        single_event_entries_are_trimmed_as_fast_as_batches_come,
+        events_after_a_store_rollback_come_after_the_lost_ones => ONE_NODE,
+        workers_are_listed_with_their_leases_and_heartbeats,
+    ]
 }

@@ -1,9 +1,7 @@
-//! Failures on a real Redis: retries with exponential backoff, the dead-letter queue, and replay
-//! and purge of dead tasks.
+//! Failures on every deployment: retries with exponential backoff, the dead-letter queue, and
+//! replay and purge of dead tasks.
 
-mod common;
-
-use common::{backoff, spec, Env, Fail};
+use crate::common::{backoff, spec, Env, Fail};
 use orq::{Error, Handlers, Status};
 
 /// Parse a history line `"<attempt> <time ms> <worker> <outcome> <error>"` into
@@ -26,9 +24,7 @@ fn history_line(line: &str) -> (u32, u64, String, String, String) {
 // lease time and the task's run_at. From the history (store failure times) and the runs: each
 // retry's run_at is exactly failure time + backoff, no retry is leased before its run_at, and
 // the gap between attempt starts grows.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn transient_failures_retry_with_growing_backoff_then_complete() {
-    let env = Env::start().await;
+async fn transient_failures_retry_with_growing_backoff_then_complete(env: Env) {
     let fail = Fail::default();
     let worker = env.worker(
         "w-1",
@@ -91,9 +87,7 @@ async fn transient_failures_retry_with_growing_backoff_then_complete() {
 // its last error stored, and does not run again.
 // Method: `fail` with times 9 and max_retries 2; wait for `dead`; check attempts, history, the
 // last error, the stats, and that the handler ran exactly 3 times.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exhausted_retries_send_the_task_to_the_dlq_with_its_last_error() {
-    let env = Env::start().await;
+async fn exhausted_retries_send_the_task_to_the_dlq_with_its_last_error(env: Env) {
     let fail = Fail::default();
     let worker = env.worker(
         "w-1",
@@ -130,9 +124,7 @@ async fn exhausted_retries_send_the_task_to_the_dlq_with_its_last_error() {
 
 // Goal: a permanent error sends the task to the DLQ after one attempt, retries notwithstanding.
 // Method: `fail` with permanent true and max_retries 3; wait for `dead`; one run, attempt 1.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn permanent_error_sends_the_task_to_the_dlq_after_one_attempt() {
-    let env = Env::start().await;
+async fn permanent_error_sends_the_task_to_the_dlq_after_one_attempt(env: Env) {
     let fail = Fail::default();
     let worker = env.worker(
         "w-1",
@@ -165,9 +157,7 @@ async fn permanent_error_sends_the_task_to_the_dlq_after_one_attempt() {
 // history and moving its run_at to the replay time, and a worker then completes it.
 // Method: `fail` with times 1 and max_retries 0 dies after one run; Client::replay; the second
 // run (counted by the handler) succeeds. A replay of a task that is not dead is a conflict.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replayed_dead_task_runs_again_and_completes() {
-    let env = Env::start().await;
+async fn replayed_dead_task_runs_again_and_completes(env: Env) {
     let fail = Fail::default();
     let worker = env.worker(
         "w-1",
@@ -221,9 +211,7 @@ async fn replayed_dead_task_runs_again_and_completes() {
 // Goal: purging a dead task deletes it for good; purging a task that is not dead is refused.
 // Method: a permanent failure goes to the DLQ; Client::purge; get answers NotFound, the DLQ
 // count drops to 0, and a second purge answers NotFound.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn purged_dead_task_is_gone() {
-    let env = Env::start().await;
+async fn purged_dead_task_is_gone(env: Env) {
     let fail = Fail::default();
     let worker = env.worker(
         "w-1",
@@ -266,4 +254,15 @@ async fn purged_dead_task_is_gone() {
     assert_eq!(stats.counts[&Status::Dead], 0);
     assert_eq!(stats.totals["purged"], 1);
     assert_eq!(env.get("q", &queued.task.id).await.status, Status::Queued);
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        transient_failures_retry_with_growing_backoff_then_complete,
+        exhausted_retries_send_the_task_to_the_dlq_with_its_last_error,
+        permanent_error_sends_the_task_to_the_dlq_after_one_attempt,
+        replayed_dead_task_runs_again_and_completes,
+        purged_dead_task_is_gone,
+    ]
 }

@@ -1,9 +1,7 @@
-//! Listing on a real Redis: pages by status and across every status, following the cursor until
-//! the listing is complete, with every task seen exactly once.
+//! Listing on every deployment: pages by status and across every status, following the cursor
+//! until the listing is complete, with every task seen exactly once.
 
-mod common;
-
-use common::{spec, Env};
+use crate::common::{spec, Env};
 use orq::ops;
 use orq::{Client, ListQuery, Status, Task};
 use std::collections::{HashMap, HashSet};
@@ -34,9 +32,7 @@ async fn list_all(client: &Client, query: ListQuery, tasks_max: usize) -> (Vec<T
 // returns every task of that status exactly once, across tenants, and nothing else.
 // Method: 23 queued tasks over 3 tenants plus 4 scheduled ones; list queued with limit 5;
 // compare ids; then list scheduled the same way.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_by_status_pages_through_every_task_once() {
-    let env = Env::start().await;
+async fn list_by_status_pages_through_every_task_once(env: Env) {
     let specs = (0..23)
         .map(|i| spec("q", "echo", "{}").tenant(format!("t{}", i % 3)))
         .collect();
@@ -104,9 +100,7 @@ async fn list_by_status_pages_through_every_task_once() {
 // with its current status.
 // Method: build tasks in five statuses (queued, scheduled, leased, completed, dead, cancelled)
 // with the low-level calls, list everything with limit 3, and compare with what was built.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_without_status_pages_through_every_index_once() {
-    let env = Env::start().await;
+async fn list_without_status_pages_through_every_index_once(env: Env) {
     let mut want: HashMap<String, Status> = HashMap::new();
     let specs = (0..12).map(|_| spec("q", "echo", "{}")).collect();
     let subs = env.client.submit_batch(specs).await.unwrap();
@@ -168,4 +162,12 @@ async fn list_without_status_pages_through_every_index_once() {
     assert_eq!(tasks.len(), 14, "no task seen twice or missed");
     let got: HashMap<String, Status> = tasks.iter().map(|t| (t.id.clone(), t.status)).collect();
     assert_eq!(got, want);
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        list_by_status_pages_through_every_task_once,
+        list_without_status_pages_through_every_index_once,
+    ]
 }

@@ -1,16 +1,15 @@
-//! Recovery on a real Redis: a crashed worker's expired lease is reclaimed by another worker and
-//! the crashed worker's late report is fenced off; reports retried after a lost reply apply once.
+//! Recovery on every deployment: a crashed worker's expired lease is reclaimed by another worker
+//! and the crashed worker's late report is fenced off; reports retried after a lost reply apply
+//! once.
 
-mod common;
-
-use common::{backoff, spec, Echo, Env};
+use crate::common::{backoff, spec, Echo, Env};
 use orq::ops::{self, Reported};
 use orq::{Entropy, Error, Handlers, Scheduler, SchedulerConfig, Status, SystemClock};
 use std::sync::Arc;
 
 /// Wait until the store's clock is past `deadline_ms` (leases expire strictly after it).
 async fn wait_store_past(env: &Env, queue: &str, deadline_ms: u64) {
-    common::eventually("the store's clock to pass the lease deadline", || async {
+    crate::common::eventually("the store's clock to pass the lease deadline", || async {
         (env.store_now_ms(queue).await > deadline_ms).then_some(())
     })
     .await;
@@ -22,9 +21,7 @@ async fn wait_store_past(env: &Env, queue: &str, deadline_ms: u64) {
 // Method: ops::lease as "w-crashed" with lease_ms 1000; wait until the store's clock passes the
 // deadline; Scheduler::run_once reaps it; a real Worker "w-2" runs it; then the crashed worker's
 // complete / fail / heartbeat with the old token all answer Stale and change nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_lease_is_reclaimed_by_another_worker() {
-    let env = Env::start().await;
+async fn expired_lease_is_reclaimed_by_another_worker(env: Env) {
     let sub = env
         .client
         .submit(
@@ -125,9 +122,7 @@ async fn expired_lease_is_reclaimed_by_another_worker() {
 // still completes on another worker, the stale report being refused.
 // Method: as above, but no Scheduler: start Worker "w-2" right after the crashed lease; its lease
 // calls reap the expired lease, then promote the retry after its backoff.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn expired_lease_is_reaped_by_a_workers_lease_call() {
-    let env = Env::start().await;
+async fn expired_lease_is_reaped_by_a_workers_lease_call(env: Env) {
     let sub = env
         .client
         .submit(
@@ -162,9 +157,7 @@ async fn expired_lease_is_reaped_by_a_workers_lease_call() {
 // Goal: a complete retried with the same token after a lost reply is recognised and applied once.
 // Method: ops::lease, then ops::complete twice with the same token: Applied, then
 // AlreadyApplied; the second result is not stored; the stats count one completion.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn complete_retried_with_the_same_token_applies_once() {
-    let env = Env::start().await;
+async fn complete_retried_with_the_same_token_applies_once(env: Env) {
     let sub = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     let t = env.lease_one("q", "w-1").await;
     assert_eq!(t.id, sub.task.id);
@@ -191,9 +184,7 @@ async fn complete_retried_with_the_same_token_applies_once() {
 // failure (one retry scheduled, one attempt spent) and for a permanent one (one DLQ entry).
 // Method: ops::lease then ops::fail twice with the same token, for each kind; check replies,
 // the task and the stats.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fail_retried_with_the_same_token_applies_once() {
-    let env = Env::start().await;
+async fn fail_retried_with_the_same_token_applies_once(env: Env) {
     let retryable = env
         .client
         .submit(
@@ -239,9 +230,7 @@ async fn fail_retried_with_the_same_token_applies_once() {
 // queued once, with its attempt given back once.
 // Method: ops::lease then ops::release twice; check replies, attempt, queued count, and that the
 // task is leased again exactly once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn release_retried_with_the_same_token_applies_once() {
-    let env = Env::start().await;
+async fn release_retried_with_the_same_token_applies_once(env: Env) {
     let sub = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     let t = env.lease_one("q", "w-1").await;
     let token = t.lease.unwrap().token;
@@ -260,4 +249,15 @@ async fn release_retried_with_the_same_token_applies_once() {
     let again = env.lease("q", "w-2", 10).await;
     assert_eq!(again.tasks.len(), 1, "queued once, not twice");
     assert_eq!(again.tasks[0].attempt, 1);
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        expired_lease_is_reclaimed_by_another_worker,
+        expired_lease_is_reaped_by_a_workers_lease_call,
+        complete_retried_with_the_same_token_applies_once,
+        fail_retried_with_the_same_token_applies_once,
+        release_retried_with_the_same_token_applies_once,
+    ]
 }

@@ -1,9 +1,7 @@
-//! Graceful worker shutdown on a real Redis: in-flight handlers get a grace period, and tasks
-//! still running after it are released back to the queue without spending an attempt.
+//! Graceful worker shutdown on every deployment: in-flight handlers get a grace period, and
+//! tasks still running after it are released back to the queue without spending an attempt.
 
-mod common;
-
-use common::{spec, Block, Echo, Env};
+use crate::common::{spec, Block, Echo, Env};
 use orq::{Handlers, Status};
 use std::sync::atomic::Ordering;
 
@@ -12,9 +10,7 @@ use std::sync::atomic::Ordering;
 // Method: a `block` handler that runs 60 s; shutdown_grace_ms 200; cancel the shutdown token
 // once the handler runs; wait for the worker to stop; check the task, the handler and the
 // stats; then a second worker completes the task on attempt 1.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_releases_a_task_whose_handler_outlives_the_grace_period() {
-    let env = Env::start().await;
+async fn shutdown_releases_a_task_whose_handler_outlives_the_grace_period(env: Env) {
     let block = Block::new(60_000);
     let state = block.state.clone();
     let worker = env.worker("w-1", "q", Handlers::new().register("job", block), |c| {
@@ -26,7 +22,7 @@ async fn shutdown_releases_a_task_whose_handler_outlives_the_grace_period() {
         .await
         .unwrap();
     let id = sub.task.id;
-    common::eventually("the handler to start", || async {
+    crate::common::eventually("the handler to start", || async {
         (state.started.load(Ordering::SeqCst) > 0).then_some(())
     })
     .await;
@@ -66,16 +62,14 @@ async fn shutdown_releases_a_task_whose_handler_outlives_the_grace_period() {
 // its task instead of releasing it.
 // Method: a `block` handler that runs 500 ms; grace 20 s; stop the worker while it runs; the
 // handler returned on its own and the task ends completed on attempt 1.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_lets_a_handler_finish_within_the_grace_period() {
-    let env = Env::start().await;
+async fn shutdown_lets_a_handler_finish_within_the_grace_period(env: Env) {
     let block = Block::new(500);
     let state = block.state.clone();
     let worker = env.worker("w-1", "q", Handlers::new().register("job", block), |c| {
         c.shutdown_grace_ms = 20_000
     });
     let sub = env.client.submit(spec("q", "job", "{}")).await.unwrap();
-    common::eventually("the handler to start", || async {
+    crate::common::eventually("the handler to start", || async {
         (state.started.load(Ordering::SeqCst) > 0).then_some(())
     })
     .await;
@@ -88,4 +82,12 @@ async fn shutdown_lets_a_handler_finish_within_the_grace_period() {
     assert_eq!(done.attempt, 1);
     assert!(!state.aborted.load(Ordering::SeqCst));
     assert_eq!(state.started.load(Ordering::SeqCst), 1);
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        shutdown_releases_a_task_whose_handler_outlives_the_grace_period,
+        shutdown_lets_a_handler_finish_within_the_grace_period,
+    ]
 }

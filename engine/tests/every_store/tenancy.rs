@@ -1,10 +1,8 @@
-//! Tenancy on a real Redis, one short scenario each: weighted fair share, max_inflight, the rate
+//! Tenancy on every deployment, one short scenario each: weighted fair share, max_inflight, the rate
 //! limit's token bucket, max_queued admission, pause / resume, the starvation bound, and the
 //! tenant stats.
 
-mod common;
-
-use common::{spec, Env};
+use crate::common::{spec, Env};
 use orq::ops;
 use orq::{Error, Status, TaskSpec, TenantLimits};
 use std::collections::BTreeMap;
@@ -28,9 +26,7 @@ fn by_tenant(tasks: &[orq::Task]) -> BTreeMap<String, usize> {
 
 // Goal: weights 1:3 split leases 1:3 while both tenants are backlogged.
 // Method: 40 tasks each; lease 40 one at a time; count by tenant.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn weighted_fair_share_splits_leases_by_weight() {
-    let env = Env::start().await;
+async fn weighted_fair_share_splits_leases_by_weight(env: Env) {
     submit_n(&env, "a", 40).await;
     submit_n(&env, "b", 40).await;
     let limits = TenantLimits {
@@ -60,9 +56,7 @@ async fn weighted_fair_share_splits_leases_by_weight() {
 }
 
 // Goal: a tenant at max_inflight is skipped, not blocking others; a finished lease frees a slot.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_inflight_caps_live_leases_and_skips_the_tenant() {
-    let env = Env::start().await;
+async fn max_inflight_caps_live_leases_and_skips_the_tenant(env: Env) {
     submit_n(&env, "capped", 5).await;
     submit_n(&env, "free", 5).await;
     let limits = TenantLimits {
@@ -99,9 +93,7 @@ async fn max_inflight_caps_live_leases_and_skips_the_tenant() {
 
 // Goal: a rate-limited tenant gets `burst` leases at once, then none until a token refills, and
 // the lease reply says when to ask again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rate_limit_serves_the_burst_then_says_when_to_retry() {
-    let env = Env::start().await;
+async fn rate_limit_serves_the_burst_then_says_when_to_retry(env: Env) {
     submit_n(&env, "slow", 10).await;
     let limits = TenantLimits {
         rate_per_s: Some(Some(2.0)),
@@ -128,7 +120,7 @@ async fn rate_limit_serves_the_burst_then_says_when_to_retry() {
         "one token at 2/s comes within 500 ms: now {} next {next}",
         second.now_ms
     );
-    let later = common::eventually("a token to refill", || async {
+    let later = crate::common::eventually("a token to refill", || async {
         let b = env.lease("q", "w", 10).await;
         (!b.tasks.is_empty()).then_some(b)
     })
@@ -142,9 +134,7 @@ async fn rate_limit_serves_the_burst_then_says_when_to_retry() {
 
 // Goal: max_queued refuses a submit that would exceed it, stores nothing, and says when to retry;
 // idempotent repeats of stored tasks are not counted again.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn max_queued_refuses_submits_beyond_it_and_stores_nothing() {
-    let env = Env::start().await;
+async fn max_queued_refuses_submits_beyond_it_and_stores_nothing(env: Env) {
     let limits = TenantLimits {
         max_queued: Some(Some(3)),
         ..TenantLimits::default()
@@ -188,9 +178,7 @@ async fn max_queued_refuses_submits_beyond_it_and_stores_nothing() {
 
 // Goal: a paused queue leases nothing while submits still work; resume leases again; nothing is
 // lost across pause / resume.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn paused_queue_leases_nothing_and_resume_loses_nothing() {
-    let env = Env::start().await;
+async fn paused_queue_leases_nothing_and_resume_loses_nothing(env: Env) {
     submit_n(&env, "t", 3).await;
     env.client
         .configure_queue("q", Some(true), None)
@@ -211,9 +199,7 @@ async fn paused_queue_leases_nothing_and_resume_loses_nothing() {
 
 // Goal: with the starvation bound on, a priority-0 task queued before a stream of priority-9
 // tasks that arrive more than 9 steps later is leased first; with strict priority it is last.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aging_step_bounds_how_long_low_priority_waits() {
-    let env = Env::start().await;
+async fn aging_step_bounds_how_long_low_priority_waits(env: Env) {
     env.client
         .configure_queue("q", None, Some(10))
         .await
@@ -245,9 +231,7 @@ async fn aging_step_bounds_how_long_low_priority_waits() {
 // its fair share, not every lease until it catches up.
 // Method: tenant a capped at 1 live lease while b is served 19 times; lift the cap; the next 20
 // leases split about evenly.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lifted_limit_does_not_turn_into_a_burst_of_credit() {
-    let env = Env::start().await;
+async fn a_lifted_limit_does_not_turn_into_a_burst_of_credit(env: Env) {
     submit_n(&env, "a", 50).await;
     submit_n(&env, "b", 50).await;
     let cap = TenantLimits {
@@ -285,9 +269,7 @@ async fn a_lifted_limit_does_not_turn_into_a_burst_of_credit() {
 // in virtual time; after each capped tenant holds its one lease, a single lease call of 50 is
 // filled by the free tenant (the capped ones are parked, not rescanned), and a capped tenant is
 // served again as soon as its lease ends.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn limited_tenants_never_hide_an_eligible_one() {
-    let env = Env::start().await;
+async fn limited_tenants_never_hide_an_eligible_one(env: Env) {
     let cap = TenantLimits {
         max_inflight: Some(Some(1)),
         ..TenantLimits::default()
@@ -342,9 +324,7 @@ async fn limited_tenants_never_hide_an_eligible_one() {
 // Method: strict priority: queue a priority-0 task, then priority-9 tasks 300 ms later; switch
 // aging on with a 10 ms step: the priority-0 task (older by more than 9 steps) goes first. Switch
 // back: priority 9 first again, FIFO within a priority.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn switching_aging_applies_at_once_to_the_queued_tasks() {
-    let env = Env::start().await;
+async fn switching_aging_applies_at_once_to_the_queued_tasks(env: Env) {
     let low = env.client.submit(task("t", 0)).await.unwrap().task.id;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let mut urgent = Vec::new();
@@ -397,9 +377,7 @@ async fn switching_aging_applies_at_once_to_the_queued_tasks() {
 
 // Goal: with the starvation bound on, tasks of one priority made ready in the same millisecond
 // (one batch) are still leased in submit order.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn aging_keeps_fifo_within_a_batch() {
-    let env = Env::start().await;
+async fn aging_keeps_fifo_within_a_batch(env: Env) {
     env.client
         .configure_queue("q", None, Some(50))
         .await
@@ -423,9 +401,7 @@ async fn aging_keeps_fifo_within_a_batch() {
 // Goal (the simulator's bounds, one short scenario on real Redis): with weights 1:2:5 and all
 // three backlogged, each tenant's share over every window of 144 consecutive leases is within
 // ±2 points of its weight share.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn weights_1_2_5_hold_their_shares_over_windows_of_144_on_redis() {
-    let env = Env::start().await;
+async fn weights_1_2_5_hold_their_shares_over_windows_of_144(env: Env) {
     for (t, w) in [("w1", 1.0), ("w2", 2.0), ("w5", 5.0)] {
         let limits = TenantLimits {
             weight: Some(Some(w)),
@@ -457,9 +433,7 @@ async fn weights_1_2_5_hold_their_shares_over_windows_of_144_on_redis() {
 }
 
 // Goal: Jain's fairness index over 10 equal-weight backlogged tenants is at least 0.99.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_equal_tenants_keep_jain_index_at_least_0_99_on_redis() {
-    let env = Env::start().await;
+async fn ten_equal_tenants_keep_jain_index_at_least_0_99(env: Env) {
     for i in 0..10 {
         submit_n(&env, &format!("t{i}"), 40).await;
     }
@@ -477,9 +451,7 @@ async fn ten_equal_tenants_keep_jain_index_at_least_0_99_on_redis() {
 
 // Goal: a small tenant's task waits the same number of lease calls behind a big tenant's backlog
 // whatever the backlog's size (equal weights: at most 2 single-task calls), on real Redis.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn small_tenant_wait_does_not_grow_with_the_big_backlog_on_redis() {
-    let env = Env::start().await;
+async fn small_tenant_wait_does_not_grow_with_the_big_backlog(env: Env) {
     let mut waits = Vec::new();
     for (queue, backlog) in [("q500", 500), ("q5000", 5000)] {
         for _ in 0..backlog / 500 {
@@ -518,4 +490,23 @@ async fn small_tenant_wait_does_not_grow_with_the_big_backlog_on_redis() {
         "lease calls until the small task: {waits:?}"
     );
     assert_eq!(waits[0], waits[1], "independent of the backlog: {waits:?}");
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        weighted_fair_share_splits_leases_by_weight,
+        max_inflight_caps_live_leases_and_skips_the_tenant,
+        rate_limit_serves_the_burst_then_says_when_to_retry,
+        max_queued_refuses_submits_beyond_it_and_stores_nothing,
+        paused_queue_leases_nothing_and_resume_loses_nothing,
+        aging_step_bounds_how_long_low_priority_waits,
+        a_lifted_limit_does_not_turn_into_a_burst_of_credit,
+        limited_tenants_never_hide_an_eligible_one,
+        switching_aging_applies_at_once_to_the_queued_tasks,
+        aging_keeps_fifo_within_a_batch,
+        weights_1_2_5_hold_their_shares_over_windows_of_144,
+        ten_equal_tenants_keep_jain_index_at_least_0_99,
+        small_tenant_wait_does_not_grow_with_the_big_backlog,
+    ]
 }

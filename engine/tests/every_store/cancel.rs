@@ -1,9 +1,7 @@
-//! Cancellation on a real Redis: of a queued, a scheduled and a leased task (whose running
+//! Cancellation on every deployment: of a queued, a scheduled and a leased task (whose running
 //! handler is aborted through its heartbeat), and the refusals that follow.
 
-mod common;
-
-use common::{spec, Block, Env};
+use crate::common::{spec, Block, Env};
 use orq::ops;
 use orq::{Error, Handlers, Status};
 use std::sync::atomic::Ordering;
@@ -11,9 +9,7 @@ use std::sync::atomic::Ordering;
 // Goal: a queued task can be cancelled, and is then never leased.
 // Method: submit, cancel, check status and stats, then a lease call returns nothing. Cancelling
 // again answers the cancelled task unchanged.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queued_task_is_cancelled_and_never_leased() {
-    let env = Env::start().await;
+async fn queued_task_is_cancelled_and_never_leased(env: Env) {
     let sub = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     let cancelled = env.client.cancel(None, &sub.task.id).await.unwrap();
     assert_eq!(cancelled.status, Status::Cancelled);
@@ -33,9 +29,7 @@ async fn queued_task_is_cancelled_and_never_leased() {
 // Goal: a scheduled (delayed) task can be cancelled before its run_at, and is never promoted.
 // Method: submit with a 1 s delay, cancel, wait until the store's clock passes run_at, then
 // lease: nothing; status stays cancelled.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scheduled_task_is_cancelled_and_never_promoted() {
-    let env = Env::start().await;
+async fn scheduled_task_is_cancelled_and_never_promoted(env: Env) {
     let sub = env
         .client
         .submit(spec("q", "echo", "{}").delay_ms(1_000))
@@ -47,7 +41,7 @@ async fn scheduled_task_is_cancelled_and_never_promoted() {
     assert_eq!(env.stats("q").await.counts[&Status::Scheduled], 0);
 
     let run_at_ms = sub.task.run_at_ms;
-    common::eventually("the store's clock to pass run_at", || async {
+    crate::common::eventually("the store's clock to pass run_at", || async {
         (env.store_now_ms("q").await >= run_at_ms).then_some(())
     })
     .await;
@@ -62,9 +56,7 @@ async fn scheduled_task_is_cancelled_and_never_promoted() {
 // Method: a `block` handler that runs 60 s unless stopped, lease_ms 1000 (heartbeats every
 // ~333 ms); wait until it runs, cancel, then wait until the handler saw its cancellation token
 // fire or was dropped; check it never returned, the task is cancelled and nothing completed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leased_task_is_cancelled_and_its_handler_aborted() {
-    let env = Env::start().await;
+async fn leased_task_is_cancelled_and_its_handler_aborted(env: Env) {
     let block = Block::new(60_000);
     let state = block.state.clone();
     let worker = env.worker("w-1", "q", Handlers::new().register("block", block), |_| {});
@@ -74,7 +66,7 @@ async fn leased_task_is_cancelled_and_its_handler_aborted() {
         .await
         .unwrap();
     let id = sub.task.id;
-    common::eventually("the handler to start", || async {
+    crate::common::eventually("the handler to start", || async {
         (state.started.load(Ordering::SeqCst) > 0).then_some(())
     })
     .await;
@@ -83,7 +75,7 @@ async fn leased_task_is_cancelled_and_its_handler_aborted() {
 
     let cancelled = env.client.cancel(None, &id).await.unwrap();
     assert_eq!(cancelled.status, Status::Cancelled);
-    common::eventually("the handler to be stopped", || async {
+    crate::common::eventually("the handler to be stopped", || async {
         (state.saw_cancel.load(Ordering::SeqCst) || state.aborted.load(Ordering::SeqCst))
             .then_some(())
     })
@@ -105,9 +97,7 @@ async fn leased_task_is_cancelled_and_its_handler_aborted() {
 // Goal: once a leased task is cancelled, its worker's heartbeat and late reports are refused as
 // Cancelled and change nothing.
 // Method: ops::lease, cancel, then heartbeat / complete / fail / release with the lease token.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_on_a_cancelled_lease_are_refused() {
-    let env = Env::start().await;
+async fn reports_on_a_cancelled_lease_are_refused(env: Env) {
     let sub = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     let t = env.lease_one("q", "w-1").await;
     let token = t.lease.unwrap().token;
@@ -129,9 +119,7 @@ async fn reports_on_a_cancelled_lease_are_refused() {
 
 // Goal: a finished task cannot be cancelled: completed and dead tasks answer Conflict.
 // Method: complete one task and fail another permanently with the low-level calls, then cancel.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancel_of_a_finished_task_is_a_conflict() {
-    let env = Env::start().await;
+async fn cancel_of_a_finished_task_is_a_conflict(env: Env) {
     let done = env.client.submit(spec("q", "echo", "{}")).await.unwrap();
     let t = env.lease_one("q", "w-1").await;
     let token = t.lease.unwrap().token;
@@ -170,4 +158,15 @@ async fn cancel_of_a_finished_task_is_a_conflict() {
             .await,
         Err(Error::NotFound { .. })
     ));
+}
+
+/// This suite's tests and the deployments each runs on.
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        queued_task_is_cancelled_and_never_leased,
+        scheduled_task_is_cancelled_and_never_promoted,
+        leased_task_is_cancelled_and_its_handler_aborted,
+        reports_on_a_cancelled_lease_are_refused,
+        cancel_of_a_finished_task_is_a_conflict,
+    ]
 }
