@@ -1,5 +1,8 @@
-//! The store conformance suite: state tables for the transition scripts, run on real Redis and on
-//! `MemoryStore` through the same function.
+//! The store conformance suite: state tables for the transition scripts, run through the same
+//! function on `MemoryStore` and on every deployment of real Redis that orq supports: one
+//! server, a Redis Cluster (three primaries with a replica each; each command and script call
+//! routed by its key's slot, see `common::cluster`), and the primary of a Sentinel deployment
+//! (found by asking a sentinel, see `common::sentinel`).
 //!
 //! Each case seeds keys with plain commands, runs one script, and compares the reply and every key
 //! of the store afterwards with the expected table written below. Times are written relative to
@@ -19,6 +22,7 @@
 
 mod common;
 
+use common::cluster::RealCluster;
 use common::{args, RealRedis};
 use orq::Resp;
 use orq_sim::{format_g17, Dump, DumpData, ManualClock, MemoryStore};
@@ -85,6 +89,27 @@ impl Subject for RealRedis {
     }
     fn dump(&mut self) -> Dump {
         RealRedis::dump(self)
+    }
+}
+
+impl Subject for RealCluster {
+    fn name(&self) -> &'static str {
+        "Redis Cluster"
+    }
+    fn reset(&mut self) {
+        self.flushall();
+    }
+    fn now_ms(&mut self) -> u64 {
+        self.time_ms()
+    }
+    fn command(&mut self, args: &[&[u8]]) -> Resp {
+        RealCluster::command(self, args)
+    }
+    fn call(&mut self, script: &orq_lua::Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        RealCluster::call(self, script, keys, args)
+    }
+    fn dump(&mut self) -> Dump {
+        RealCluster::dump(self)
     }
 }
 
@@ -365,6 +390,26 @@ fn memory_store_passes_the_conformance_suite() {
 fn redis_passes_the_conformance_suite() {
     let mut real = RealRedis::start();
     run_all(&mut real);
+}
+
+// Goal: a Redis Cluster passes the same state tables: every call's keys are in one slot (the
+// queue's hash tag), so each script runs whole on one primary and sees what one server would.
+// Method: a cluster of three primaries with one replica each, started once; seeding commands
+// and script calls go to the primary of their key's slot, the dump reads every primary.
+#[test]
+fn redis_cluster_passes_the_conformance_suite() {
+    let mut cluster = RealCluster::start(3, 1);
+    run_all(&mut cluster);
+}
+
+// Goal: under Sentinel, the primary that a sentinel names passes the same state tables.
+// Method: a primary, a replica and three sentinels, started once; the primary is found with
+// SENTINEL GET-MASTER-ADDR-BY-NAME (not from the fixture), and every case runs on it.
+#[test]
+fn sentinel_passes_the_conformance_suite() {
+    let deployment = orq::testing::RedisSentinel::start();
+    let mut primary = common::sentinel::primary(&deployment);
+    run_all(&mut primary);
 }
 
 // Goal: the table helpers parse and render what the tables use.

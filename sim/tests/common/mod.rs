@@ -1,7 +1,12 @@
 //! Shared fixtures for the differential tests: a private real Redis with blocking helpers, reply
-//! conversion, and full key dumps of both stores in one comparable form.
+//! conversion, and full key dumps of both stores in one comparable form. The deployments other
+//! than one server are in submodules: [`cluster`] (a Redis Cluster as one store) and
+//! [`sentinel`] (the primary a sentinel names).
 
 #![allow(dead_code)]
+
+pub mod cluster;
+pub mod sentinel;
 
 use orq::testing::RedisServer;
 use orq::Resp;
@@ -9,29 +14,39 @@ use orq_sim::{parse_f64_strict, Dump, DumpData, DumpValue, ManualClock, MemorySt
 use redis::Value;
 use std::sync::{Arc, Mutex};
 
-/// A private `redis-server` (started for this test binary) and a connection to it, with
-/// blocking helpers so proptest bodies can call it.
+/// A private `redis-server` (started for this test binary, or a server of a deployment a test
+/// started) and a connection to it, with blocking helpers so proptest bodies can call it.
 pub struct RealRedis {
-    _server: RedisServer,
+    /// The server this value started and stops, if any (`None` for a server of a cluster or of
+    /// a Sentinel deployment, which its fixture stops).
+    _server: Option<RedisServer>,
     rt: tokio::runtime::Runtime,
     conn: redis::aio::MultiplexedConnection,
 }
 
 impl RealRedis {
-    /// Start a server and connect. Hashes are kept in Redis's compact encoding (listpack) at any
-    /// size, so HGETALL returns insertion order, as the model does (see `orq_sim::Hash`).
+    /// Start a server and connect (see [`RealRedis::connect`]).
     pub fn start() -> Self {
         let server = RedisServer::start();
+        let mut real = RealRedis::connect(&server.url());
+        real._server = Some(server);
+        real
+    }
+
+    /// Connect to the running server at `url`, which must be a test's own. Hashes are kept in
+    /// Redis's compact encoding (listpack) at any size, so HGETALL returns insertion order, as
+    /// the model does (see `orq_sim::Hash`).
+    pub fn connect(url: &str) -> Self {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let client = redis::Client::open(server.url()).expect("client");
+        let client = redis::Client::open(url).expect("client");
         let conn = rt
             .block_on(client.get_multiplexed_async_connection())
-            .expect("connect to the private redis-server");
+            .unwrap_or_else(|e| panic!("connect to the private redis-server at {url}: {e}"));
         let mut real = RealRedis {
-            _server: server,
+            _server: None,
             rt,
             conn,
         };
@@ -184,8 +199,10 @@ impl RealRedis {
 
 /// Reads every key in one atomic call (no key can expire half way through the dump): for each
 /// key `{key, type, PEXPIRETIME, value}`, the value as GET (in a one-item array), HGETALL,
-/// LRANGE, SMEMBERS, ZRANGE WITHSCORES, or for a stream `{last-generated-id, XRANGE - +}`.
-const DUMP_SCRIPT: &str = r#"
+/// LRANGE, SMEMBERS, ZRANGE WITHSCORES, or for a stream `{last-generated-id, XRANGE - +}`. The
+/// flag lets it read a cluster node's keys of several slots (a script may otherwise touch only
+/// one slot's keys); it changes nothing on a server outside a cluster.
+const DUMP_SCRIPT: &str = r#"#!lua flags=allow-cross-slot-keys
 local out = {}
 for _, k in ipairs(redis.call('KEYS', '*')) do
   local t = redis.call('TYPE', k).ok
