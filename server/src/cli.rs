@@ -456,6 +456,9 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             let store = RedisStore::open(url)
                 .map_err(|e| e.to_string())?
                 .with_wait_replicas(wait);
+            // A cluster or Sentinel URL that leads nowhere is a mistake to stop on (exit 2);
+            // a single server that is down is waited for, as every call retries.
+            store.find_deployment().await.map_err(|e| e.to_string())?;
             match store.ping().await {
                 Ok(()) => {
                     for warning in check_deployment(&store, url).await? {

@@ -2,6 +2,7 @@
 //! `redis` crate.
 
 mod admin;
+mod discover;
 mod resp;
 mod sentinel;
 mod subscriber;

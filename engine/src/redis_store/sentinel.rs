@@ -114,6 +114,40 @@ impl SentinelConn {
         )))
     }
 
+    /// Whether some sentinel answers and knows the master name (the primary it names need not
+    /// be up: a failover may be under way). Errors: no sentinel answers, or none knows the
+    /// name; the message names each sentinel asked (without credentials) and its answer.
+    pub async fn knows_master(&self) -> Result<(), StoreError> {
+        let master = &self.url.master;
+        let mut problems = Vec::new();
+        let mut answered = 0;
+        for s in &self.url.sentinels {
+            let shown = super::discover::without_credentials(s);
+            match self.ask(s).await {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => answered += 1,
+                Err(e) => problems.push(format!("{shown}: {e}")),
+            }
+        }
+        let shown: Vec<&str> = self
+            .url
+            .sentinels
+            .iter()
+            .map(|s| super::discover::without_credentials(s))
+            .collect();
+        if answered > 0 {
+            return Err(StoreError(format!(
+                "no Redis Sentinel knows a master named {master:?} (sentinels asked: {}); check \
+                 the name after the last / of the URL (SENTINEL MASTERS lists the names)",
+                shown.join(", ")
+            )));
+        }
+        Err(StoreError(format!(
+            "no Redis Sentinel of the URL answers ({}); name at least one sentinel that is up",
+            problems.join("; ")
+        )))
+    }
+
     /// `SENTINEL GET-MASTER-ADDR-BY-NAME` on the sentinel at `url`: the primary's `(host,
     /// port)`, or `None` when the sentinel does not know the name.
     async fn ask(&self, url: &str) -> Result<Option<(String, u16)>, String> {
