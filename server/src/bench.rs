@@ -14,6 +14,12 @@
 //! 3. **delayed** (with `--delayed D`): D tasks due `delay_ms` .. `delay_ms + spread` after
 //!    submit, spread evenly, workers running → `lateness_ms` (handler start minus `run_at`).
 //!
+//! With `--queues Q` each phase's tasks go round robin to Q queues, which the worker pool
+//! serves together; their names are chosen so their hash slots spread evenly over a Redis
+//! Cluster's slots ([`queue_names`]). Against Redis the bench also reports the Redis work of the
+//! end-to-end phase on each primary (`redis_work`, [`RedisWork`]): script calls and their time
+//! from `INFO commandstats`, CPU from `INFO cpu`, as deltas (the counters are never reset).
+//!
 //! Latency figures are `{p50, p99, max}` in ms (nearest rank). Handler start times are read from
 //! this process's clock and task times from the store's: on one machine they agree to about a
 //! millisecond.
@@ -36,6 +42,8 @@ use tokio_util::sync::CancellationToken;
 pub struct BenchPlan {
     /// N: tasks per phase (1..=10,000,000).
     pub tasks: u64,
+    /// Q: queues each phase's tasks are spread over, round robin (1..=[`QUEUES_MAX`]).
+    pub queues: usize,
     /// B: tasks per submit call (1..=1000).
     pub batch: u64,
     /// C: handlers running at once in the worker pool (1..=10,000).
@@ -53,6 +61,59 @@ pub struct BenchPlan {
     pub delay_ms: u64,
     /// The delays are spread evenly over [delay_ms, delay_ms + spread] (ms).
     pub delay_spread_ms: u64,
+}
+
+/// The most queues a phase may spread its tasks over (`--queues`).
+pub const QUEUES_MAX: usize = 64;
+
+/// How many names [`queue_names`] tries for one queue before it takes a name whatever its slot.
+/// A name lands in its target (half of one of at most [`QUEUES_MAX`] equal slices of the 16,384
+/// slots) with probability 1/128 or more, so this bound is never reached in practice.
+const QUEUE_NAME_TRIES_MAX: u32 = 100_000;
+
+/// Redis Cluster's hash slots.
+const CLUSTER_SLOTS: u32 = 16_384;
+
+/// The Redis Cluster hash slot of a key whose hash tag is `tag`: CRC16 (XMODEM) mod 16,384. Every
+/// key of queue `q` has the tag `{q}`, so this is the queue's slot.
+pub fn hash_slot(tag: &str) -> u16 {
+    let mut crc = 0u16;
+    for &b in tag.as_bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    (u32::from(crc) % CLUSTER_SLOTS) as u16
+}
+
+/// The names of a phase's `n` queues: `<base>` alone when `n` is 1 (the names of a one-queue run
+/// do not change); otherwise queue i is `<base>-<i>`, or `<base>-<i>.<k>` with the smallest k
+/// that puts its hash slot in the middle half of the i-th of n equal slices of the 16,384 slots.
+/// So on a cluster whose primaries hold equal runs of slots (as `redis-cli --cluster create`
+/// splits them) the queues spread evenly over the primaries, and a run's spread does not depend
+/// on its random prefix. A user's queues land wherever their names hash.
+pub fn queue_names(base: &str, n: usize) -> Vec<String> {
+    assert!((1..=QUEUES_MAX).contains(&n), "queues {n}");
+    if n == 1 {
+        return vec![base.to_string()];
+    }
+    let width = CLUSTER_SLOTS / n as u32;
+    (0..n as u32)
+        .map(|i| {
+            let lo = i * CLUSTER_SLOTS / n as u32 + width / 4;
+            let target = lo..lo + width / 2;
+            let plain = format!("{base}-{i}");
+            std::iter::once(plain.clone())
+                .chain((1..QUEUE_NAME_TRIES_MAX).map(|k| format!("{plain}.{k}")))
+                .find(|name| target.contains(&u32::from(hash_slot(name))))
+                .unwrap_or(plain)
+        })
+        .collect()
 }
 
 /// Nearest-rank percentiles of a latency sample (ms).
@@ -94,6 +155,8 @@ pub struct BenchReport {
     pub store: &'static str,
     /// N.
     pub tasks: u64,
+    /// Q: the queues each phase's tasks were spread over.
+    pub queues: usize,
     /// B.
     pub batch: u64,
     /// C.
@@ -121,6 +184,163 @@ pub struct BenchReport {
     /// Phase 2: script calls by script name (`lease`, `complete_batch`, `enqueue`, ...), so the
     /// tasks per lease call are `tasks / script_calls.lease`.
     pub script_calls: BTreeMap<&'static str, u64>,
+    /// Phase 2: the Redis work it caused, per primary; `null` on the embedded store, or when
+    /// Redis refuses `INFO`.
+    pub redis_work: Option<RedisWork>,
+}
+
+/// The Redis work of the end-to-end phase: deltas of `INFO commandstats` and `INFO cpu` on each
+/// primary between the phase's first submit and its last completion (the counters are never
+/// reset). Script calls are EVALSHA and EVAL (the NOSCRIPT fall-back), the bench's stats polls
+/// and the pool's idle lease calls included; CPU is the whole server's (`used_cpu_sys` +
+/// `used_cpu_user`), so on a shared server it includes other clients' work.
+#[derive(Debug, Clone, Serialize)]
+pub struct RedisWork {
+    /// Script calls on all primaries.
+    pub script_calls: u64,
+    /// Time Redis spent in scripts, all primaries, per task of the phase (µs).
+    pub script_usec_per_task: f64,
+    /// Commands of any kind on all primaries.
+    pub calls: u64,
+    /// CPU time of all primaries (s).
+    pub cpu_s: f64,
+    /// Each primary, sorted by address.
+    pub primaries: Vec<PrimaryWork>,
+}
+
+/// The end-to-end phase's work on one primary ([`RedisWork`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct PrimaryWork {
+    /// `host:port` as the cluster names it; `""` for a single server or a Sentinel primary.
+    pub node: String,
+    /// The phase's queues whose slot it serves.
+    pub queues: usize,
+    /// The phase's tasks in those queues.
+    pub tasks: u64,
+    /// Script calls (EVALSHA + EVAL).
+    pub script_calls: u64,
+    /// Its share of all primaries' script calls (%).
+    pub script_calls_share_pct: f64,
+    /// Time in scripts (µs).
+    pub script_usec: u64,
+    /// Time in scripts per task of its queues (µs; `null` when it serves none).
+    pub script_usec_per_task: Option<f64>,
+    /// Commands of any kind.
+    pub calls: u64,
+    /// CPU time (s).
+    pub cpu_s: f64,
+    /// Its share of all primaries' CPU time (%).
+    pub cpu_share_pct: f64,
+}
+
+/// The counters of one Redis server that [`RedisWork`] takes deltas of.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RedisCounters {
+    /// `cmdstat_evalsha` + `cmdstat_eval` calls.
+    pub script_calls: u64,
+    /// `cmdstat_evalsha` + `cmdstat_eval` usec.
+    pub script_usec: u64,
+    /// Calls of every `cmdstat_*` line.
+    pub calls: u64,
+    /// `used_cpu_sys` + `used_cpu_user` (s).
+    pub cpu_s: f64,
+}
+
+impl RedisCounters {
+    /// Read the counters from the text of `INFO commandstats cpu`; None when the CPU fields are
+    /// missing (commandstats lists only commands called since the last reset, so none may be
+    /// missing).
+    pub fn parse(info: &str) -> Option<RedisCounters> {
+        let mut c = RedisCounters::default();
+        let (mut sys, mut user) = (None, None);
+        for line in info.lines() {
+            let line = line.trim_end();
+            if let Some(rest) = line.strip_prefix("cmdstat_") {
+                let Some((command, fields)) = rest.split_once(':') else {
+                    continue;
+                };
+                let field = |name: &str| {
+                    fields
+                        .split(',')
+                        .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0)
+                };
+                c.calls += field("calls");
+                if command == "evalsha" || command == "eval" {
+                    c.script_calls += field("calls");
+                    c.script_usec += field("usec");
+                }
+            } else if let Some(v) = line.strip_prefix("used_cpu_sys:") {
+                sys = v.parse::<f64>().ok();
+            } else if let Some(v) = line.strip_prefix("used_cpu_user:") {
+                user = v.parse::<f64>().ok();
+            }
+        }
+        c.cpu_s = sys? + user?;
+        Some(c)
+    }
+
+    /// What happened from `before` to `self` (zero for a counter that went back, as after a
+    /// restart or a `CONFIG RESETSTAT` by someone else).
+    fn since(&self, before: &RedisCounters) -> RedisCounters {
+        RedisCounters {
+            script_calls: self.script_calls.saturating_sub(before.script_calls),
+            script_usec: self.script_usec.saturating_sub(before.script_usec),
+            calls: self.calls.saturating_sub(before.calls),
+            cpu_s: (self.cpu_s - before.cpu_s).max(0.0),
+        }
+    }
+}
+
+impl RedisWork {
+    /// The work from the `before` and `after` counters of each primary (by node; a node missing
+    /// from either, as after a failover, is left out), for `tasks_by_node`: the phase's queues
+    /// and tasks on each node; `tasks` in all.
+    pub fn of(
+        before: &[(String, RedisCounters)],
+        after: &[(String, RedisCounters)],
+        tasks_by_node: &BTreeMap<String, (usize, u64)>,
+        tasks: u64,
+    ) -> RedisWork {
+        let deltas: Vec<(String, RedisCounters)> = after
+            .iter()
+            .filter_map(|(node, a)| {
+                let (_, b) = before.iter().find(|(n, _)| n == node)?;
+                Some((node.clone(), a.since(b)))
+            })
+            .collect();
+        let script_calls: u64 = deltas.iter().map(|(_, d)| d.script_calls).sum();
+        let script_usec: u64 = deltas.iter().map(|(_, d)| d.script_usec).sum();
+        let cpu_s: f64 = deltas.iter().map(|(_, d)| d.cpu_s).sum();
+        let pct = |part: f64, all: f64| if all > 0.0 { 100.0 * part / all } else { 0.0 };
+        let primaries = deltas
+            .iter()
+            .map(|(node, d)| {
+                let (queues, node_tasks) = tasks_by_node.get(node).copied().unwrap_or((0, 0));
+                PrimaryWork {
+                    node: node.clone(),
+                    queues,
+                    tasks: node_tasks,
+                    script_calls: d.script_calls,
+                    script_calls_share_pct: pct(d.script_calls as f64, script_calls as f64),
+                    script_usec: d.script_usec,
+                    script_usec_per_task: (node_tasks > 0)
+                        .then(|| d.script_usec as f64 / node_tasks as f64),
+                    calls: d.calls,
+                    cpu_s: d.cpu_s,
+                    cpu_share_pct: pct(d.cpu_s, cpu_s),
+                }
+            })
+            .collect();
+        RedisWork {
+            script_calls,
+            script_usec_per_task: script_usec as f64 / tasks as f64,
+            calls: deltas.iter().map(|(_, d)| d.calls).sum(),
+            cpu_s,
+            primaries,
+        }
+    }
 }
 
 /// A store that counts the script calls going through it, in all and by script.
@@ -222,8 +442,31 @@ impl Progress for Quiet {
 pub type MemoryProbe =
     Box<dyn Fn() -> futures_util::future::BoxFuture<'static, Option<u64>> + Send + Sync>;
 
-/// Run the plan against `store`. `queue_prefix` names this run's queues
-/// (`<prefix>-submit`, `<prefix>-e2e`, `<prefix>-delayed`); `memory` reads Redis's memory use.
+/// Reads each primary's [`RedisCounters`] (None when Redis refuses `INFO`).
+pub type CountersProbe = Box<
+    dyn Fn() -> futures_util::future::BoxFuture<'static, Option<Vec<(String, RedisCounters)>>>
+        + Send
+        + Sync,
+>;
+
+/// Names the primary of a queue (`""` off a cluster; None when a node does not answer).
+pub type PrimaryProbe =
+    Box<dyn Fn(String) -> futures_util::future::BoxFuture<'static, Option<String>> + Send + Sync>;
+
+/// What the bench reads from Redis besides running the scripts (all None on the embedded store).
+#[derive(Default)]
+pub struct RedisProbes {
+    /// `used_memory`, for `mem_bytes_per_task`.
+    pub memory: Option<MemoryProbe>,
+    /// The counters of each primary, for `redis_work`.
+    pub counters: Option<CountersProbe>,
+    /// The primary of a queue, for `redis_work`.
+    pub primary: Option<PrimaryProbe>,
+}
+
+/// Run the plan against `store`. `queue_prefix` names this run's queues (`<prefix>-submit`,
+/// `<prefix>-e2e`, `<prefix>-delayed`, each followed by `-<i>...` with several queues:
+/// [`queue_names`]); `probes` read Redis's memory use and work.
 /// Errors: the first failed submit or stats call, as text.
 pub async fn run(
     plan: &BenchPlan,
@@ -231,16 +474,18 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     store_kind: &'static str,
     queue_prefix: &str,
-    memory: Option<MemoryProbe>,
+    probes: RedisProbes,
     progress: &dyn Progress,
 ) -> Result<BenchReport, String> {
+    assert!((1..=QUEUES_MAX).contains(&plan.queues), "queues");
     let counting = Arc::new(CountingStore::new(store));
     let entropy = Arc::new(Entropy::from_os());
     let client = orq::Client::new(counting.clone(), clock.clone(), entropy.clone());
 
     // 1. submit, no worker running.
-    let q_submit = format!("{queue_prefix}-submit");
-    let mem0 = match &memory {
+    let q_submit = queue_names(&format!("{queue_prefix}-submit"), plan.queues);
+    let memory = &probes.memory;
+    let mem0 = match memory {
         Some(m) => m().await,
         None => None,
     };
@@ -248,7 +493,7 @@ pub async fn run(
     let t0 = Instant::now();
     submit_all(&client, plan, &q_submit, plan.tasks, None, progress).await?;
     let submit_s = t0.elapsed().as_secs_f64();
-    let mem1 = match &memory {
+    let mem1 = match memory {
         Some(m) => m().await,
         None => None,
     };
@@ -266,22 +511,26 @@ pub async fn run(
         plan,
         progress,
     };
+    let q_e2e = queue_names(&format!("{queue_prefix}-e2e"), plan.queues);
+    let work = match (&probes.counters, &probes.primary) {
+        (Some(counters), Some(primary)) => Some(Work {
+            counters,
+            tasks_by_node: tasks_by_node(primary, &q_e2e, plan.tasks).await,
+        }),
+        _ => None,
+    };
     let e2e = ctx
-        .run(
-            "end to end",
-            &format!("{queue_prefix}-e2e"),
-            plan.tasks,
-            false,
-        )
+        .run("end to end", &q_e2e, plan.tasks, false, work.as_ref())
         .await?;
 
     // 3. delayed tasks, workers running.
     let lateness = if plan.delayed > 0 {
         ctx.run(
             "delayed",
-            &format!("{queue_prefix}-delayed"),
+            &queue_names(&format!("{queue_prefix}-delayed"), plan.queues),
             plan.delayed,
             true,
+            None,
         )
         .await?
         .latency
@@ -294,6 +543,7 @@ pub async fn run(
         version: env!("CARGO_PKG_VERSION"),
         store: store_kind,
         tasks: plan.tasks,
+        queues: plan.queues,
         batch: plan.batch,
         concurrency: plan.concurrency,
         // The lanes the pool ran (a pool never has more lanes than slots).
@@ -308,7 +558,40 @@ pub async fn run(
         mem_bytes_per_task,
         script_calls_per_task: e2e.calls as f64 / plan.tasks as f64,
         script_calls: e2e.by_script,
+        redis_work: e2e.redis_work,
     })
+}
+
+/// How many of `queues` each primary serves, and how many of `n` tasks (spread round robin)
+/// those queues get; empty when a node does not answer (the report then shows no per-task time
+/// per primary).
+async fn tasks_by_node(
+    primary: &PrimaryProbe,
+    queues: &[String],
+    n: u64,
+) -> BTreeMap<String, (usize, u64)> {
+    let mut out: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    for (i, q) in queues.iter().enumerate() {
+        let Some(node) = primary(orq::keys::queue_keys(q)[0].clone()).await else {
+            return BTreeMap::new();
+        };
+        let e = out.entry(node).or_default();
+        e.0 += 1;
+        e.1 += tasks_of_queue(n, queues.len(), i);
+    }
+    out
+}
+
+/// How many of `n` tasks spread round robin over `queues` queues go to queue `i`.
+fn tasks_of_queue(n: u64, queues: usize, i: usize) -> u64 {
+    let q = queues as u64;
+    n / q + u64::from((i as u64) < n % q)
+}
+
+/// Reading the Redis work of a phase.
+struct Work<'a> {
+    counters: &'a CountersProbe,
+    tasks_by_node: BTreeMap<String, (usize, u64)>,
 }
 
 /// What a phase with workers measured.
@@ -321,6 +604,8 @@ struct PhaseResult {
     calls: u64,
     /// The same, by script name.
     by_script: BTreeMap<&'static str, u64>,
+    /// The Redis work, when asked for and Redis answered.
+    redis_work: Option<RedisWork>,
 }
 
 /// What the phases with workers share.
@@ -334,14 +619,16 @@ struct Phase<'a> {
 }
 
 impl Phase<'_> {
-    /// Run a worker pool on `queue` while `n` tasks are submitted to it (due `delay_ms` ..
-    /// `delay_ms + spread` from now when `delayed`), until all completed.
+    /// Run a worker pool on `queues` while `n` tasks are submitted to them (due `delay_ms` ..
+    /// `delay_ms + spread` from now when `delayed`), until all completed; with `work`, read
+    /// the Redis counters before the first submit and after the last completion.
     async fn run(
         &self,
         name: &str,
-        queue: &str,
+        queues: &[String],
         n: u64,
         delayed: bool,
+        work: Option<&Work<'_>>,
     ) -> Result<PhaseResult, String> {
         let samples = Arc::new(Mutex::new(Vec::with_capacity(n as usize)));
         let started = Arc::new(AtomicU64::new(0));
@@ -356,7 +643,7 @@ impl Phase<'_> {
             self.clock,
             self.entropy,
             self.plan,
-            queue,
+            queues,
             probe,
         );
         let stop = CancellationToken::new();
@@ -366,15 +653,27 @@ impl Phase<'_> {
         });
         let calls0 = self.store.calls();
         let by_script0 = self.store.calls_by_script();
+        let counters0 = match work {
+            Some(w) => (w.counters)().await,
+            None => None,
+        };
         self.progress.phase(name, n);
         let t0 = Instant::now();
         let base = delayed.then(|| self.clock.now_ms());
         let done = async {
-            submit_all(self.client, self.plan, queue, n, base, &Quiet).await?;
-            wait_completed(self.client, queue, n, &started, self.progress).await
+            submit_all(self.client, self.plan, queues, n, base, &Quiet).await?;
+            wait_completed(self.client, queues, n, &started, self.progress).await
         }
         .await;
         let seconds = t0.elapsed().as_secs_f64();
+        let counters1 = match work {
+            Some(w) => (w.counters)().await,
+            None => None,
+        };
+        let redis_work = match (work, counters0, counters1) {
+            (Some(w), Some(c0), Some(c1)) => Some(RedisWork::of(&c0, &c1, &w.tasks_by_node, n)),
+            _ => None,
+        };
         let calls = self.store.calls() - calls0;
         let mut by_script = self.store.calls_by_script();
         for (name, c) in by_script.iter_mut() {
@@ -390,17 +689,18 @@ impl Phase<'_> {
             seconds,
             calls,
             by_script,
+            redis_work,
         })
     }
 }
 
-/// The worker pool of a phase: concurrency C, serving only `queue`, the probe for type `noop`.
+/// The worker pool of a phase: concurrency C, serving only `queues`, the probe for type `noop`.
 fn pool(
     store: &Arc<CountingStore>,
     clock: &Arc<dyn Clock>,
     entropy: &Arc<Entropy>,
     plan: &BenchPlan,
-    queue: &str,
+    queues: &[String],
     probe: Probe,
 ) -> Worker {
     let store: Arc<dyn Store> = store.clone();
@@ -410,7 +710,7 @@ fn pool(
         entropy.clone(),
         Handlers::new().register("noop", probe),
         WorkerConfig {
-            queues: vec![queue.to_string()],
+            queues: queues.to_vec(),
             concurrency: plan.concurrency,
             lanes: plan.lanes,
             ..WorkerConfig::default()
@@ -418,12 +718,13 @@ fn pool(
     )
 }
 
-/// Submit `n` no-op tasks to `queue` in batches of B over T tenants; with `delay_base` (ms since
-/// the epoch), task i is due at base + delay_ms + spread × i / (n − 1).
+/// Submit `n` no-op tasks in batches of B, task k to queue k mod Q of `queues` and tenant k mod
+/// T (a batch of several queues is one script call per queue); with `delay_base` (ms since the
+/// epoch), task k is due at base + delay_ms + spread × k / (n − 1).
 async fn submit_all(
     client: &orq::Client,
     plan: &BenchPlan,
-    queue: &str,
+    queues: &[String],
     n: u64,
     delay_base: Option<u64>,
     progress: &dyn Progress,
@@ -434,7 +735,7 @@ async fn submit_all(
         let specs = (i..end)
             .map(|k| {
                 let mut spec = TaskSpec::new("{}")
-                    .queue(queue)
+                    .queue(&queues[(k % queues.len() as u64) as usize])
                     .task_type("noop")
                     .tenant(format!("t{}", k % plan.tenants))
                     .priority((k % u64::from(plan.priorities.clamp(1, 10))) as u8);
@@ -452,17 +753,18 @@ async fn submit_all(
         client
             .submit_batch(specs)
             .await
-            .map_err(|e| format!("submit to {queue}: {e}"))?;
+            .map_err(|e| format!("submit to {}: {e}", queues.join(", ")))?;
         i = end;
         progress.set(i);
     }
     Ok(())
 }
 
-/// Wait until `n` handlers started and the store counts `n` completed tasks in `queue`.
+/// Wait until `n` handlers started and the store counts all completed in `queues` (each one's
+/// round-robin share of `n`).
 async fn wait_completed(
     client: &orq::Client,
-    queue: &str,
+    queues: &[String],
     n: u64,
     started: &AtomicU64,
     progress: &dyn Progress,
@@ -475,16 +777,20 @@ async fn wait_completed(
         }
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    loop {
-        let st = client
-            .stats(queue)
-            .await
-            .map_err(|e| format!("stats of {queue}: {e}"))?;
-        if st.counts.get(&orq::Status::Completed).copied().unwrap_or(0) as u64 >= n {
-            return Ok(());
+    for (i, queue) in queues.iter().enumerate() {
+        let want = tasks_of_queue(n, queues.len(), i);
+        loop {
+            let st = client
+                .stats(queue)
+                .await
+                .map_err(|e| format!("stats of {queue}: {e}"))?;
+            if st.counts.get(&orq::Status::Completed).copied().unwrap_or(0) as u64 >= want {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
+    Ok(())
 }
 
 /// An `indicatif` progress bar, one per phase.
@@ -511,6 +817,7 @@ impl Progress for Bar {
 pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
     let plan = BenchPlan {
         tasks: a.tasks,
+        queues: a.queues as usize,
         batch: a.batch,
         concurrency: a.concurrency as usize,
         lanes: a.lanes as usize,
@@ -551,11 +858,6 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
                 .ping()
                 .await
                 .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
-            let probe = redis.clone();
-            let memory: MemoryProbe = Box::new(move || {
-                let probe = probe.clone();
-                Box::pin(async move { probe.used_memory().await })
-            });
             let store: Arc<dyn Store> = redis.clone();
             let r = run(
                 &plan,
@@ -563,7 +865,7 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
                 clock,
                 "redis",
                 &prefix,
-                Some(memory),
+                redis_probes(&redis),
                 &*progress,
             )
             .await;
@@ -579,7 +881,8 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         None => {
             let store: Arc<dyn Store> =
                 Arc::new(orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock)));
-            run(&plan, store, clock, "embedded", &prefix, None, &*progress).await?
+            let probes = RedisProbes::default();
+            run(&plan, store, clock, "embedded", &prefix, probes, &*progress).await?
         }
     };
     progress.finish();
@@ -596,18 +899,54 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The probes of a bench on `redis`: its memory, each primary's counters, a key's primary.
+fn redis_probes(redis: &Arc<orq::RedisStore>) -> RedisProbes {
+    let r = redis.clone();
+    let memory: MemoryProbe = Box::new(move || {
+        let r = r.clone();
+        Box::pin(async move { r.used_memory().await })
+    });
+    let r = redis.clone();
+    let counters: CountersProbe = Box::new(move || {
+        let r = r.clone();
+        Box::pin(async move {
+            r.info_each(&["commandstats", "cpu"])
+                .await?
+                .into_iter()
+                .map(|(node, info)| Some((node, RedisCounters::parse(&info)?)))
+                .collect()
+        })
+    });
+    let r = redis.clone();
+    let primary: PrimaryProbe = Box::new(move |key| {
+        let r = r.clone();
+        Box::pin(async move { r.primary_of(&key).await })
+    });
+    RedisProbes {
+        memory: Some(memory),
+        counters: Some(counters),
+        primary: Some(primary),
+    }
+}
+
 /// The report as a table for a terminal.
 pub fn table(r: &BenchReport) -> String {
     let lat = |l: &Option<Latency>| match l {
         Some(l) => format!("p50 {:.1}  p99 {:.1}  max {:.1}", l.p50, l.p99, l.max),
         None => "-".to_string(),
     };
-    let rows = [
+    // One queue (the default) keeps the workload line of the runs before `--queues`.
+    let queues = if r.queues > 1 {
+        format!(", {} queues", r.queues)
+    } else {
+        String::new()
+    };
+    let mut rows = vec![
         ("store", r.store.to_string()),
         (
             "workload",
             format!(
-                "{} tasks, batch {}, concurrency {} in {} lanes, {} tenants, {} priorities, {} delayed",
+                "{} tasks, batch {}, concurrency {} in {} lanes, {} tenants, {} priorities, {} delayed{queues}",
                 r.tasks, r.batch, r.concurrency, r.lanes, r.tenants, r.priorities, r.delayed
             ),
         ),
@@ -633,6 +972,41 @@ pub fn table(r: &BenchReport) -> String {
                 .join(", "),
         ),
     ];
+    if let Some(w) = &r.redis_work {
+        rows.push((
+            "redis work (end to end)",
+            format!(
+                "{:.1} script usec per task, {} script calls, CPU {:.2} s, {} primaries",
+                w.script_usec_per_task,
+                w.script_calls,
+                w.cpu_s,
+                w.primaries.len()
+            ),
+        ));
+        for p in &w.primaries {
+            let per_task = p
+                .script_usec_per_task
+                .map_or("-".to_string(), |u| format!("{u:.1}"));
+            rows.push((
+                if p.node.is_empty() {
+                    "  the server"
+                } else {
+                    "  primary"
+                },
+                format!(
+                    "{}{} queue{}, {} tasks: script calls {} ({:.1}%), {per_task} script usec per task, CPU {:.2} s ({:.1}%)",
+                    if p.node.is_empty() { String::new() } else { format!("{}: ", p.node) },
+                    p.queues,
+                    if p.queues == 1 { "" } else { "s" },
+                    p.tasks,
+                    p.script_calls,
+                    p.script_calls_share_pct,
+                    p.cpu_s,
+                    p.cpu_share_pct
+                ),
+            ));
+        }
+    }
     let width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
     rows.iter()
         .map(|(k, v)| format!("{k:<width$}  {v}\n"))
@@ -652,5 +1026,141 @@ mod tests {
         assert_eq!(Latency::of(&[]), None);
         let one = Latency::of(&[7.0]).unwrap();
         assert_eq!((one.p50, one.p99, one.max), (7.0, 7.0, 7.0));
+    }
+
+    // Goal: the slot function is Redis Cluster's (CRC16/XMODEM mod 16384).
+    // Method: keys whose slots Redis documents or reports (`CLUSTER KEYSLOT`).
+    #[test]
+    fn hash_slot_is_redis_clusters() {
+        assert_eq!(hash_slot("foo"), 12182);
+        assert_eq!(hash_slot("bar"), 5061);
+        assert_eq!(hash_slot("123456789"), 0x31c3);
+    }
+
+    // Goal: one queue keeps its old name; several spread evenly over the slots.
+    // Method: for each count, each queue's slot lies in the middle half of its slice, and the
+    // names are distinct, valid and derived from the base.
+    #[test]
+    fn queue_names_spread_over_the_slots() {
+        assert_eq!(queue_names("ob-x-e2e", 1), vec!["ob-x-e2e".to_string()]);
+        for n in [2, 3, 6, 7, QUEUES_MAX] {
+            let names = queue_names("ob-abcdefgh-delayed", n);
+            assert_eq!(names.len(), n);
+            let distinct: std::collections::BTreeSet<_> = names.iter().collect();
+            assert_eq!(distinct.len(), n, "{names:?}");
+            let width = CLUSTER_SLOTS / n as u32;
+            for (i, name) in names.iter().enumerate() {
+                assert!(
+                    name.starts_with(&format!("ob-abcdefgh-delayed-{i}")),
+                    "{name}"
+                );
+                assert!(orq::keys::is_valid_name(name), "{name}");
+                let slot = u32::from(hash_slot(name));
+                let lo = i as u32 * CLUSTER_SLOTS / n as u32 + width / 4;
+                assert!((lo..lo + width / 2).contains(&slot), "{name}: {slot}");
+            }
+        }
+    }
+
+    // Goal: round robin gives each queue its share, and the shares add up.
+    #[test]
+    fn tasks_of_queue_adds_up() {
+        for (n, q) in [(10, 3), (1, 6), (50_000, 6), (7, 7)] {
+            let shares: Vec<u64> = (0..q).map(|i| tasks_of_queue(n, q, i)).collect();
+            assert_eq!(shares.iter().sum::<u64>(), n, "{n} over {q}");
+            assert!(shares.iter().max().unwrap() - shares.iter().min().unwrap() <= 1);
+        }
+    }
+
+    const INFO_BEFORE: &str = "# Commandstats\r\n\
+        cmdstat_evalsha:calls=100,usec=2000,usec_per_call=20.00,rejected_calls=0,failed_calls=3\r\n\
+        cmdstat_eval:calls=3,usec=300,usec_per_call=100.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_info:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n\
+        \r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\n\
+        used_cpu_sys_children:9.000000\r\nused_cpu_user_main_thread:2.000000\r\n";
+
+    // Goal: the counters come from the documented INFO fields, children's CPU left out.
+    #[test]
+    fn counters_parse_commandstats_and_cpu() {
+        let c = RedisCounters::parse(INFO_BEFORE).unwrap();
+        assert_eq!(
+            c,
+            RedisCounters {
+                script_calls: 103,
+                script_usec: 2300,
+                calls: 113,
+                cpu_s: 3.75,
+            }
+        );
+        assert_eq!(RedisCounters::parse("# Commandstats\r\n"), None);
+    }
+
+    // Goal: the work is the deltas, shared out per primary, per task of its queues.
+    // Method: two primaries with known counters before and after; a third seen only after (a
+    // failover) is left out.
+    #[test]
+    fn redis_work_is_the_deltas_per_primary() {
+        let c = |script_calls, script_usec, calls, cpu_s| RedisCounters {
+            script_calls,
+            script_usec,
+            calls,
+            cpu_s,
+        };
+        let before = vec![
+            ("a:1".to_string(), c(100, 1000, 200, 1.0)),
+            ("b:2".to_string(), c(0, 0, 10, 5.0)),
+        ];
+        let after = vec![
+            ("a:1".to_string(), c(400, 7000, 600, 4.0)),
+            ("b:2".to_string(), c(100, 3000, 110, 6.0)),
+            ("c:3".to_string(), c(9, 9, 9, 9.0)),
+        ];
+        let tasks = BTreeMap::from([("a:1".to_string(), (2, 60)), ("b:2".to_string(), (1, 40))]);
+        let w = RedisWork::of(&before, &after, &tasks, 100);
+        assert_eq!((w.script_calls, w.calls), (400, 500));
+        assert_eq!(w.script_usec_per_task, 90.0);
+        assert_eq!(w.cpu_s, 4.0);
+        let a = &w.primaries[0];
+        assert_eq!((a.node.as_str(), a.queues, a.tasks), ("a:1", 2, 60));
+        assert_eq!((a.script_calls, a.script_calls_share_pct), (300, 75.0));
+        assert_eq!(
+            (a.script_usec_per_task, a.cpu_s, a.cpu_share_pct),
+            (Some(100.0), 3.0, 75.0)
+        );
+        let b = &w.primaries[1];
+        assert_eq!(
+            (b.script_calls_share_pct, b.script_usec_per_task),
+            (25.0, Some(75.0))
+        );
+        assert_eq!(w.primaries.len(), 2);
+        assert!(table_of_work_lists_each_primary(&w));
+    }
+
+    fn table_of_work_lists_each_primary(w: &RedisWork) -> bool {
+        let r = BenchReport {
+            engine: "orq",
+            version: "0",
+            store: "redis",
+            tasks: 100,
+            queues: 3,
+            batch: 10,
+            concurrency: 1,
+            lanes: 1,
+            tenants: 1,
+            priorities: 1,
+            delayed: 0,
+            submit_per_s: 1.0,
+            complete_per_s: 1.0,
+            wait_ms: None,
+            lateness_ms: None,
+            mem_bytes_per_task: None,
+            script_calls_per_task: 1.0,
+            script_calls: BTreeMap::new(),
+            redis_work: Some(w.clone()),
+        };
+        let t = table(&r);
+        t.contains("3 queues")
+            && t.contains("a:1: 2 queues, 60 tasks: script calls 300 (75.0%), 100.0 script usec per task, CPU 3.00 s (75.0%)")
+            && t.contains("b:2: 1 queue, 40 tasks")
     }
 }

@@ -58,7 +58,8 @@ pub enum Command {
     Key(KeyCommand),
     /// Load generator: submit, end-to-end and delayed-task phases with a no-op handler on queues
     /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
-    /// keys of queues named ob-<id>-*, and deletes them at the end) or the embedded store.
+    /// keys of queues named ob-<id>-*, and deletes them at the end; it also reports each
+    /// primary's script calls, script time and CPU from INFO) or the embedded store.
     Bench(BenchArgs),
 }
 
@@ -73,6 +74,11 @@ pub struct BenchArgs {
     /// Tasks per phase (N).
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub tasks: u64,
+    /// Queues each phase's tasks are spread over, round robin (Q, 1..=64); the worker pool
+    /// serves them all. Their names are chosen so their hash slots spread evenly over a Redis
+    /// Cluster's slots: with Q a multiple of the primaries, each primary serves Q / primaries.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=crate::bench::QUEUES_MAX as u64))]
+    pub queues: u64,
     /// Tasks per submit call (B).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub batch: u64,
@@ -100,7 +106,7 @@ pub struct BenchArgs {
     #[arg(long = "delay-spread-ms", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub delay_spread_ms: u64,
     /// Write the report as JSON to FILE (submit_per_s, complete_per_s, wait_ms and lateness_ms
-    /// as {p50, p99, max}, mem_bytes_per_task, script_calls_per_task, ...).
+    /// as {p50, p99, max}, mem_bytes_per_task, script_calls_per_task, redis_work, ...).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// No progress bar (for logs and CI).

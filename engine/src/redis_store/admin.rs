@@ -1,4 +1,5 @@
-//! Admin calls of a [`RedisStore`]: readiness, role, configuration, memory, bulk delete.
+//! Admin calls of a [`RedisStore`]: readiness, role, configuration, memory, `INFO` of each
+//! primary, a key's primary, bulk delete.
 
 use super::{Conn, RedisStore, Route};
 use crate::store::StoreError;
@@ -169,5 +170,40 @@ impl RedisStore {
             out.push((node, v.get(1)?.clone()));
         }
         (!out.is_empty()).then_some(out)
+    }
+
+    /// The `INFO` text of the given sections (`["commandstats", "cpu"]`; Redis 7 takes several)
+    /// from each primary: `(node, text)` pairs sorted by node (`host:port`), one pair with node
+    /// `""` on a single server or under Sentinel. For benchmarks, which take deltas of the
+    /// counters (never `CONFIG RESETSTAT`, which would disturb the server's other users). None
+    /// when a server refuses (managed services may rename INFO) or cannot be reached.
+    pub async fn info_each(&self, sections: &[&str]) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for (node, reply) in self
+            .query_each(redis::cmd("INFO").arg(sections))
+            .await
+            .ok()?
+        {
+            out.push((node, redis::from_redis_value(reply.ok()?).ok()?));
+        }
+        (!out.is_empty()).then_some(out)
+    }
+
+    /// The node serving `key`'s hash slot, as [`RedisStore::info_each`] names it: `host:port` of
+    /// its primary on a cluster (matched by `CLUSTER MYID`), `""` on a single server or under
+    /// Sentinel. None when a node does not answer.
+    pub async fn primary_of(&self, key: &str) -> Option<String> {
+        if !matches!(self.conn, Conn::Cluster(_)) {
+            return Some(String::new());
+        }
+        let myid = || redis::cmd("CLUSTER").arg("MYID").clone();
+        let id = |v: Value| redis::from_redis_value::<String>(v).ok();
+        let want = id(self.query(&myid(), Route::Slot(key)).await.ok()?)?;
+        for (node, reply) in self.query_each(&myid()).await.ok()? {
+            if id(reply.ok()?)? == want {
+                return Some(node);
+            }
+        }
+        None
     }
 }
