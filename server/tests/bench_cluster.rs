@@ -3,7 +3,7 @@
 //! report has one entry, the server. No timing is asserted (a loaded machine must not fail these).
 
 use orq::testing::{RedisCluster, RedisServer};
-use orq_server::bench::{hash_slot, queue_names};
+use orq_server::bench::queue_names;
 use serde_json::Value;
 use std::process::Command;
 
@@ -53,7 +53,7 @@ fn bench_with_six_queues_spreads_over_every_primary_of_a_cluster() {
     for name in queue_names("ob-abcdefgh-e2e", 6) {
         assert_eq!(
             cluster.key_slot(&format!("orq:{{{name}}}:task:")),
-            hash_slot(&name),
+            orq_sim::key_slot(orq::keys::queue_keys(&name)[0].as_bytes()),
             "{name}"
         );
     }
