@@ -5,7 +5,8 @@
 //! 3 sentinels) takes 6–7 s to form, so each is started once, by the first trial that needs it,
 //! and its trials take turns: a trial holds the deployment's turn while it runs, flushes every
 //! key first (FLUSHALL on every primary), and runs the test on a runtime of its own that is shut
-//! down before the turn passes on, so no worker or subscriber of one test outlives it.
+//! down before the turn passes on, so no worker or subscriber of one test outlives it. On the
+//! cluster, queue `q` (most tests' queue) lives on another primary than the queue registry.
 
 use crate::common::Env;
 use libtest_mimic::{Failed, Trial};
