@@ -1,30 +1,25 @@
 //! orq on a real Redis Cluster (3 primaries, 1 replica each, `orq::testing::RedisCluster`): the
 //! `redis+cluster://` store routes every script call to the primary of its queue's slot, workers
 //! and the scheduler run tasks of queues on different primaries, the pub/sub wake-ups published
-//! on one node reach a subscriber on another, a failover is followed, a cluster that is down is a
-//! transient refusal, and bad cluster URLs are errors, not panics or hangs.
+//! on one node reach a subscriber on another, a failover is followed (a crash and a planned one,
+//! under load: with `--wait-replicas 1` nothing acknowledged is lost, without it only the last
+//! writes before a crash; the workload and its loss counts are in `failover/mod.rs`, shared with
+//! `sentinel.rs`), a cluster that is down is a transient refusal, and bad cluster URLs are
+//! errors, not panics or hangs.
 
 mod common;
+mod failover;
 
 use common::{backoff, eventually, spawn_worker, spec, Echo, Fail, DEADLINE};
+use failover::{
+    client_on, lease_as_crashed_worker, node, spawn_scheduler, worker_config, Workload, WAIT_ONE,
+};
 use orq::keys::{queue_keys, wake_channel, QUEUES_WAKE_CHANNEL};
 use orq::testing::RedisCluster;
-use orq::{
-    ops, Client, Entropy, Handlers, ListQuery, RedisStore, Scheduler, SchedulerConfig, Status,
-    Store, SystemClock, WorkerConfig,
-};
+use orq::{Client, Handlers, ListQuery, RedisStore, Status, Store, WorkerConfig};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-/// A sync connection to the cluster node on `port`, for commands the engine never sends.
-fn node(port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .expect("node url")
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("connect to the cluster node on {port}: {e}"))
-}
+use std::time::Instant;
 
 /// PUBSUB NUMSUB of each of `channels` on the node on `port` (pub/sub is per node).
 fn numsub(port: u16, channels: &[String]) -> Vec<i64> {
@@ -51,15 +46,6 @@ fn queue_per_primary(cluster: &RedisCluster, prefix: &str) -> BTreeMap<u16, Stri
         assert!(i < 1000, "no queue name for some primary: {found:?}");
     }
     unreachable!()
-}
-
-/// A client on `store`.
-fn client_on(store: &Arc<dyn Store>) -> Client {
-    Client::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        Arc::new(Entropy::from_os()),
-    )
 }
 
 /// Wait until task `id` of `queue` has `status`, and return it.
@@ -114,20 +100,7 @@ async fn tasks_of_queues_on_every_primary_run_and_are_managed() {
 
     let store: Arc<dyn Store> = Arc::new(redis.clone());
     let client = client_on(&store);
-    let shutdown = CancellationToken::new();
-    let scheduler = Scheduler::new(
-        store.clone(),
-        Arc::new(SystemClock),
-        Arc::new(Entropy::from_os()),
-        SchedulerConfig {
-            interval_ms: 100,
-            ..SchedulerConfig::default()
-        },
-    );
-    let scheduler = tokio::spawn({
-        let shutdown = shutdown.clone();
-        async move { scheduler.run(shutdown).await }
-    });
+    let scheduler = spawn_scheduler(&store);
 
     // A worker that crashes holding a lease on q1's primary: the scheduler reaps it once the
     // lease expires (no worker runs yet, so nothing else could).
@@ -140,18 +113,7 @@ async fn tasks_of_queues_on_every_primary_run_and_are_managed() {
         )
         .await
         .unwrap();
-    let entropy = Entropy::from_os();
-    let leased = ops::lease(
-        &*store,
-        q1,
-        "w-crashed",
-        1,
-        &entropy.token_bits(),
-        entropy.unit(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(leased.tasks.len(), 1);
+    lease_as_crashed_worker(&*store, q1).await;
     let reaped = eventually("the scheduler to reap the expired lease", || async {
         let t = client.get(Some(q1), &crashed.task.id).await.unwrap();
         (t.status != Status::Leased).then_some(t)
@@ -196,14 +158,7 @@ async fn tasks_of_queues_on_every_primary_run_and_are_managed() {
         Handlers::new()
             .register("echo", echo.clone())
             .register("fail", fail.clone()),
-        WorkerConfig {
-            id: "w-cluster".into(),
-            concurrency: 4,
-            idle_poll_ms: 50,
-            heartbeat_divisor: 3,
-            shutdown_grace_ms: 1_000,
-            ..WorkerConfig::default()
-        },
+        worker_config("w-cluster", &[]),
     );
 
     for (q, id) in &echo_ids {
@@ -310,11 +265,7 @@ async fn tasks_of_queues_on_every_primary_run_and_are_managed() {
     wait_status(&client, q2, &via_replica.task.id, Status::Completed).await;
 
     worker.stop().await;
-    shutdown.cancel();
-    tokio::time::timeout(DEADLINE, scheduler)
-        .await
-        .expect("the scheduler stops")
-        .unwrap();
+    scheduler.stop().await;
 
     // delete_matching SCANs every primary: afterwards no primary holds a key of these queues,
     // nor the registry (its last names removed).
@@ -558,4 +509,83 @@ async fn a_failover_is_followed_and_a_cluster_down_is_transient() {
         ),
         "{e:?}"
     );
+}
+
+/// The workload's queue for a failover test: the first name `<prefix>-<i>` whose slot the first
+/// primary (by port) serves, with that primary's port and its replica's.
+fn queue_on_a_primary(cluster: &RedisCluster, prefix: &str) -> (String, u16, u16) {
+    let (primary, queue) = queue_per_primary(cluster, prefix)
+        .into_iter()
+        .next()
+        .expect("a primary");
+    let replica = cluster.replica_of(primary).expect("the primary's replica");
+    (queue, primary, replica)
+}
+
+// Goal: on a cluster, a crash of the primary serving a busy queue is followed, and without
+// --wait-replicas loses at most what that primary acknowledged just before it died. Method: the
+// failover workload (failover/mod.rs: a submitter retrying each submit with its idempotency key,
+// a worker pool and a scheduler, each on its own store) on a queue of one primary; SIGKILL that
+// primary; its replica takes over after the node timeout (2 s). Submits and outcomes resume
+// within the bound (30 s), the scheduler reaps a crashed worker's lease on the new primary, and
+// every acknowledged task completes or is lost; a loss (a task unknown after the failover, or a
+// recorded success rolled back so that the task ran again) is counted and printed, and must be of
+// something acknowledged in the 2 s before the kill (`LOSS_WINDOW`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_killed_under_load_loses_at_most_its_last_writes() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let (queue, primary, replica) = queue_on_a_primary(&cluster, "kq");
+    let workload = Workload::start(&cluster.url(), None, &queue).await;
+    cluster.kill_node(primary);
+    let fault = Instant::now();
+    tokio::task::block_in_place(|| cluster.wait_until_primary(replica));
+    let figures = workload.finish(fault).await;
+    figures.report("cluster, kill -9 of the queue's primary, no --wait-replicas");
+    figures.assert_loss_within_window();
+}
+
+// Goal: on a cluster with --wait-replicas 1, a crash of the primary serving a busy queue loses no
+// acknowledged submit and no acknowledged outcome. Method: the failover workload on stores that
+// wait for one replica; SIGKILL the queue's primary; once its replica has taken over, a new node
+// joins as the new primary's replica (as an operator replaces a lost node: until a replica has
+// the writes, the shard's acknowledgements wait and calls are refused as transient NOREPLICAS).
+// Submits and outcomes resume within the bound (30 s), every acknowledged task completes, none
+// ran again after its success was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_killed_under_load_with_wait_replicas_loses_nothing() {
+    let mut cluster = RedisCluster::start(3, 1);
+    let (queue, primary, replica) = queue_on_a_primary(&cluster, "wq");
+    let workload = Workload::start(&cluster.url(), Some(WAIT_ONE), &queue).await;
+    cluster.kill_node(primary);
+    let fault = Instant::now();
+    tokio::task::block_in_place(|| {
+        cluster.wait_until_primary(replica);
+        cluster.add_replica(replica);
+    });
+    let figures = workload.finish(fault).await;
+    figures.report("cluster, kill -9 of the queue's primary, --wait-replicas 1");
+    figures.assert_nothing_lost();
+}
+
+// Goal: on a cluster with --wait-replicas 1, a planned failover (CLUSTER FAILOVER on the replica)
+// of the primary serving a busy queue loses nothing. Method: the failover workload on stores that
+// wait for one replica; CLUSTER FAILOVER on the queue's replica (the primary pauses its clients
+// until the replica has caught up, the replica takes over, the old primary follows it, so the
+// shard keeps a replica); the store follows MOVED to the new primary. Submits and outcomes
+// resume within the bound (30 s), every acknowledged task completes, none ran again after its
+// success was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_failover_with_wait_replicas_loses_nothing() {
+    let cluster = RedisCluster::start(3, 1);
+    let (queue, primary, replica) = queue_on_a_primary(&cluster, "pq");
+    let workload = Workload::start(&cluster.url(), Some(WAIT_ONE), &queue).await;
+    let fault = Instant::now();
+    tokio::task::block_in_place(|| cluster.failover(replica));
+    let figures = workload.finish(fault).await;
+    figures.report("cluster, CLUSTER FAILOVER, --wait-replicas 1");
+    figures.assert_nothing_lost();
+    eventually("the old primary to follow the new one", || async {
+        (cluster.replica_of(replica) == Some(primary)).then_some(())
+    })
+    .await;
 }

@@ -50,6 +50,30 @@ fn spawn(dir: &Path, args: impl Fn(u16) -> Vec<String>) -> Proc {
     }
 }
 
+/// The arguments of a data server on `port`: no persistence, and a replica's full sync starts
+/// at once (Redis 7.0 waits 5 s for more replicas to join a diskless transfer by default).
+fn server_args(port: u16) -> Vec<String> {
+    [
+        "--port",
+        &port.to_string(),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+        "--repl-diskless-sync-delay",
+        "0",
+        "--dbfilename",
+        &format!("dump-{port}.rdb"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 /// One command to the server on `port`; `None` when it cannot be reached or answers an error.
 fn query<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> Option<T> {
     let mut cmd = redis::cmd(args[0]);
@@ -80,29 +104,10 @@ impl RedisSentinel {
             super::random_u64() as u32
         ));
         std::fs::create_dir_all(&dir).expect("create the sentinel fixture's directory");
-        let common = |port: u16| -> Vec<String> {
-            [
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--protected-mode",
-                "no",
-                "--dbfilename",
-                &format!("dump-{port}.rdb"),
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        };
-        let primary = spawn(&dir, common);
+        let primary = spawn(&dir, server_args);
         let primary_port = primary.port;
         let replica = spawn(&dir, |port| {
-            let mut a = common(port);
+            let mut a = server_args(port);
             a.extend([
                 "--replicaof".to_string(),
                 "127.0.0.1".to_string(),
@@ -206,6 +211,54 @@ impl RedisSentinel {
             }
         }
         port
+    }
+
+    /// Start the data server on `port`, killed earlier, again (empty: it persists nothing) as a
+    /// replica of the primary the sentinels name now, as an operator brings a crashed node back;
+    /// returns once its link to the primary is up (its full sync done). Panics when `port` is
+    /// not a killed server of this deployment or the sync does not happen within
+    /// [`FAILOVER_TIMEOUT`].
+    pub fn restart_as_replica(&mut self, port: u16) {
+        let primary = self.primary_port().expect("no sentinel answers");
+        assert_ne!(primary, port, "the sentinels still name {port} the primary");
+        let dir = self.dir.clone();
+        let server = self
+            .servers
+            .iter_mut()
+            .find(|s| s.port == port && s.child.is_none())
+            .unwrap_or_else(|| panic!("no killed server of this deployment on port {port}"));
+        let (child, _) = spawn_server(
+            &dir,
+            || port,
+            |port| {
+                let mut a = server_args(port);
+                a.extend([
+                    "--replicaof".to_string(),
+                    "127.0.0.1".to_string(),
+                    primary.to_string(),
+                ]);
+                a
+            },
+        );
+        server.child = Some(child);
+        wait_for("the restarted server to sync", FAILOVER_TIMEOUT, || {
+            query::<String>(port, &["INFO", "replication"])
+                .is_some_and(|i| i.contains("master_link_status:up"))
+        });
+    }
+
+    /// Wait until the data server on `port` says it is a replica (`ROLE`) with its link to its
+    /// primary up: after a failover, the old primary demoted by the sentinels and following the
+    /// new one (after a `SENTINEL FAILOVER` that takes Sentinel several seconds: it reconfigures
+    /// an old primary that still answers as one only after it has reported so for a while).
+    /// Panics after [`FAILOVER_TIMEOUT`].
+    pub fn wait_until_replica(&self, port: u16) {
+        wait_for("the server to be a replica", FAILOVER_TIMEOUT, || {
+            query::<String>(port, &["INFO", "replication"]).is_some_and(|i| {
+                i.lines().any(|l| l.trim_end() == "role:slave")
+                    && i.contains("master_link_status:up")
+            })
+        });
     }
 
     /// Ask a sentinel for a manual failover (`SENTINEL FAILOVER`), as an operator would.
