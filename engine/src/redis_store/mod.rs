@@ -280,9 +280,10 @@ impl RedisStore {
         match self.query(&cmd, route).await {
             Ok(Value::Int(n)) if n >= i64::from(w.replicas) => reply,
             Ok(Value::Int(n)) => Resp::Error(wait::shortfall(n, w.replicas, w.timeout_ms)),
-            Ok(other) => Resp::Error(format!("ERR unexpected WAIT reply {other:?}")),
-            Err(e) => error_reply(&e)
-                .unwrap_or_else(|| Resp::Error(wait::shortfall(0, w.replicas, w.timeout_ms))),
+            // Anything else is not known replicated, so not acknowledged: a refusal, a lost
+            // connection, or (on a cluster whose slot map is stale after a failover) the error
+            // of a replica the client reached instead of the primary that ran the script.
+            _ => Resp::Error(wait::shortfall(0, w.replicas, w.timeout_ms)),
         }
     }
 

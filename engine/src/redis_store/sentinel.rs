@@ -6,22 +6,31 @@ use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::store::StoreError;
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Longest wait for a connection to a sentinel, and for its answer: short, as the next
 /// sentinel is tried after it.
 const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How often, while calls go on, the store asks the sentinels whether the primary is still the
+/// one it uses. A planned failover (`SENTINEL FAILOVER`) promotes the replica while the old
+/// primary keeps answering, and accepting writes, until the sentinels demote it, which can take
+/// ten seconds: without this check every write of that time would land on the old primary and
+/// be lost when it is demoted. With it, at most this long plus a sentinel's answer.
+const PRIMARY_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// After a failed search for the primary, how long calls fail at once with its error instead of
 /// searching again (so that many concurrent callers do not hammer the sentinels).
 const RESOLVE_FAILURE_HOLD: Duration = Duration::from_millis(250);
 
 /// The primary found through the sentinels: a multiplexed connection to it, forgotten after an
-/// I/O error or a `READONLY` reply (a failover) so that the next call looks for the primary
-/// again.
+/// I/O error or a `READONLY` reply (a failover), or when the sentinels name another primary
+/// (checked every [`PRIMARY_CHECK_INTERVAL`] while calls go on), so that the next call looks
+/// for the primary again.
 pub(super) struct SentinelConn {
     url: SentinelUrl,
-    state: tokio::sync::Mutex<State>,
+    state: Arc<tokio::sync::Mutex<State>>,
 }
 
 /// What a [`SentinelConn`] knows of the primary.
@@ -30,6 +39,11 @@ struct State {
     /// The connection to the primary and its generation (each new connection counts one more).
     current: Option<(u64, MultiplexedConnection)>,
     generation: u64,
+    /// The current primary's `host:port`, and when the sentinels last confirmed it (or it was
+    /// found); `checking` while a check runs.
+    addr: String,
+    checked_at: Option<Instant>,
+    checking: bool,
     /// The last failure to find the primary, and when.
     failed: Option<(Instant, String)>,
 }
@@ -63,7 +77,7 @@ impl SentinelConn {
     pub fn new(url: SentinelUrl) -> Self {
         SentinelConn {
             url,
-            state: tokio::sync::Mutex::default(),
+            state: Arc::default(),
         }
     }
 
@@ -76,7 +90,7 @@ impl SentinelConn {
         let mut problems = Vec::new();
         let mut unknown = 0;
         for s in &self.url.sentinels {
-            let addr = match self.ask(s).await {
+            let addr = match ask(s, master).await {
                 Ok(Some(a)) => a,
                 Ok(None) => {
                     unknown += 1;
@@ -123,7 +137,7 @@ impl SentinelConn {
         let mut answered = 0;
         for s in &self.url.sentinels {
             let shown = super::discover::without_credentials(s);
-            match self.ask(s).await {
+            match ask(s, master).await {
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => answered += 1,
                 Err(e) => problems.push(format!("{shown}: {e}")),
@@ -146,29 +160,6 @@ impl SentinelConn {
             "no Redis Sentinel of the URL answers ({}); name at least one sentinel that is up",
             problems.join("; ")
         )))
-    }
-
-    /// `SENTINEL GET-MASTER-ADDR-BY-NAME` on the sentinel at `url`: the primary's `(host,
-    /// port)`, or `None` when the sentinel does not know the name.
-    async fn ask(&self, url: &str) -> Result<Option<(String, u16)>, String> {
-        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(SENTINEL_TIMEOUT))
-            .set_response_timeout(Some(SENTINEL_TIMEOUT));
-        let work = async {
-            let mut c = client
-                .get_multiplexed_async_connection_with_config(&config)
-                .await?;
-            redis::cmd("SENTINEL")
-                .arg("GET-MASTER-ADDR-BY-NAME")
-                .arg(&self.url.master)
-                .query_async::<Option<(String, u16)>>(&mut c)
-                .await
-        };
-        match tokio::time::timeout(SENTINEL_TIMEOUT * 2, work).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("no answer in time".into()),
-        }
     }
 
     /// Connect to the server at `url` and check it is a master.
@@ -198,8 +189,20 @@ impl SentinelConn {
     /// at a time: calls that arrive during one wait for it and use its outcome.
     async fn conn(&self) -> RedisResult<(u64, MultiplexedConnection)> {
         let mut st = self.state.lock().await;
-        if let Some(c) = &st.current {
-            return Ok(c.clone());
+        if let Some(c) = st.current.clone() {
+            let due = st
+                .checked_at
+                .is_none_or(|at| at.elapsed() >= PRIMARY_CHECK_INTERVAL);
+            if due && !st.checking {
+                st.checking = true;
+                tokio::spawn(check_primary(
+                    self.url.clone(),
+                    self.state.clone(),
+                    c.0,
+                    st.addr.clone(),
+                ));
+            }
+            return Ok(c);
         }
         if let Some((at, e)) = &st.failed {
             if at.elapsed() < RESOLVE_FAILURE_HOLD {
@@ -212,6 +215,8 @@ impl SentinelConn {
                 tracing::info!(primary = %p.addr, master = %self.url.master,
                     "connected to the Redis primary found through Sentinel");
                 st.current = Some((st.generation, p.conn));
+                st.addr = p.addr;
+                st.checked_at = Some(Instant::now());
                 st.failed = None;
                 Ok(st.current.clone().expect("just set"))
             }
@@ -239,6 +244,57 @@ impl SentinelConn {
             }
         }
         reply
+    }
+}
+
+/// Ask the sentinels, in the URL's order, which server is the primary; when the first that
+/// answers names another one than `addr` (the primary of connection `generation`), forget that
+/// connection, so the next call finds the new primary. No answer changes nothing.
+async fn check_primary(
+    url: SentinelUrl,
+    state: Arc<tokio::sync::Mutex<State>>,
+    generation: u64,
+    addr: String,
+) {
+    let mut named = None;
+    for s in &url.sentinels {
+        if let Ok(Some((host, port))) = ask(s, &url.master).await {
+            named = Some(format!("{host}:{port}"));
+            break;
+        }
+    }
+    let mut st = state.lock().await;
+    st.checking = false;
+    st.checked_at = Some(Instant::now());
+    if let Some(named) = named {
+        if named != addr && st.current.as_ref().is_some_and(|(g, _)| *g == generation) {
+            tracing::warn!(old = %addr, new = %named, master = %url.master,
+                "the sentinels name a new Redis primary; switching at the next call");
+            st.current = None;
+        }
+    }
+}
+
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME master` on the sentinel at `url`: the primary's `(host,
+/// port)`, or `None` when the sentinel does not know the name.
+async fn ask(url: &str, master: &str) -> Result<Option<(String, u16)>, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(SENTINEL_TIMEOUT))
+        .set_response_timeout(Some(SENTINEL_TIMEOUT));
+    let work = async {
+        let mut c = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(master)
+            .query_async::<Option<(String, u16)>>(&mut c)
+            .await
+    };
+    match tokio::time::timeout(SENTINEL_TIMEOUT * 2, work).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err("no answer in time".into()),
     }
 }
 
