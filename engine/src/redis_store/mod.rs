@@ -268,22 +268,73 @@ impl RedisStore {
         self
     }
 
-    /// After a recorded write of `script` (whose first key is `key`), wait for the replicas;
-    /// the shortfall reply when too few acknowledged, else `reply` itself.
-    async fn replicated(&self, script: &str, key: Option<&String>, reply: Resp) -> Resp {
-        let Some(w) = self.wait.filter(|_| wait::waits(script)) else {
-            return reply;
+    /// Run `script` and `WAIT` for the replicas as one pipeline on one connection (EVALSHA, then
+    /// EVAL after NOSCRIPT), so the WAIT counts the replicas of the very server that ran the
+    /// script: a WAIT sent on its own could reach another server after a failover (a new
+    /// Sentinel primary, a cluster node the client falls back to) and count the wrong
+    /// replicas. On a cluster the client routes the pipeline by the script's first key and, on
+    /// MOVED, ASK, TRYAGAIN or CLUSTERDOWN, sends the whole pipeline again where it belongs.
+    /// The script's own reply when `w.replicas` acknowledged in time, else the shortfall
+    /// (`NOREPLICAS`: transient).
+    async fn eval_replicated(
+        &self,
+        script: &'static Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+        w: WaitReplicas,
+    ) -> Result<Resp, StoreError> {
+        let mut pair = self
+            .run_then_wait("EVALSHA", script.sha1.as_bytes(), keys, args, w)
+            .await;
+        if matches!(&pair, Ok((Err(e), _)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+        {
+            pair = self
+                .run_then_wait("EVAL", script.source.as_bytes(), keys, args, w)
+                .await;
+        }
+        let (reply, waited) = match pair {
+            Ok(pair) => pair,
+            Err(e) => return error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
         };
-        let mut cmd = redis::cmd("WAIT");
-        cmd.arg(w.replicas).arg(w.timeout_ms.max(1));
-        let route = key.map_or(Route::Default, |k| Route::Slot(k));
-        match self.query(&cmd, route).await {
+        let reply = match reply {
+            Ok(v) => to_resp(v),
+            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
+        };
+        Ok(match waited {
             Ok(Value::Int(n)) if n >= i64::from(w.replicas) => reply,
             Ok(Value::Int(n)) => Resp::Error(wait::shortfall(n, w.replicas, w.timeout_ms)),
-            // Anything else is not known replicated, so not acknowledged: a refusal, a lost
-            // connection, or (on a cluster whose slot map is stale after a failover) the error
-            // of a replica the client reached instead of the primary that ran the script.
+            // Anything else is not known replicated, so not acknowledged.
             _ => Resp::Error(wait::shortfall(0, w.replicas, w.timeout_ms)),
+        })
+    }
+
+    /// `cmd first numkeys keys... args...` then `WAIT replicas timeout`, pipelined on one
+    /// connection: each one's reply (a server error stays in its own entry); `Err` when the
+    /// pipeline could not be sent or answered.
+    async fn run_then_wait(
+        &self,
+        cmd: &str,
+        first: &[u8],
+        keys: &[String],
+        args: &[Vec<u8>],
+        w: WaitReplicas,
+    ) -> RedisResult<(RedisResult<Value>, RedisResult<Value>)> {
+        let mut p = redis::pipe();
+        p.ignore_errors();
+        p.add_command(script_cmd(cmd, first, keys, args));
+        p.cmd("WAIT").arg(w.replicas).arg(w.timeout_ms.max(1));
+        let replies: Vec<RedisResult<Value>> = match &self.conn {
+            Conn::Single(c) => p.query_async(&mut c.clone()).await?,
+            Conn::Sentinel(c) => c.query_pipeline(&p).await?,
+            Conn::Cluster(c) => p.query_async(&mut c.clone()).await?,
+        };
+        let mut replies = replies.into_iter();
+        match (replies.next(), replies.next()) {
+            (Some(reply), Some(waited)) => Ok((reply, waited)),
+            _ => Err(redis::RedisError::from((
+                ErrorKind::Client,
+                "a pipeline of two commands answered fewer replies",
+            ))),
         }
     }
 
@@ -349,13 +400,20 @@ impl RedisStore {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> RedisResult<Value> {
-        let mut c = redis::cmd(cmd);
-        c.arg(first).arg(keys.len()).arg(keys);
-        for a in args {
-            c.arg(a.as_slice());
-        }
-        self.query(&c, Route::Default).await
+        self.query(&script_cmd(cmd, first, keys, args), Route::Default)
+            .await
     }
+}
+
+/// `cmd first numkeys keys... args...`: an EVALSHA (`first` the SHA1) or an EVAL (`first` the
+/// source).
+fn script_cmd(cmd: &str, first: &[u8], keys: &[String], args: &[Vec<u8>]) -> Cmd {
+    let mut c = redis::cmd(cmd);
+    c.arg(first).arg(keys.len()).arg(keys);
+    for a in args {
+        c.arg(a.as_slice());
+    }
+    c
 }
 
 #[async_trait]
@@ -366,6 +424,9 @@ impl Store for RedisStore {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> Result<Resp, StoreError> {
+        if let Some(w) = self.wait.filter(|_| wait::waits(script.name)) {
+            return self.eval_replicated(script, keys, args, w).await;
+        }
         let reply = match self
             .run("EVALSHA", script.sha1.as_bytes(), keys, args)
             .await
@@ -379,7 +440,7 @@ impl Store for RedisStore {
             }
             Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
         };
-        Ok(self.replicated(script.name, keys.first(), reply).await)
+        Ok(reply)
     }
 
     fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {

@@ -5,7 +5,7 @@ use super::url::SentinelUrl;
 use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
 use crate::store::StoreError;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, RedisResult, Value};
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -233,6 +233,20 @@ impl SentinelConn {
     pub async fn query(&self, cmd: &Cmd) -> RedisResult<Value> {
         let (generation, mut conn) = self.conn().await?;
         let reply = cmd.query_async(&mut conn).await;
+        self.after(generation, reply).await
+    }
+
+    /// [`SentinelConn::query`] of a pipeline (with `ignore_errors`: each command's reply in
+    /// its own entry), on one connection to the primary.
+    pub async fn query_pipeline(&self, p: &Pipeline) -> RedisResult<Vec<RedisResult<Value>>> {
+        let (generation, mut conn) = self.conn().await?;
+        let reply = p.query_async(&mut conn).await;
+        self.after(generation, reply).await
+    }
+
+    /// Forget the connection of `generation` when `reply` is an error that means a failover
+    /// may have happened ([`forgets`]); `reply` as it is.
+    async fn after<T>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
         if let Err(e) = &reply {
             if forgets(e) {
                 let mut st = self.state.lock().await;

@@ -1,7 +1,7 @@
 //! "Acknowledged means replicated, when asked" (`--wait-replicas N`): after a script that
 //! records something a caller is told about (a submit, an outcome, a cancel, a replay, ...), the
-//! store sends `WAIT N timeout` on the same connection to the same primary, and answers the call
-//! only when N replicas have its writes. When fewer acknowledge within the timeout, the call's
+//! store sends `WAIT N timeout` in one pipeline with the script, on one connection to the server
+//! that runs it, and answers the call only when N replicas have its writes. When fewer acknowledge within the timeout, the call's
 //! reply becomes Redis's own `NOREPLICAS` refusal: transient (engine/src/failure.rs), so the API
 //! answers 503 and the caller resends (a submit with its idempotency key, an outcome with its
 //! lease token; the scripts apply either once), and the resent call waits again.
