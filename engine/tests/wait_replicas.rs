@@ -85,7 +85,8 @@ fn is_no_replicas(e: &Error) -> bool {
 }
 
 // Goal: with --wait-replicas, acknowledged means on the replica. Method: a submit is
-// acknowledged while the replica is attached; with it detached the same submit (idempotency
+// acknowledged while the replica is attached, and after a SCRIPT FLUSH (EVAL and WAIT again);
+// with it detached the same submit (idempotency
 // key) is refused NOREPLICAS although the primary recorded it, reads still answer, and the
 // resend is acknowledged (the same task, once) after the replica is back; a task's outcome
 // refused NOREPLICAS is sent again (WAIT calls go on) and the task ran once (attempt 1).
@@ -108,6 +109,20 @@ async fn acknowledged_means_replicated_and_shortfalls_are_transient() {
         == 1;
     assert!(on_replica, "an acknowledged submit is on the replica");
 
+    // After SCRIPT FLUSH the pipelined EVALSHA answers NOSCRIPT and the store sends EVAL with
+    // its WAIT again: acknowledged, once.
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut node(primary.port()))
+        .expect("SCRIPT FLUSH");
+    let waits = wait_calls(primary.port());
+    let flushed = client
+        .submit(spec("wf", "echo", "\"f\"").idempotency_key("f"))
+        .await
+        .expect("acknowledged after a script flush");
+    assert!(flushed.created);
+    assert!(wait_calls(primary.port()) >= waits + 2, "each try waited");
+
     // Detached: refused as transient, recorded on the primary, not acknowledged.
     replicate(replica.port(), None).await;
     let b_spec = spec("wq", "echo", "\"b\"").idempotency_key("b");
@@ -129,6 +144,8 @@ async fn acknowledged_means_replicated_and_shortfalls_are_transient() {
     );
 
     // A worker whose outcome is refused NOREPLICAS keeps it and delivers it later.
+    let waits = || wait_calls(primary.port());
+    let before = waits();
     let worker = spawn_worker(
         store.clone(),
         Handlers::new().register("echo", Echo::default()),
@@ -139,16 +156,16 @@ async fn acknowledged_means_replicated_and_shortfalls_are_transient() {
         },
     );
     // The primary records both outcomes (the scripts ran), but the worker is not told they
-    // are recorded: it keeps sending them again with their tokens, each try waiting again.
+    // are recorded: it sends them again with their tokens, each try waiting again (until a
+    // heartbeat says the lease is gone, the task being completed on the primary). Only
+    // outcomes wait: at most two first tries, so four WAITs include a resend.
     eventually("the worker to run both tasks", || async {
         (count(&client, Status::Completed).await? == 2).then_some(())
     })
     .await;
-    let waits = || wait_calls(primary.port());
-    let before = waits();
     eventually(
         "the worker to resend its unacknowledged outcomes",
-        || async { (waits() >= before + 3).then_some(()) },
+        || async { (waits() >= before + 4).then_some(()) },
     )
     .await;
 
