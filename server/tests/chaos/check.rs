@@ -1,6 +1,7 @@
 //! The checker: from what the client, the receiver and the nemesis recorded and the tasks'
 //! final states, count each invariant's violations and explain every task that ran more than
-//! once (and every lease that expired) by a fault window that overlaps it.
+//! once (and every lease that expired) by a fault window that overlaps it. On a cluster a fault
+//! on a node explains only what happened to the queues that node served (its window's queues).
 
 use crate::load::{Acked, ClientStats, Effect, Received};
 use crate::nemesis::{Kind, Record, Window};
@@ -35,6 +36,10 @@ pub enum Cause {
     /// Redis was killed and restarted across it while it ran: down time plus AOF loading can
     /// span two heartbeats of a 6 s lease.
     RedisRestart,
+    /// The primary of its queue was killed across it (cluster): the failover refuses its
+    /// heartbeats for about the node timeout plus the election, and the promoted replica may
+    /// miss the last lease or heartbeat (they do not wait for replicas).
+    PrimaryKill,
     /// It never ran (no request) and a Redis restart or `CLIENT KILL` overlaps it: the reply of
     /// the call that leased it was lost, so its worker never learned of it.
     LostLeaseReply,
@@ -47,10 +52,11 @@ pub enum Cause {
 
 impl Cause {
     /// Every cause, in report order.
-    pub const ALL: [Cause; 6] = [
+    pub const ALL: [Cause; 7] = [
         Cause::KilledWorker,
         Cause::StoppedWorker,
         Cause::RedisRestart,
+        Cause::PrimaryKill,
         Cause::LostLeaseReply,
         Cause::ShortStoreFault,
         Cause::Unexplained,
@@ -67,6 +73,7 @@ impl Cause {
             Cause::KilledWorker => "a killed worker",
             Cause::StoppedWorker => "a stopped worker",
             Cause::RedisRestart => "a Redis restart",
+            Cause::PrimaryKill => "its queue's primary killed (failover)",
             Cause::LostLeaseReply => "a lease reply lost (never ran)",
             Cause::ShortStoreFault => "only a refusal shorter than the lease",
             Cause::Unexplained => "nothing (unexplained)",
@@ -79,6 +86,7 @@ impl Cause {
             Cause::KilledWorker => "killed worker",
             Cause::StoppedWorker => "stopped worker",
             Cause::RedisRestart => "Redis restart",
+            Cause::PrimaryKill => "primary kill",
             Cause::LostLeaseReply => "lost lease reply",
             Cause::ShortStoreFault => "short refusal only",
             Cause::Unexplained => "unexplained",
@@ -115,11 +123,25 @@ fn history(t: &Value) -> Vec<HistoryLine> {
         .unwrap_or_default()
 }
 
-/// The cause of a lost attempt held by `worker` (if known) during `lo..=hi` (wall ms); `ran`:
-/// its webhook was called. A kill of that very incarnation explains it whenever it happened
-/// before `hi` (a killed incarnation never runs again); the other faults must overlap.
-fn explain(windows: &[Window], worker: Option<&str>, lo: u64, hi: u64, ran: bool) -> Cause {
-    let overlaps = |w: &&Window| w.start_ms <= hi && w.end_ms >= lo;
+/// Whether the window concerns `queue`: a fault on an orq process or on one Redis concerns every
+/// queue; one on a cluster node only the queues that node served.
+fn on_queue(w: &Window, queue: &str) -> bool {
+    w.queues.is_empty() || w.queues.iter().any(|q| q == queue)
+}
+
+/// The cause of a lost attempt of a task of `queue` held by `worker` (if known) during
+/// `lo..=hi` (wall ms); `ran`: its webhook was called. A kill of that very incarnation explains
+/// it whenever it happened before `hi` (a killed incarnation never runs again); the other
+/// faults must overlap (and, on a cluster, have hit that queue's primary).
+fn explain(
+    windows: &[Window],
+    queue: &str,
+    worker: Option<&str>,
+    lo: u64,
+    hi: u64,
+    ran: bool,
+) -> Cause {
+    let overlaps = |w: &&Window| w.start_ms <= hi && w.end_ms >= lo && on_queue(w, queue);
     let on_worker = |w: &&Window| worker.is_none_or(|name| w.target == name);
     let any = |pred: &dyn Fn(&&Window) -> bool| windows.iter().any(|w| pred(&w));
     if any(&|w| {
@@ -134,12 +156,16 @@ fn explain(windows: &[Window], worker: Option<&str>, lo: u64, hi: u64, ran: bool
         return Cause::StoppedWorker;
     }
     let restart = any(&|w| w.kind == Kind::RedisKill && overlaps(w));
+    let primary_kill = any(&|w| w.kind == Kind::PrimaryKill && overlaps(w));
     let client_kill = any(&|w| w.kind == Kind::ClientKill && overlaps(w));
-    if !ran && (restart || client_kill) {
+    if !ran && (restart || primary_kill || client_kill) {
         return Cause::LostLeaseReply;
     }
     if restart {
         return Cause::RedisRestart;
+    }
+    if primary_kill {
+        return Cause::PrimaryKill;
     }
     if any(&|w| w.kind.is_short_store_fault() && overlaps(w)) {
         return Cause::ShortStoreFault;
@@ -147,12 +173,12 @@ fn explain(windows: &[Window], worker: Option<&str>, lo: u64, hi: u64, ran: bool
     Cause::Unexplained
 }
 
-/// The faults that overlap `lo..=hi` on the store or on `worker` (any worker when `None`), as
-/// `kind target start..end` items: the evidence printed next to an explanation.
-fn faults_near(windows: &[Window], worker: Option<&str>, lo: u64, hi: u64) -> String {
+/// The faults that overlap `lo..=hi` on the store of `queue` or on `worker` (any worker when
+/// `None`), as `kind target start..end` items: the evidence printed next to an explanation.
+fn faults_near(windows: &[Window], queue: &str, worker: Option<&str>, lo: u64, hi: u64) -> String {
     let near: Vec<String> = windows
         .iter()
-        .filter(|w| w.start_ms <= hi && w.end_ms >= lo)
+        .filter(|w| w.start_ms <= hi && w.end_ms >= lo && on_queue(w, queue))
         .filter(|w| match w.kind {
             Kind::WorkerKill | Kind::WorkerStop => worker.is_none_or(|n| n == w.target),
             Kind::SchedulerKill | Kind::ApiKill => false,
@@ -278,10 +304,13 @@ pub fn check(ev: &Evidence) -> Report {
     rep.figures.insert("dead", dead);
 
     // Two requests under one (task, epoch); attempts beyond the budget; orphans.
-    let mut per_epoch: BTreeMap<(&str, u64), u64> = BTreeMap::new();
+    let mut per_epoch: BTreeMap<(&str, u64), Vec<u64>> = BTreeMap::new();
     let (mut over_budget, mut orphans) = (0u64, 0u64);
     for e in &ev.received.effects {
-        *per_epoch.entry((e.task.as_str(), e.epoch)).or_default() += 1;
+        per_epoch
+            .entry((e.task.as_str(), e.epoch))
+            .or_default()
+            .push(e.at_ms);
         match by_id.get(e.task.as_str()) {
             Some(a) if e.attempt > a.max_retries + 1 => {
                 over_budget += 1;
@@ -310,11 +339,17 @@ pub fn check(ev: &Evidence) -> Report {
             }
         }
     }
-    let epoch_dups = per_epoch.values().filter(|n| **n > 1).count() as u64;
-    for ((task, epoch), n) in &per_epoch {
-        if *n > 1 {
+    let epoch_dups = per_epoch.values().filter(|at| at.len() > 1).count() as u64;
+    for ((task, epoch), at) in &per_epoch {
+        if at.len() > 1 {
+            let (lo, hi) = (at.iter().min().copied(), at.iter().max().copied());
+            let (lo, hi) = (lo.unwrap_or(0).saturating_sub(10_000), hi.unwrap_or(0));
+            let queue = by_id.get(task).map_or("", |a| a.queue.as_str());
             rep.details.push(format!(
-                "EPOCH DUPLICATE: task {task} got {n} requests under epoch {epoch}"
+                "EPOCH DUPLICATE: task {task} got {} requests under epoch {epoch} at {at:?} ms \
+                 ({})",
+                at.len(),
+                faults_near(windows, queue, None, lo, hi)
             ));
         }
     }
@@ -334,8 +369,10 @@ pub fn check(ev: &Evidence) -> Report {
 
     // Every expired lease, and every rerun of an effect, explained by a fault.
     let slack = 2_000;
+    let queue_of = |id: &str| by_id.get(id).map_or("", |a| a.queue.as_str());
     for (id, t) in ev.tasks {
         let Some(t) = t else { continue };
+        let queue = queue_of(id);
         let hist = history(t);
         let effects: Vec<&Effect> = effects_of.get(id.as_str()).cloned().unwrap_or_default();
         let effect_at = |attempt: u32| {
@@ -351,7 +388,7 @@ pub fn check(ev: &Evidence) -> Report {
                     a.saturating_sub(slack)
                 });
             let ran = effect_at(h.attempt).is_some();
-            let cause = explain(windows, Some(&h.worker), lo, h.at_ms, ran);
+            let cause = explain(windows, queue, Some(&h.worker), lo, h.at_ms, ran);
             *rep.expiries.entry(cause.clone()).or_default() += 1;
             if cause == Cause::LostLeaseReply {
                 rep.details.push(format!(
@@ -360,7 +397,7 @@ pub fn check(ev: &Evidence) -> Report {
                     h.attempt,
                     h.worker,
                     h.at_ms,
-                    faults_near(windows, Some(&h.worker), lo, h.at_ms)
+                    faults_near(windows, queue, Some(&h.worker), lo, h.at_ms)
                 ));
             }
             if !cause.acceptable() {
@@ -371,7 +408,7 @@ pub fn check(ev: &Evidence) -> Report {
                     h.attempt,
                     h.worker,
                     h.at_ms,
-                    faults_near(windows, Some(&h.worker), lo, h.at_ms)
+                    faults_near(windows, queue, Some(&h.worker), lo, h.at_ms)
                 ));
             }
         }
@@ -388,7 +425,7 @@ pub fn check(ev: &Evidence) -> Report {
             let hi = line.map_or(b.at_ms, |h| h.at_ms.min(b.at_ms));
             let worker = line.map(|h| h.worker.as_str()).filter(|w| *w != "-");
             let lo = a.at_ms.saturating_sub(slack);
-            let cause = explain(windows, worker, lo, hi, true);
+            let cause = explain(windows, queue, worker, lo, hi, true);
             why.push(format!(
                 "attempt {} (epoch {}) at {} ms{} ran again as attempt {} at {} ms: {} ({})",
                 a.attempt,
@@ -401,7 +438,7 @@ pub fn check(ev: &Evidence) -> Report {
                 b.attempt,
                 b.at_ms,
                 cause.words(),
-                faults_near(windows, worker, lo, hi)
+                faults_near(windows, queue, worker, lo, hi)
             ));
             worst = worst.max(cause);
         }
@@ -421,6 +458,7 @@ pub fn check(ev: &Evidence) -> Report {
         if t["status"] != "dead" {
             continue;
         }
+        let queue = queue_of(id);
         let hist = history(t);
         let last = hist.iter().max_by_key(|h| h.attempt);
         let ran_last = |a: u32| {
@@ -432,8 +470,15 @@ pub fn check(ev: &Evidence) -> Report {
             Some(h) if h.outcome == "expired" => {
                 let lo = h.at_ms.saturating_sub(ev.lease_ms + 10_000);
                 (
-                    explain(windows, Some(&h.worker), lo, h.at_ms, ran_last(h.attempt)),
-                    faults_near(windows, Some(&h.worker), lo, h.at_ms),
+                    explain(
+                        windows,
+                        queue,
+                        Some(&h.worker),
+                        lo,
+                        h.at_ms,
+                        ran_last(h.attempt),
+                    ),
+                    faults_near(windows, queue, Some(&h.worker), lo, h.at_ms),
                 )
             }
             _ => (Cause::Unexplained, String::new()),

@@ -2,9 +2,11 @@
 //! side effect) with the `x-orq-task-id`, `x-orq-attempt` and `x-orq-epoch` headers the handler
 //! sends; submitters that post tasks with idempotency keys and resubmit a key after any error
 //! until it is acknowledged; and the reader that waits for every acknowledged task to finish.
+//! Key number `n` goes to queue `n mod queues` (one queue on one Redis, one per primary on a
+//! cluster).
 
 use crate::nemesis::mix;
-use crate::procs::{lock, now_ms, QUEUE};
+use crate::procs::{lock, now_ms};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
@@ -141,6 +143,8 @@ pub fn spec(seed: u64, n: u64) -> Spec {
 pub struct Acked {
     /// Its id, as the first acknowledgement gave it.
     pub id: String,
+    /// Its queue.
+    pub queue: String,
     /// Its `max_retries`.
     pub max_retries: u32,
     /// Submits of its key before the acknowledgement (0: acknowledged at once).
@@ -173,6 +177,10 @@ pub struct Load {
     base: String,
     hook: String,
     seed: u64,
+    /// The queues, key number `n` to `queues[n % len]`.
+    queues: Vec<String>,
+    /// The queue of each acknowledged task, by id (for reads).
+    queue_of: Mutex<BTreeMap<String, String>>,
     /// What it saw.
     pub stats: Mutex<ClientStats>,
     next: AtomicU64,
@@ -203,8 +211,10 @@ pub fn is_final_read(t: Option<&Option<Value>>) -> bool {
 }
 
 impl Load {
-    /// A client of the API at `api` (`host:port`) whose tasks call the receiver on `hook_port`.
-    pub fn new(api: &str, hook_port: u16, seed: u64) -> Load {
+    /// A client of the API at `api` (`host:port`) whose tasks go to `queues` and call the
+    /// receiver on `hook_port`.
+    pub fn new(api: &str, hook_port: u16, seed: u64, queues: Vec<String>) -> Load {
+        assert!(!queues.is_empty(), "no queue to submit to");
         Load {
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -214,6 +224,8 @@ impl Load {
             base: format!("http://{api}/api/v1"),
             hook: format!("http://127.0.0.1:{hook_port}/hook"),
             seed,
+            queues,
+            queue_of: Mutex::new(BTreeMap::new()),
             stats: Mutex::new(ClientStats::default()),
             next: AtomicU64::new(0),
             stop_new: AtomicBool::new(false),
@@ -283,8 +295,9 @@ impl Load {
     /// doubling to 1 s after each error.
     async fn submit_until_acked(&self, n: u64) {
         let spec = spec(self.seed, n);
+        let queue = self.queues[(n % self.queues.len() as u64) as usize].clone();
         let body = json!({
-            "queue": QUEUE,
+            "queue": queue,
             "type": "http",
             "payload": {
                 "url": self.hook,
@@ -320,7 +333,7 @@ impl Load {
                                 .ok()
                                 .and_then(|t| t["id"].as_str().map(str::to_string));
                             if let Some(id) = id {
-                                self.ack(&spec, id, tries);
+                                self.ack(&spec, &queue, id, tries);
                                 return;
                             }
                             lock(&self.stats).transport_errors += 1;
@@ -337,7 +350,8 @@ impl Load {
         }
     }
 
-    fn ack(&self, spec: &Spec, id: String, retries: u32) {
+    fn ack(&self, spec: &Spec, queue: &str, id: String, retries: u32) {
+        lock(&self.queue_of).insert(id.clone(), queue.to_string());
         let mut s = lock(&self.stats);
         match s.acked.get(&spec.key) {
             Some(a) if a.id != id => {
@@ -350,6 +364,7 @@ impl Load {
                     spec.key.clone(),
                     Acked {
                         id,
+                        queue: queue.to_string(),
                         max_retries: spec.max_retries,
                         retries,
                     },
@@ -368,10 +383,14 @@ impl Load {
     /// Read one task (`GET /tasks/{id}?queue=`), retrying any answer but 200 and 404 until
     /// `deadline` (then `None`).
     pub async fn read(&self, id: &str, deadline: Instant) -> Option<Read> {
+        let queue = lock(&self.queue_of)
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("task {id} was never acknowledged"));
         loop {
             let r = self
                 .http
-                .get(format!("{}/tasks/{id}?queue={QUEUE}", self.base))
+                .get(format!("{}/tasks/{id}?queue={queue}", self.base))
                 .send()
                 .await;
             match r {

@@ -1,11 +1,13 @@
-//! The processes of a chaos run and their fixtures: a private `redis-server` with AOF
-//! (`appendfsync always`) on a fixed port and data directory, so that it can be killed and
-//! restarted with what it persisted; `orq api`, two `orq scheduler` and three `orq worker`, each
-//! in a [`Slot`] that the nemesis kills, stops and restarts. Every child is killed with SIGKILL
-//! and reaped when its fixture drops, and its pid is kept in a registry ([`kill_all_live`]) so
-//! that the watchdog and the failure path can end every child even when a fixture is out of
-//! reach (held by a fault thread).
+//! The processes of a chaos run and their fixtures: the store ([`Store`]: a private
+//! `redis-server`, or in cluster mode a private Redis Cluster of three primaries with a replica
+//! each), every server with AOF (`appendfsync always`) on a fixed port and data directory, so
+//! that it can be killed and restarted with what it persisted; `orq api`, two `orq scheduler`
+//! and three `orq worker`, each in a [`Slot`] that the nemesis kills, stops and restarts. Every
+//! child is killed with SIGKILL and reaped when its fixture drops, and its pid is kept in a
+//! registry ([`kill_all_live`]) so that the watchdog and the failure path can end every child
+//! even when a fixture is out of reach (held by a fault thread).
 
+use orq::testing::RedisCluster;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
@@ -16,8 +18,29 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// The queue every chaos task goes to.
+/// The queue every chaos task goes to on one Redis.
 pub const QUEUE: &str = "chaos";
+/// In cluster mode, queue names are `chaos-<n>`, the first whose slot is on each primary.
+pub const CLUSTER_QUEUE_PREFIX: &str = "chaos-";
+/// Primaries of the cluster mode's cluster (each with one replica).
+pub const CLUSTER_PRIMARIES: usize = 3;
+/// Every cluster node's arguments after the fixture's: AOF with `appendfsync always` (a node
+/// killed and restarted keeps what it acknowledged), `DEBUG` allowed, `noeviction` (what orq
+/// asks for), and its log in its directory (copied to the run's logs when the cluster drops).
+const CLUSTER_NODE_ARGS: [&str; 10] = [
+    "--appendonly",
+    "yes",
+    "--appendfsync",
+    "always",
+    "--enable-debug-command",
+    "yes",
+    "--maxmemory-policy",
+    "noeviction",
+    "--logfile",
+    "redis.log",
+];
+/// How long the cluster may take to be whole again after a node restart (a loaded machine).
+pub const CLUSTER_SETTLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// Handler slots of each worker process.
 pub const WORKER_CONCURRENCY: u32 = 8;
 /// How long a restarted process (Redis loading its AOF, the API binding its port) may take.
@@ -258,18 +281,193 @@ impl Redis {
         self.proc.as_mut()?.exited()
     }
 
-    /// A plain connection for the nemesis's commands, with timeouts.
-    pub fn admin(&self, read_timeout: Duration) -> Result<redis::Connection, String> {
-        let client = redis::Client::open(self.url()).map_err(|e| e.to_string())?;
-        let con = client
-            .get_connection_with_timeout(Duration::from_secs(5))
-            .map_err(|e| e.to_string())?;
-        con.set_read_timeout(Some(read_timeout))
-            .map_err(|e| e.to_string())?;
-        con.set_write_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
-        Ok(con)
+    /// The port.
+    pub fn port(&self) -> u16 {
+        self.port
     }
+}
+
+/// A plain connection to the server on `port` for the nemesis's commands, with timeouts.
+pub fn admin(port: u16, read_timeout: Duration) -> Result<redis::Connection, String> {
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(|e| e.to_string())?;
+    let con = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    con.set_read_timeout(Some(read_timeout))
+        .map_err(|e| e.to_string())?;
+    con.set_write_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    Ok(con)
+}
+
+/// The cluster mode's store: a [`RedisCluster`] whose nodes keep an AOF, with each live node's
+/// pid in the registry of [`kill_all_live`] and a generation per node for fault names.
+#[derive(Debug)]
+pub struct Nodes {
+    /// The cluster (`CLUSTER_PRIMARIES` primaries, one replica each).
+    pub cluster: RedisCluster,
+    logs: PathBuf,
+    /// Each node's pid as registered, by port.
+    pids: BTreeMap<u16, u32>,
+    /// Times each node was started, by port.
+    generations: BTreeMap<u16, u32>,
+}
+
+impl Nodes {
+    fn start(logs: &Path) -> Nodes {
+        let cluster = RedisCluster::start_with(CLUSTER_PRIMARIES, 1, &CLUSTER_NODE_ARGS);
+        let generations = cluster.ports().into_iter().map(|p| (p, 1)).collect();
+        let mut n = Nodes {
+            cluster,
+            logs: logs.to_path_buf(),
+            pids: BTreeMap::new(),
+            generations,
+        };
+        n.register();
+        n
+    }
+
+    /// Put every live node's pid in the registry (after a start or a restart).
+    fn register(&mut self) {
+        for node in self.cluster.nodes() {
+            if self.pids.get(&node.port) != Some(&node.pid) {
+                let mut live = lock(&LIVE);
+                if let Some(old) = self.pids.insert(node.port, node.pid) {
+                    live.remove(&old);
+                }
+                live.insert(node.pid, format!("redis-node:{}", node.port));
+            }
+        }
+    }
+
+    /// `redis+cluster://` with every node, so that a process (re)started while one is down
+    /// finds the cluster through another.
+    pub fn url(&self) -> String {
+        let nodes: Vec<String> = self
+            .cluster
+            .ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}", nodes.join(","))
+    }
+
+    /// The node's current incarnation: `node:<port>#<generation>`.
+    pub fn name(&self, port: u16) -> String {
+        format!(
+            "node:{port}#{}",
+            self.generations.get(&port).copied().unwrap_or(0)
+        )
+    }
+
+    /// SIGKILL the node on `port` (its AOF keeps what it acknowledged).
+    pub fn kill(&mut self, port: u16) {
+        self.cluster.kill_node(port);
+        if let Some(pid) = self.pids.remove(&port) {
+            lock(&LIVE).remove(&pid);
+        }
+    }
+
+    /// Start the killed node on `port` again (same port, `nodes.conf` and AOF).
+    pub fn restart(&mut self, port: u16) {
+        self.cluster.restart_node(port);
+        *self.generations.entry(port).or_default() += 1;
+        self.register();
+    }
+
+    /// Restart every node that exited on its own; their names and exit statuses.
+    pub fn revive(&mut self) -> Vec<String> {
+        let exited = self.cluster.reap_exited();
+        let mut out = Vec::new();
+        for (port, status) in exited {
+            out.push(format!("{}: {status}", self.name(port)));
+            if let Some(pid) = self.pids.remove(&port) {
+                lock(&LIVE).remove(&pid);
+            }
+            self.restart(port);
+        }
+        if !out.is_empty() {
+            if let Err(e) = self.cluster.wait_settled(CLUSTER_SETTLE_TIMEOUT) {
+                panic!("after restarting nodes that exited: {e}");
+            }
+        }
+        out
+    }
+
+    /// SIGKILL every node at once and start them all again (each loads its `nodes.conf` and
+    /// AOF); returns once the cluster is whole. Panics when it is not within
+    /// [`CLUSTER_SETTLE_TIMEOUT`].
+    pub fn kill_all_and_restart(&mut self) {
+        let ports = self.cluster.ports();
+        for &p in &ports {
+            self.kill(p);
+        }
+        for &p in &ports {
+            self.restart(p);
+        }
+        if let Err(e) = self.cluster.wait_settled(CLUSTER_SETTLE_TIMEOUT) {
+            panic!("after a kill -9 of every node: {e}");
+        }
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for port in self.cluster.ports() {
+            if let Some(dir) = self.cluster.node_dir(port) {
+                let _ = std::fs::copy(
+                    dir.join("redis.log"),
+                    self.logs.join(format!("redis-node-{port}.log")),
+                );
+            }
+        }
+        let mut live = lock(&LIVE);
+        for pid in self.pids.values() {
+            live.remove(pid);
+        }
+    }
+}
+
+/// What the orq processes keep their state in.
+#[derive(Debug)]
+pub enum Store {
+    /// One private `redis-server` (single mode).
+    One(Redis),
+    /// A private Redis Cluster (cluster mode).
+    Cluster(Nodes),
+}
+
+impl Store {
+    /// The `--redis` URL.
+    pub fn url(&self) -> String {
+        match self {
+            Store::One(r) => r.url(),
+            Store::Cluster(n) => n.url(),
+        }
+    }
+
+    /// SIGKILL every server and start it again from what it persisted; returns once it serves
+    /// again (the chaos run's last check).
+    pub fn kill_all_and_restart(&mut self) {
+        match self {
+            Store::One(r) => {
+                r.kill();
+                r.restart();
+            }
+            Store::Cluster(n) => n.kill_all_and_restart(),
+        }
+    }
+}
+
+/// Where the run keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// One private `redis-server`; one queue ([`QUEUE`]).
+    Single,
+    /// A Redis Cluster of [`CLUSTER_PRIMARIES`] primaries with a replica each; a queue on each
+    /// primary; every orq process with `--wait-replicas 1`.
+    Cluster,
 }
 
 /// Run one command on `con`; its reply or the error as text.
@@ -306,6 +504,10 @@ pub struct Setup {
     pub allow: String,
     /// Where logs go.
     pub logs: PathBuf,
+    /// The queues every process serves (`--queues`).
+    pub queues: Vec<String>,
+    /// Arguments every orq process gets on top (`--wait-replicas 1` in cluster mode).
+    pub extra: Vec<String>,
 }
 
 /// The mutable part of a [`Slot`]: the running process and how many times it was started.
@@ -371,20 +573,28 @@ impl Slot {
         st.generation += 1;
         let name = Self::name_of(self.role, self.index, st.generation);
         let mut cmd = Command::new(&setup.bin);
+        let queues = setup.queues.join(",");
         match self.role {
             Role::Api => {
-                cmd.args(["api", "--redis", &setup.redis_url, "--queues", QUEUE])
+                cmd.args(["api", "--redis", &setup.redis_url, "--queues", &queues])
                     .args(["--listen", &setup.api_listen, "--http-allow", &setup.allow]);
             }
             Role::Scheduler => {
-                cmd.args(["scheduler", "--redis", &setup.redis_url, "--queues", QUEUE]);
+                cmd.args([
+                    "scheduler",
+                    "--redis",
+                    &setup.redis_url,
+                    "--queues",
+                    &queues,
+                ]);
             }
             Role::Worker => {
-                cmd.args(["worker", "--redis", &setup.redis_url, "--queues", QUEUE])
+                cmd.args(["worker", "--redis", &setup.redis_url, "--queues", &queues])
                     .args(["--concurrency", &WORKER_CONCURRENCY.to_string()])
                     .args(["--worker-id", &name, "--http-allow", &setup.allow]);
             }
         }
+        cmd.args(&setup.extra);
         for (k, _) in std::env::vars_os() {
             let k = k.to_string_lossy().into_owned();
             if k.starts_with("ORQ_") || k.to_ascii_lowercase().ends_with("_proxy") {
@@ -419,12 +629,16 @@ impl Slot {
 /// Every process of a run.
 #[derive(Debug)]
 pub struct Cluster {
-    /// Ports, URLs, paths.
+    /// Ports, URLs, paths, queues.
     pub setup: Setup,
-    /// The Redis fixture; `redis_busy` is its fault lock.
-    pub redis: Mutex<Redis>,
-    /// Held by the fault acting on Redis (kill, CLIENT KILL/PAUSE, DEBUG SLEEP, OOM).
-    pub redis_busy: AtomicBool,
+    /// One Redis or the cluster mode's cluster.
+    pub mode: Mode,
+    /// The store's fixture; `store_busy` is its fault lock.
+    pub store: Mutex<Store>,
+    /// Held by the fault acting on the store (on any node of a cluster: one at a time).
+    pub store_busy: AtomicBool,
+    /// The hash slot of each queue of `setup.queues` (cluster mode; empty on one Redis).
+    pub queue_slots: Vec<u16>,
     /// `orq api`.
     pub api: Slot,
     /// Two `orq scheduler`.
@@ -434,22 +648,39 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Start Redis, then the API, two schedulers and three workers. `allow` is the receiver's
-    /// URL prefix.
-    pub fn start(logs: &Path, allow: String) -> Cluster {
-        let redis = Redis::start(logs);
+    /// Start the store, then the API, two schedulers and three workers. `allow` is the
+    /// receiver's URL prefix.
+    pub fn start(logs: &Path, allow: String, mode: Mode) -> Cluster {
+        let (store, queues, queue_slots, extra) = match mode {
+            Mode::Single => (
+                Store::One(Redis::start(logs)),
+                vec![QUEUE.to_string()],
+                Vec::new(),
+                Vec::new(),
+            ),
+            Mode::Cluster => {
+                let nodes = Nodes::start(logs);
+                let (queues, slots) = queues_per_primary(&nodes.cluster);
+                let extra = vec!["--wait-replicas".to_string(), "1".to_string()];
+                (Store::Cluster(nodes), queues, slots, extra)
+            }
+        };
         let setup = Setup {
             bin: std::env::var_os("ORQ_CHAOS_BIN")
                 .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_orq")), PathBuf::from),
-            redis_url: redis.url(),
+            redis_url: store.url(),
             api_listen: format!("127.0.0.1:{}", free_port()),
             allow,
             logs: logs.to_path_buf(),
+            queues,
+            extra,
         };
         let c = Cluster {
             setup,
-            redis: Mutex::new(redis),
-            redis_busy: AtomicBool::new(false),
+            mode,
+            store: Mutex::new(store),
+            store_busy: AtomicBool::new(false),
+            queue_slots,
             api: Slot::new(Role::Api, 0),
             schedulers: (0..2).map(|i| Slot::new(Role::Scheduler, i)).collect(),
             workers: (0..3).map(|i| Slot::new(Role::Worker, i)).collect(),
@@ -514,11 +745,47 @@ impl Cluster {
     }
 }
 
+impl Cluster {
+    /// The queues whose slots the primary on `port` serves now (cluster mode).
+    pub fn queues_on(&self, store: &Nodes, port: u16) -> Vec<String> {
+        self.setup
+            .queues
+            .iter()
+            .zip(&self.queue_slots)
+            .filter(|(_, slot)| store.cluster.primary_of_slot(**slot) == port)
+            .map(|(q, _)| q.clone())
+            .collect()
+    }
+}
+
+/// One queue per primary: for each primary (by its slot range), the first name `chaos-<n>`
+/// whose slot it serves; with their slots. The names depend only on the slot ranges, which
+/// `redis-cli --cluster create` splits evenly, so a seed always has the same queues.
+fn queues_per_primary(cluster: &RedisCluster) -> (Vec<String>, Vec<u16>) {
+    let mut by_primary: BTreeMap<u16, (String, u16)> = BTreeMap::new();
+    for n in 0..10_000 {
+        let name = format!("{CLUSTER_QUEUE_PREFIX}{n}");
+        let slot = cluster.key_slot(&orq::keys::queue_keys(&name)[0]);
+        by_primary
+            .entry(cluster.primary_of_slot(slot))
+            .or_insert((name, slot));
+        if by_primary.len() == CLUSTER_PRIMARIES {
+            break;
+        }
+    }
+    assert_eq!(by_primary.len(), CLUSTER_PRIMARIES, "{by_primary:?}");
+    let mut picked: Vec<(String, u16)> = by_primary.into_values().collect();
+    picked.sort_by_key(|(_, slot)| *slot);
+    picked.into_iter().unzip()
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
         for s in self.slots() {
             s.kill();
         }
-        lock(&self.redis).kill();
+        if let Store::One(r) = &mut *lock(&self.store) {
+            r.kill();
+        }
     }
 }
