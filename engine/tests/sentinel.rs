@@ -2,10 +2,10 @@
 //! `orq::testing::RedisSentinel`): the `redis+sentinel://` store finds the primary through the
 //! sentinels, runs every operation there, follows a crash failover and a planned one under load
 //! (the connection and the wake-up subscriber find the new primary; with `--wait-replicas 1`
-//! nothing acknowledged is lost, without it only the last writes before a crash: the workload and
-//! its loss counts are in `failover/mod.rs`, shared with `cluster.rs`), and a master name the
-//! sentinels do not know, or sentinels that do not listen, are errors within a timeout, not
-//! panics or hangs.
+//! nothing acknowledged is lost, without it only the last writes before a crash or a planned
+//! switch: the workload and its loss counts are in `failover/mod.rs`, shared with `cluster.rs`),
+//! and a master name the sentinels do not know, or sentinels that do not listen, are errors
+//! within a timeout, not panics or hangs.
 
 mod common;
 mod failover;
