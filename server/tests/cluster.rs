@@ -37,11 +37,7 @@ async fn api_worker_and_scheduler_run_on_a_cluster() {
     let mut scheduler = Proc::spawn(&["scheduler", "--redis", &url]);
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API to be ready", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
 
     let mut ids = Vec::new();
     for (port, q) in &queues {

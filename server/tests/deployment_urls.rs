@@ -106,11 +106,7 @@ async fn readyz_is_not_ready_while_no_primary_is_reachable() {
     let mut api = Proc::spawn(&["api", "--redis", &cluster.url(), "--listen", &listen]);
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API to be ready", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
     for port in cluster.ports() {
         cluster.kill_node(port);
     }

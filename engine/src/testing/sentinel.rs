@@ -50,28 +50,22 @@ fn spawn(dir: &Path, args: impl Fn(u16) -> Vec<String>) -> Proc {
     }
 }
 
-/// The arguments of a data server on `port`: no persistence, and a replica's full sync starts
-/// at once (Redis 7.0 waits 5 s for more replicas to join a diskless transfer by default).
-fn server_args(port: u16) -> Vec<String> {
-    [
-        "--port",
-        &port.to_string(),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
-        "--repl-diskless-sync-delay",
-        "0",
-        "--dbfilename",
-        &format!("dump-{port}.rdb"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+/// The arguments of a data server on `port` with its files in `dir`: a private server's
+/// ([`super::server_args`]), an RDB file of its own (the servers share `dir`), and a replica's
+/// full sync starts at once (Redis 7.0 waits 5 s for more replicas to join a diskless transfer
+/// by default).
+fn server_args(port: u16, dir: &std::path::Path) -> Vec<String> {
+    let mut args = super::server_args(port, dir);
+    args.extend(
+        [
+            "--repl-diskless-sync-delay",
+            "0",
+            "--dbfilename",
+            &format!("dump-{port}.rdb"),
+        ]
+        .map(String::from),
+    );
+    args
 }
 
 /// One command to the server on `port`; `None` when it cannot be reached or answers an error.
@@ -104,10 +98,10 @@ impl RedisSentinel {
             super::random_u64() as u32
         ));
         std::fs::create_dir_all(&dir).expect("create the sentinel fixture's directory");
-        let primary = spawn(&dir, server_args);
+        let primary = spawn(&dir, |port| server_args(port, &dir));
         let primary_port = primary.port;
         let replica = spawn(&dir, |port| {
-            let mut a = server_args(port);
+            let mut a = server_args(port, &dir);
             a.extend([
                 "--replicaof".to_string(),
                 "127.0.0.1".to_string(),
@@ -231,7 +225,7 @@ impl RedisSentinel {
             &dir,
             || port,
             |port| {
-                let mut a = server_args(port);
+                let mut a = server_args(port, &dir);
                 a.extend([
                     "--replicaof".to_string(),
                     "127.0.0.1".to_string(),

@@ -76,3 +76,13 @@ pub async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> Option<Value>) -> 
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Wait until the API at `base` (`http://<addr>/api/v1`) answers `/readyz` with a success, at
+/// most [`WAIT`].
+pub async fn wait_ready(http: &reqwest::Client, base: &str) {
+    wait_for("the API to be ready", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+}
