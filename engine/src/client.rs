@@ -146,8 +146,8 @@ pub struct TenantLimits {
     pub burst: Option<Option<u64>>,
 }
 
-/// Score of a tenant parked at its `max_inflight` (lib.lua's PARKED_CAPPED, 2^53 - 1).
-const PARKED_CAPPED: i64 = 9_007_199_254_740_991;
+/// Score of a tenant parked at its `max_inflight` (2^53 - 1, the scripts' `FACTS.parked_capped`).
+const PARKED_CAPPED: i64 = orq_lua::facts::PARKED_CAPPED as i64;
 
 /// Most entries [`Client::events`] returns per call.
 pub const EVENTS_PAGE_MAX: usize = 1000;

@@ -1,6 +1,7 @@
 //! The task model: what a client submits ([`TaskSpec`]), what the store holds ([`Task`]) and the
 //! status machine ([`Status`]).
 
+pub use orq_lua::facts::{BACKOFF_INITIAL_MS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, TIMEOUT_MS_MAX};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -10,14 +11,8 @@ pub const BATCH_MAX: usize = 1000;
 pub const PRIORITY_MAX: u8 = 9;
 /// Most retries a task may ask for.
 pub const MAX_RETRIES_MAX: u32 = 100;
-/// Shortest lease a task may ask for (ms).
-pub const LEASE_MS_MIN: u64 = 1_000;
-/// Longest lease a task may ask for (ms).
-pub const LEASE_MS_MAX: u64 = 3_600_000;
 /// Longest delay before a task's first run (ms): one year.
 pub const DELAY_MS_MAX: u64 = 366 * 24 * 3_600_000;
-/// Longest handler timeout a task may ask for (ms): one day.
-pub const TIMEOUT_MS_MAX: u64 = 24 * 3_600_000;
 /// How long an idempotency key is remembered after its submit (ms): 24 h.
 pub const IDEMPOTENCY_TTL_MS: u64 = 24 * 3_600_000;
 /// Default payload size limit (bytes): 1 MiB.
@@ -342,8 +337,10 @@ impl TaskSpec {
             }
         }
         let b = &self.backoff;
-        if b.initial_ms > 86_400_000 {
-            return Err("backoff.initial_ms: must be at most 86400000 (one day)".into());
+        if b.initial_ms > BACKOFF_INITIAL_MS_MAX {
+            return Err(format!(
+                "backoff.initial_ms: must be at most {BACKOFF_INITIAL_MS_MAX} (one day)"
+            ));
         }
         if !(b.multiplier.is_finite() && (1.0..=100.0).contains(&b.multiplier)) {
             return Err("backoff.multiplier: must be in [1, 100]".into());

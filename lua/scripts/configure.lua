@@ -17,9 +17,10 @@
 -- ARGV, mode queue:
 --   ARGV[1]  'queue'
 --   ARGV[2]  string   paused: '1' pause, '0' resume, '' keep
---   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..3600000 the starvation bound step,
---                     '' keep. It orders the ready tasks as lease reads them, so a change
---                     applies at once to the tasks already queued (lib.lua, pop_ready)
+--   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..FACTS.aging_step_ms_max the
+--                     starvation bound step, '' keep. It orders the ready tasks as lease reads
+--                     them, so a change applies at once to the tasks already queued (lib.lua,
+--                     pop_ready)
 --   ARGV[4]  bytes    defaults: the queue's default task options as JSON (validated by the
 --                     caller, at most 4096 bytes), '' keep, '-' remove
 -- ARGV, mode tenant:
@@ -67,7 +68,7 @@ if mode == 'queue' then
   if paused ~= '' and paused ~= '0' and paused ~= '1' then
     return redis.error_reply('INVALID paused must be 0 or 1')
   end
-  local step, e = opt(ARGV[3], 'aging_step_ms', 0, 3600000, true)
+  local step, e = opt(ARGV[3], 'aging_step_ms', 0, FACTS.aging_step_ms_max, true)
   if step == nil then return redis.error_reply(e) end
   if step == '-' then return redis.error_reply('INVALID aging_step_ms must be a number') end
   local defaults = ARGV[4] or ''

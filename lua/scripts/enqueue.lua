@@ -36,12 +36,13 @@
 --     run_at       integer  ms since epoch, or '' to use delay
 --     delay        integer  ms from the store's now, used when run_at is '' (default 0)
 --     max_retries  integer  0..100 (default 3, lib.lua TASK_DEFAULTS)
---     b_init       integer  first backoff, ms, 0..86400000 (default 1000)
+--     b_init       integer  first backoff, ms, 0..FACTS.backoff_initial_ms_max (default 1000)
 --     b_mult       number   backoff multiplier, 1..100 (default 2)
 --     b_max        integer  backoff cap, ms, 0..604800000 (default 300000)
 --     b_jitter     number   jitter fraction 0..1 (default 0.2)
---     lease_ms     integer  lease length, ms, 1..86400000 (default 30000)
---     timeout_ms   integer  handler timeout ms, 1..86400000, or '' for none
+--     lease_ms     integer  lease length, ms, FACTS.lease_ms_min..FACTS.lease_ms_max (default
+--                           30000)
+--     timeout_ms   integer  handler timeout ms, 1..FACTS.timeout_ms_max, or '' for none
 --     idem         string   idempotency key (validated by the caller: [A-Za-z0-9._:-], so
 --                           never a comma), or '' for none; keys are scoped by tenant, so two
 --                           tenants never see each other's tasks
@@ -146,7 +147,7 @@ for i = 1, n do
     it.custom = true
     it.max_retries, err = opt_int(p8, D.max_retries, 'max_retries', 0, 100)
     if not it.max_retries then return redis.error_reply(err) end
-    it.b_init, err = opt_int(p9, D.b_init, 'backoff.initial_ms', 0, 86400000)
+    it.b_init, err = opt_int(p9, D.b_init, 'backoff.initial_ms', 0, FACTS.backoff_initial_ms_max)
     if not it.b_init then return redis.error_reply(err) end
     it.b_mult, err = opt_num(p10, D.b_mult, 'backoff.multiplier', 1, 100)
     if not it.b_mult then return redis.error_reply(err) end
@@ -154,11 +155,11 @@ for i = 1, n do
     if not it.b_max then return redis.error_reply(err) end
     it.b_jitter, err = opt_num(p12, D.b_jitter, 'backoff.jitter', 0, 1)
     if not it.b_jitter then return redis.error_reply(err) end
-    it.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', 1, 86400000)
+    it.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', FACTS.lease_ms_min, FACTS.lease_ms_max)
     if not it.lease_ms then return redis.error_reply(err) end
   end
   if p14 ~= '' then
-    it.timeout_ms, err = arg_int(p14, 'timeout_ms', 1, 86400000)
+    it.timeout_ms, err = arg_int(p14, 'timeout_ms', 1, FACTS.timeout_ms_max)
     if not it.timeout_ms then return redis.error_reply(err) end
   end
   it.idem = p15

@@ -23,7 +23,7 @@ local now = now_ms()
 local id, token = ARGV[1], ARGV[2]
 local missing = require_args({'id', 'token'})
 if missing then return missing end
-local ext, e = arg_int(ARGV[3], 'extend_ms', 0, 86400000)
+local ext, e = arg_int(ARGV[3], 'extend_ms', 0, FACTS.lease_ms_max)
 if not ext then return redis.error_reply(e) end
 local bad = check_keys({5, 16})
 if bad then return bad end
@@ -36,7 +36,7 @@ if state ~= 'ok' then
 end
 if ext == 0 then
   ext = num(redis.call('HGET', task_key(id), F.lease_ms), LEASE_MS_DEFAULT)
-  if ext < 1 or ext > 86400000 then ext = 30000 end
+  if ext < FACTS.lease_ms_min or ext > FACTS.lease_ms_max then ext = LEASE_MS_DEFAULT end
   ext = math.floor(ext)
 end
 local exp = now + ext

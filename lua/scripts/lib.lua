@@ -85,8 +85,8 @@ local K_IDEM, K_TENANT, K_STATS, K_EVENTS, K_KNOWN = KEYS[9], KEYS[10], KEYS[11]
 local K_CONFIG, K_PARKED, K_WORKERS = KEYS[14], KEYS[15], KEYS[16]
 
 -- Score of a tenant parked at its max_inflight: it waits for one of its leases to end (or for its
--- limits to change), not for a time. 2^53 - 1, the largest integer a double holds exactly.
-local PARKED_CAPPED = 9007199254740991
+-- limits to change), not for a time (2^53 - 1, lua/src/facts.rs).
+local PARKED_CAPPED = FACTS.parked_capped
 
 -- The Redis type each queue key holds (the prefixes KEYS[1], KEYS[2], KEYS[9] and KEYS[10] are
 -- checked per key, by the scripts that append to them).
@@ -246,7 +246,7 @@ local function next_count(key, field, stored)
     return 1
   end
   local v = tonumber(stored)
-  if v and v == math.floor(v) and v > -9007199254740991 and v < 9007199254740991 and istr(v) == stored then
+  if v and v == math.floor(v) and v > -FACTS.exact_int_max and v < FACTS.exact_int_max and istr(v) == stored then
     return v + 1
   end
   return hincr(key, field, 1)
@@ -434,7 +434,7 @@ local function write_events(now, m, fields)
     -- orq): go on after it. A stream whose last id outlived its entries starts again.
     local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
     local tt, tn = parse_stream_id(top[1] and top[1][1])
-    if tt and tt < 9007199254740991 and tn < 9007199254740991 - 2 * EVENTS_PER_ENTRY then
+    if tt and tt < FACTS.exact_int_max and tn < FACTS.exact_int_max - 2 * EVENTS_PER_ENTRY then
       t, n = tt + 1, tn + m
     else
       redis.call('DEL', K_EVENTS)
@@ -645,7 +645,7 @@ end
 -- `configure` accepts reads as 0.
 local function aging_step()
   local step = num(redis.call('HGET', K_CONFIG, 'aging_step_ms'), 0)
-  if step < 0 or step > 3600000 then
+  if step < 0 or step > FACTS.aging_step_ms_max then
     return 0
   end
   return step
@@ -934,7 +934,7 @@ local function fail_attempt(id, t, now, err, retryable, r, outcome)
 end
 
 -- How long a worker stays in the workers set after its last lease or heartbeat call (ms).
-local WORKER_FORGET_MS = 3600000
+local WORKER_FORGET_MS = FACTS.worker_forget_ms
 
 -- Record that `worker` called at `now`, and forget up to 8 workers silent for WORKER_FORGET_MS.
 local function note_worker(worker, now)
@@ -1479,7 +1479,9 @@ local function lease_tasks(a, now)
             local epoch = next_count(key, F.epoch, at.e and flat[at.e])
             local attempt = next_count(key, F.attempt, at.a and flat[at.a])
             local lease_ms = num(at.l and flat[at.l], LEASE_MS_DEFAULT)
-            if lease_ms < 1 or lease_ms > 86400000 then lease_ms = LEASE_MS_DEFAULT end
+            if lease_ms < FACTS.lease_ms_min or lease_ms > FACTS.lease_ms_max then
+              lease_ms = LEASE_MS_DEFAULT
+            end
             local exp = now + math.floor(lease_ms)
             -- When the task became ready: its last change, or its creation when never changed.
             local updated_at = (at.u and flat[at.u]) or flat[at.c]

@@ -6,8 +6,11 @@
 //! (`ARGV[i]` with type and unit), the reply shapes, the error codes and the events it emits.
 //!
 //! Shared helpers live in `lua/scripts/lib.lua`, which is prepended to every script: the source
-//! sent to Redis (and hashed) is `lib.lua` + a newline + the script. Nothing else is added, so the
-//! SHA1 here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
+//! sent to Redis (and hashed) is the facts line ([`facts::lua_table`]: the limits and sentinels
+//! written once in `facts.rs`), a newline, `lib.lua`, a newline, then the script. Nothing else is
+//! added, so the SHA1 here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
+
+pub mod facts;
 
 use std::sync::LazyLock;
 
@@ -21,7 +24,7 @@ pub struct Script {
     pub name: &'static str,
     /// The script's own file, header included, without `lib.lua`.
     pub body: &'static str,
-    /// What is sent to the store: `lib.lua`, a newline, then `body`.
+    /// What is sent to the store: the facts line, a newline, `lib.lua`, a newline, then `body`.
     pub source: String,
     /// Lowercase hex SHA1 of `source`, as Redis computes it for EVALSHA.
     pub sha1: String,
@@ -29,7 +32,7 @@ pub struct Script {
 
 impl Script {
     fn new(name: &'static str, body: &'static str) -> Self {
-        let source = format!("{LIB_SOURCE}\n{body}");
+        let source = format!("{}\n{LIB_SOURCE}\n{body}", facts::lua_table());
         let sha1 = sha1_smol::Sha1::from(source.as_bytes())
             .digest()
             .to_string();
@@ -157,7 +160,9 @@ mod tests {
     #[test]
     fn sha1_is_of_the_full_source() {
         let s = script("get");
-        assert!(s.source.starts_with(LIB_SOURCE));
+        assert!(s
+            .source
+            .starts_with(&format!("{}\n{LIB_SOURCE}", facts::lua_table())));
         assert!(s.source.ends_with(s.body));
         assert_eq!(
             s.sha1,

@@ -1169,8 +1169,11 @@ pub(crate) async fn put_settings(
     let bytes = body_bytes(body, 64 * 1024)?;
     let b: QueueSettingsBody = parse_body(&bytes)?;
     if let Some(step) = b.aging_step_ms {
-        if step > 3_600_000 {
-            return Err(ApiError::bad_request("aging_step_ms: must be 0..=3600000"));
+        let max = orq_lua::facts::AGING_STEP_MS_MAX;
+        if step > max {
+            return Err(ApiError::bad_request(format!(
+                "aging_step_ms: must be 0..={max}"
+            )));
         }
     }
     if let Some(Some(d)) = &b.defaults {

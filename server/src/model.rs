@@ -5,7 +5,10 @@
 //! two for the shared limits).
 
 use crate::error::ApiError;
-use orq::task::{Backoff, Task, TaskSpec, DELAY_MS_MAX, PAYLOAD_MAX_BYTES};
+use orq::task::{
+    Backoff, Task, TaskSpec, DELAY_MS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, MAX_RETRIES_MAX,
+    PAYLOAD_MAX_BYTES, PRIORITY_MAX, TIMEOUT_MS_MAX,
+};
 use orq::Status;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -451,11 +454,14 @@ impl SubmitBody {
         if let Some(t) = self.task_type {
             spec.task_type = t;
         }
-        spec.priority = int_field("priority", self.priority, 0, 9, 0)? as u8;
-        spec.max_retries = int_field("max_retries", self.max_retries, 0, 100, 3)? as u32;
-        spec.lease_ms = int_field("lease_ms", self.lease_ms, 1_000, 3_600_000, 30_000)? as u64;
+        let (priority_max, retries_max) = (i64::from(PRIORITY_MAX), i64::from(MAX_RETRIES_MAX));
+        spec.priority = int_field("priority", self.priority, 0, priority_max, 0)? as u8;
+        spec.max_retries = int_field("max_retries", self.max_retries, 0, retries_max, 3)? as u32;
+        let (lease_min, lease_max) = (LEASE_MS_MIN as i64, LEASE_MS_MAX as i64);
+        spec.lease_ms = int_field("lease_ms", self.lease_ms, lease_min, lease_max, 30_000)? as u64;
         if let Some(t) = self.timeout_ms {
-            spec.timeout_ms = Some(int_field("timeout_ms", Some(t), 1, 86_400_000, 0)? as u64);
+            let max = TIMEOUT_MS_MAX as i64;
+            spec.timeout_ms = Some(int_field("timeout_ms", Some(t), 1, max, 0)? as u64);
         }
         let max_delay = DELAY_MS_MAX as i64;
         match (self.delay_ms, self.run_at) {

@@ -283,6 +283,28 @@ async fn document_constraints_match_the_code() {
         (Some(LEASE_MS_MIN), max(LEASE_MS_MAX))
     );
     assert_eq!(range(&submit["timeout_ms"]), (Some(1), max(TIMEOUT_MS_MAX)));
+    let defaults = schema_properties(&doc, "QueueDefaults");
+    assert_eq!(
+        range(&defaults["lease_ms"]),
+        (Some(LEASE_MS_MIN), max(LEASE_MS_MAX))
+    );
+    assert_eq!(
+        range(&defaults["timeout_ms"]),
+        (Some(1), max(TIMEOUT_MS_MAX))
+    );
+    for backoff in ["BackoffBody", "BackoffDefaults"] {
+        let initial = &schema_properties(&doc, backoff)["initial_ms"];
+        assert_eq!(
+            range(initial),
+            (Some(0), max(BACKOFF_INITIAL_MS_MAX)),
+            "{backoff}"
+        );
+    }
+    let settings = schema_properties(&doc, "QueueSettingsBody");
+    assert_eq!(
+        range(&settings["aging_step_ms"]),
+        (Some(0), max(orq_lua::facts::AGING_STEP_MS_MAX))
+    );
     let batch = schema_properties(&doc, "BatchBody");
     assert_eq!(batch["tasks"]["maxItems"], json!(BATCH_MAX));
     assert_eq!(

@@ -39,3 +39,46 @@ fn scripts_answer_missing_arguments_with_invalid() {
     }
     assert!(store.dump().is_empty(), "a refused call wrote something");
 }
+
+// Goal: `enqueue` accepts a lease length exactly in the API's documented range
+// (`orq_lua::facts::LEASE_MS_MIN..=LEASE_MS_MAX`, the one source the script reads as `FACTS`),
+// so a caller that skips the client's check meets the same limits.
+// Method: a task whose settings give lease_ms one below the minimum, the minimum, the maximum and
+// one above; the two outside answer INVALID naming lease_ms and write nothing.
+#[test]
+fn enqueue_accepts_exactly_the_documented_lease_range() {
+    use orq_lua::facts::{LEASE_MS_MAX, LEASE_MS_MIN};
+    let keys = queue_keys("q");
+    let script = orq_lua::script("enqueue");
+    for (lease_ms, ok) in [
+        (LEASE_MS_MIN - 1, false),
+        (LEASE_MS_MIN, true),
+        (LEASE_MS_MAX, true),
+        (LEASE_MS_MAX + 1, false),
+    ] {
+        let store = MemoryStore::new(Arc::new(ManualClock::from_ms(1_800_000_000_000)));
+        let settings = format!(",,,,,,,{lease_ms},,,");
+        let args: Vec<Vec<u8>> = [
+            "q",
+            "1",
+            "01J0000000000000000000000A",
+            "t1",
+            "echo",
+            "{}",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .chain([settings.into_bytes()])
+        .collect();
+        let reply = store.call_sync(script, &keys, &args);
+        match (&reply, ok) {
+            (Resp::Error(e), false) => {
+                assert!(e.starts_with("INVALID") && e.contains("lease_ms"), "{e}");
+                assert!(store.dump().is_empty(), "a refused enqueue wrote something");
+            }
+            (Resp::Array(_), true) => {}
+            _ => panic!("lease_ms {lease_ms}: {reply:?}"),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The limits and sentinels that both the Lua scripts and the Rust code use, written once.
+//!
+//! Rust code uses the constants; every script sees them as the fields of one Lua table,
+//! `FACTS`, declared on the first line of the source sent to Redis ([`lua_table`], prepended by
+//! [`crate::Script`]), so a script never writes one of these numbers itself (a test in this
+//! crate fails when one does). One table rather than one local per fact: Lua 5.1 allows a chunk
+//! 200 locals, and `enqueue` with `lib.lua` is near that.
+
+/// Shortest lease a task may ask for (ms): one second.
+pub const LEASE_MS_MIN: u64 = 1_000;
+/// Longest lease a task may ask for (ms): one hour. A handler that runs longer heartbeats.
+pub const LEASE_MS_MAX: u64 = 3_600_000;
+/// Longest handler timeout a task may ask for (ms): one day.
+pub const TIMEOUT_MS_MAX: u64 = 86_400_000;
+/// Longest first backoff a task may ask for (ms): one day.
+pub const BACKOFF_INITIAL_MS_MAX: u64 = 86_400_000;
+/// Longest starvation-bound step a queue may set (`aging_step_ms`, ms): one hour.
+pub const AGING_STEP_MS_MAX: u64 = 3_600_000;
+/// The largest integer a double (Lua 5.1's number, a ZSET score) holds exactly: 2^53 − 1.
+pub const EXACT_INT_MAX: u64 = (1 << 53) - 1;
+/// Score of a tenant parked at its `max_inflight` in the queue's `parked` ZSET: it waits for one
+/// of its leases to end (or its limits to change), not for a time. [`EXACT_INT_MAX`].
+pub const PARKED_CAPPED: u64 = EXACT_INT_MAX;
+/// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
+pub const WORKER_FORGET_MS: u64 = 3_600_000;
+
+/// Every fact as `(Lua field name, value)`, in the order of the table.
+pub const ALL: [(&str, u64); 8] = [
+    ("lease_ms_min", LEASE_MS_MIN),
+    ("lease_ms_max", LEASE_MS_MAX),
+    ("timeout_ms_max", TIMEOUT_MS_MAX),
+    ("backoff_initial_ms_max", BACKOFF_INITIAL_MS_MAX),
+    ("aging_step_ms_max", AGING_STEP_MS_MAX),
+    ("exact_int_max", EXACT_INT_MAX),
+    ("parked_capped", PARKED_CAPPED),
+    ("worker_forget_ms", WORKER_FORGET_MS),
+];
+
+/// The line that declares the facts to a script:
+/// `local FACTS = {lease_ms_min = 1000, ...}` (no newline).
+pub fn lua_table() -> String {
+    let fields: Vec<String> = ALL.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    format!("local FACTS = {{{}}}", fields.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: no script or lib.lua writes a fact's number itself: each uses `FACTS.<name>`, so
+    // the number lives here alone. Method: scan every script's own text for each value that is
+    // distinctive (100,000 or more: a 1000 is also a default backoff, a divisor, ...).
+    #[test]
+    fn no_script_writes_a_facts_number() {
+        for s in crate::all() {
+            for (name, value) in ALL.into_iter().filter(|(_, v)| *v >= 100_000) {
+                let found = s.body.contains(&value.to_string())
+                    || crate::LIB_SOURCE.contains(&value.to_string());
+                assert!(
+                    !found,
+                    "{value} ({name}) is written in {}.lua or lib.lua: use FACTS.{name}",
+                    s.name
+                );
+            }
+        }
+    }
+
+    // Goal: the table line is valid-looking Lua with every fact once.
+    #[test]
+    fn the_table_names_every_fact() {
+        let t = lua_table();
+        assert!(t.starts_with("local FACTS = {") && t.ends_with('}'), "{t}");
+        for (name, value) in ALL {
+            assert_eq!(t.matches(&format!("{name} = {value}")).count(), 1, "{t}");
+        }
+        assert!(!t.contains('\n'));
+    }
+}
