@@ -173,3 +173,25 @@ impl Error {
 
 /// Result alias of the engine.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Goal: every code a script answers with (`orq_lua::codes`, the one list) has its meaning
+    // here: none is taken for a transient refusal, and all but CORRUPT (a key of foreign data,
+    // which the caller cannot act on) map to their own variant, not to `Protocol`.
+    #[test]
+    fn every_script_error_code_has_a_variant() {
+        for code in orq_lua::codes::ERROR_CODES {
+            let e = Error::from_script(
+                "op",
+                &format!("{code} t1 max_inflight retry_after_ms=5"),
+                "id",
+            );
+            assert!(!e.is_unavailable(), "{code}: {e}");
+            let protocol = matches!(e, Error::Protocol { .. });
+            assert_eq!(protocol, code == "CORRUPT", "{code}: {e}");
+        }
+    }
+}

@@ -41,16 +41,8 @@ pub const START_MS: u64 = 1_800_000_000_000;
 pub const STEPS_MAX: usize = 48;
 /// Most raw ARGV or KEYS entries of one raw call.
 pub const RAW_ARGS_MAX: usize = 24;
-/// Error codes a script may answer with (lua/scripts/lib.lua).
-pub const ALLOWED_CODES: [&str; 7] = [
-    "NOTFOUND",
-    "STALE",
-    "CANCELLED",
-    "CONFLICT",
-    "INVALID",
-    "LIMITED",
-    "CORRUPT",
-];
+/// Error codes a script may answer with (written once in `orq_lua::codes`).
+pub const ALLOWED_CODES: [&str; 7] = orq_lua::codes::ERROR_CODES;
 
 /// Words that reach deep paths of the scripts' argument parsing.
 pub const WORDS: [&str; 28] = [

@@ -10,6 +10,7 @@
 //! written once in `facts.rs`), a newline, `lib.lua`, a newline, then the script. Nothing else is
 //! added, so the SHA1 here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
 
+pub mod codes;
 pub mod facts;
 
 use std::sync::LazyLock;

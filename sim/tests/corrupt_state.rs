@@ -25,15 +25,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// The error codes a script may answer with.
-const CODES: [&str; 7] = [
-    "NOTFOUND",
-    "STALE",
-    "CANCELLED",
-    "CONFLICT",
-    "INVALID",
-    "LIMITED",
-    "CORRUPT",
-];
+const CODES: [&str; 7] = orq_lua::codes::ERROR_CODES;
 
 /// A store under test, seeded and read with plain commands.
 trait Subject {

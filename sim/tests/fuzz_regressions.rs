@@ -13,15 +13,7 @@ use orq::Resp;
 use orq_sim::{ManualClock, MemoryStore};
 use std::sync::Arc;
 
-const CODES: [&str; 7] = [
-    "NOTFOUND",
-    "STALE",
-    "CANCELLED",
-    "CONFLICT",
-    "INVALID",
-    "LIMITED",
-    "CORRUPT",
-];
+const CODES: [&str; 7] = orq_lua::codes::ERROR_CODES;
 
 fn store() -> MemoryStore {
     MemoryStore::new(Arc::new(ManualClock::from_ms(1_800_000_000_000)))
