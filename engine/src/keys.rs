@@ -13,7 +13,7 @@ pub const QUEUES_WAKE_CHANNEL: &str = "orq:queues:wake";
 /// The Redis pub/sub channel of `queue`'s wake-ups, `orq:{<queue>}:wake` (lib.lua's `wake`:
 /// the task key prefix without its `task:`). Not a key: nothing is stored under it.
 pub fn wake_channel(queue: &str) -> String {
-    format!("orq:{{{queue}}}:wake")
+    format!("{}wake", queue_prefix(queue))
 }
 
 /// Longest queue, tenant or type name (bytes).
@@ -72,10 +72,75 @@ pub fn queue_keys(queue: &str) -> Vec<String> {
         is_valid_name(queue),
         "queue name {queue:?} was not validated"
     );
+    let prefix = queue_prefix(queue);
     QUEUE_KEY_SUFFIXES
         .iter()
-        .map(|suffix| format!("orq:{{{queue}}}:{suffix}"))
+        .map(|suffix| format!("{prefix}{suffix}"))
         .collect()
+}
+
+/// One key (or key prefix) of a queue's key set, in the order of [`queue_keys`]: `KEYS[i]` is
+/// the variant with [`QueueKey::index`] `i`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueKey {
+    /// Prefix of the task hashes, `orq:{q}:task:`.
+    Task = 1,
+    /// Prefix of the ready lists, `orq:{q}:ready:`.
+    Ready,
+    /// `orq:{q}:tenants`, the fair-share ZSET.
+    Tenants,
+    /// `orq:{q}:scheduled`.
+    Scheduled,
+    /// `orq:{q}:leases`.
+    Leases,
+    /// `orq:{q}:dead`, the DLQ.
+    Dead,
+    /// `orq:{q}:completed`.
+    Completed,
+    /// `orq:{q}:cancelled`.
+    Cancelled,
+    /// Prefix of the idempotency keys, `orq:{q}:idem:`.
+    Idem,
+    /// Prefix of the tenant hashes, `orq:{q}:tenant:`.
+    Tenant,
+    /// `orq:{q}:stats`.
+    Stats,
+    /// `orq:{q}:events`, the event stream.
+    Events,
+    /// `orq:{q}:known_tenants`.
+    KnownTenants,
+    /// `orq:{q}:config`.
+    Config,
+    /// `orq:{q}:parked`.
+    Parked,
+    /// `orq:{q}:workers`.
+    Workers,
+}
+
+impl QueueKey {
+    /// Its position in the queue key set: the `i` of the scripts' `KEYS[i]` (1-based).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The key (or prefix) of `queue`: `orq:{<queue>}:<suffix>`.
+    pub fn of(self, queue: &str) -> String {
+        format!(
+            "{}{}",
+            queue_prefix(queue),
+            QUEUE_KEY_SUFFIXES[self.index() - 1]
+        )
+    }
+}
+
+/// The prefix every key of `queue` starts with, `orq:{<queue>}:` (the hash tag included).
+pub fn queue_prefix(queue: &str) -> String {
+    format!("orq:{{{queue}}}:")
+}
+
+/// The hash of task `id` of `queue`, `orq:{<queue>}:task:<id>`.
+pub fn task_key(queue: &str, id: &str) -> String {
+    format!("{}{id}", QueueKey::Task.of(queue))
 }
 
 const QUEUE_KEY_SUFFIXES: [&str; 16] = [
@@ -110,6 +175,37 @@ mod tests {
         for (i, pattern) in layout {
             assert_eq!(keys[i - 1], pattern, "KEYS[{i}]");
         }
+    }
+
+    // Goal: each QueueKey names the entry of the key set at its index.
+    #[test]
+    fn queue_key_variants_are_the_key_set_in_order() {
+        let keys = queue_keys("q");
+        let all = [
+            QueueKey::Task,
+            QueueKey::Ready,
+            QueueKey::Tenants,
+            QueueKey::Scheduled,
+            QueueKey::Leases,
+            QueueKey::Dead,
+            QueueKey::Completed,
+            QueueKey::Cancelled,
+            QueueKey::Idem,
+            QueueKey::Tenant,
+            QueueKey::Stats,
+            QueueKey::Events,
+            QueueKey::KnownTenants,
+            QueueKey::Config,
+            QueueKey::Parked,
+            QueueKey::Workers,
+        ];
+        assert_eq!(all.len(), keys.len());
+        for (i, k) in all.into_iter().enumerate() {
+            assert_eq!(k.index(), i + 1);
+            assert_eq!(k.of("q"), keys[i], "{k:?}");
+        }
+        assert_eq!(task_key("q", "A"), "orq:{q}:task:A");
+        assert_eq!(wake_channel("q"), "orq:{q}:wake");
     }
 
     #[test]

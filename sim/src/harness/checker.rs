@@ -87,7 +87,7 @@ pub struct Pre {
 }
 
 pub(super) fn task_key(id: &str) -> String {
-    format!("orq:{{{QUEUE}}}:task:{id}")
+    orq::keys::task_key(QUEUE, id)
 }
 
 fn arg(args: &[Vec<u8>], i: usize) -> String {
@@ -299,7 +299,7 @@ pub fn post_call(
                 let now = l.store_now_max;
                 // Check 8: a paused queue leases nothing. The call is atomic and nothing runs
                 // between it and this read, so the flag read now is the one the script saw.
-                let config = format!("orq:{{{QUEUE}}}:config");
+                let config = orq::keys::QueueKey::Config.of(QUEUE);
                 let paused = w
                     .store
                     .command(&[b"HGET", config.as_bytes(), b"paused"])
@@ -445,7 +445,7 @@ fn text(b: &[u8]) -> String {
 
 /// Read the queue's keys from the store.
 pub fn view(w: &World) -> QueueView {
-    let prefix = format!("orq:{{{QUEUE}}}:");
+    let prefix = orq::keys::queue_prefix(QUEUE);
     w.store.read(|db| {
         let mut v = QueueView::default();
         for (key, value) in db.iter() {
@@ -540,7 +540,7 @@ pub fn check_store_state(
     queue: &str,
     ledger: Option<&Ledger>,
 ) -> Result<u64, String> {
-    let prefix = format!("orq:{{{queue}}}:");
+    let prefix = orq::keys::queue_prefix(queue);
     store.read(|db| {
         let mut tasks: Vec<(&[u8], &crate::Hash)> = Vec::new();
         let mut zsets: Vec<(&[u8], &crate::ZSet)> = Vec::new();

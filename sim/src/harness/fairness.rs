@@ -335,7 +335,7 @@ impl Runner {
     /// Live leases per tenant as the store holds them: tasks whose status is `leased`, found
     /// through the queue's lease index (crashed slots' leases count until they are reaped).
     pub fn live_leases_by_tenant(&self) -> BTreeMap<String, u64> {
-        let prefix = format!("orq:{{{QUEUE}}}:");
+        let prefix = orq::keys::queue_prefix(QUEUE);
         self.store.read(|db| {
             let mut out = BTreeMap::new();
             let Some(crate::Value::ZSet(leases)) = db.get(format!("{prefix}leases").as_bytes())

@@ -465,7 +465,7 @@ impl World {
 
     /// Put the stream entries appended by the last call on the timeline, attributed to `actor`.
     fn record_stream(&self, actor: &str) {
-        let key = format!("orq:{{{QUEUE}}}:events");
+        let key = orq::keys::QueueKey::Events.of(QUEUE);
         let last = self.state.lock().unwrap().stream_last.clone();
         let reply = self
             .store
@@ -511,7 +511,7 @@ impl World {
 
     /// Forget the stream position (after a lossy restart rolled the stream back).
     pub fn reset_stream_position(&self) {
-        let key = format!("orq:{{{QUEUE}}}:events");
+        let key = orq::keys::QueueKey::Events.of(QUEUE);
         let reply = self.store.command(&[b"XRANGE", key.as_bytes(), b"-", b"+"]);
         let last = reply
             .as_array()
