@@ -116,41 +116,7 @@ pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// Lease length a task gets when its spec does not say (ms).
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 
-/// The stored names of a task hash's fields, as `(name, stored name)`: lib.lua's `F` holds the
-/// same pairs (design note 26). Redis keeps a small hash as a listpack of its field names and
-/// values, so every task pays for its names: the short ones save about 32 bytes a queued task.
-/// Scripts and replies use the stored names in Redis; [`crate::decode::task`] maps them back.
-/// A queued task stores no `status`: an absent `s` in a hash that has `c` reads as queued.
-pub const STORED_NAMES: [(&str, &str); 28] = [
-    ("status", "s"),
-    ("tenant", "t"),
-    ("type", "y"),
-    ("payload", "p"),
-    ("created_at", "c"),
-    ("updated_at", "u"),
-    ("run_at", "r"),
-    ("priority", "pr"),
-    ("attempt", "a"),
-    ("epoch", "e"),
-    ("token", "k"),
-    ("worker", "w"),
-    ("lease_exp", "x"),
-    ("hb_at", "hb"),
-    ("outcome", "o"),
-    ("last_error", "le"),
-    ("finished_at", "f"),
-    ("result", "rs"),
-    ("history", "hi"),
-    ("idem", "i"),
-    ("timeout_ms", "to"),
-    ("max_retries", "mr"),
-    ("b_init", "bi"),
-    ("b_mult", "bm"),
-    ("b_max", "bx"),
-    ("b_jitter", "bj"),
-    ("lease_ms", "l"),
-    ("replays", "rn"),
-];
+pub use orq_lua::fields::STORED_NAMES;
 
 /// The stored name of task field `name` (`"status"` → `"s"`); `None` for a name that is no task
 /// field.
@@ -434,32 +400,10 @@ pub struct Task {
 mod tests {
     use super::*;
 
-    // Goal: the Rust side and the scripts agree on every stored field name, and no two fields
-    // share one. Method: read lib.lua's `local F = {...}` table from its source and compare it
-    // with STORED_NAMES, pair by pair.
+    // Goal: no two fields share a stored name, and the lookups map both ways. (The scripts'
+    // `F` table is generated from the same list: orq_lua::fields.)
     #[test]
-    fn stored_names_match_lib_lua() {
-        let src = orq_lua::LIB_SOURCE;
-        let start = src.find("local F = {").expect("lib.lua defines F") + "local F = {".len();
-        let end = start + src[start..].find('}').expect("F's table ends");
-        let mut lua: Vec<(String, String)> = src[start..end]
-            .split(',')
-            .filter(|p| !p.trim().is_empty())
-            .map(|p| {
-                let (name, stored) = p.split_once('=').expect("name = 'stored'");
-                (
-                    name.trim().to_string(),
-                    stored.trim().trim_matches('\'').to_string(),
-                )
-            })
-            .collect();
-        let mut rust: Vec<(String, String)> = STORED_NAMES
-            .iter()
-            .map(|(n, s)| (n.to_string(), s.to_string()))
-            .collect();
-        lua.sort();
-        rust.sort();
-        assert_eq!(lua, rust);
+    fn stored_names_are_distinct_and_map_both_ways() {
         let mut stored: Vec<&str> = STORED_NAMES.iter().map(|(_, s)| *s).collect();
         stored.sort_unstable();
         stored.dedup();

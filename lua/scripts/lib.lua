@@ -66,18 +66,14 @@ local ERROR_MAX = 2048
 -- Attempt history lines kept on a task (older lines are dropped).
 local HISTORY_MAX = 20
 
--- The stored names of a task hash's fields (docs/design-notes.md, note 26): a field's name is stored in every
--- task hash, so the short names save memory on every queued task (Redis keeps a small hash as a
--- listpack of its names and values). Scripts name fields by their long (logical) names, as
--- replies and the API do, and map them here at each read and write of a task hash; the Rust side
--- maps them back (orq::task::stored_name, decode::task). A queued task stores no status: an
--- absent `s` in a hash that has `c` (created_at, which every record has) reads as 'queued'.
-local F = {status = 's', tenant = 't', type = 'y', payload = 'p', created_at = 'c',
-  updated_at = 'u', run_at = 'r', priority = 'pr', attempt = 'a', epoch = 'e', token = 'k',
-  worker = 'w', lease_exp = 'x', hb_at = 'hb', outcome = 'o', last_error = 'le',
-  finished_at = 'f', result = 'rs', history = 'hi', idem = 'i', timeout_ms = 'to',
-  max_retries = 'mr', b_init = 'bi', b_mult = 'bm', b_max = 'bx', b_jitter = 'bj',
-  lease_ms = 'l', replays = 'rn'}
+-- The stored names of a task hash's fields (docs/design-notes.md, note 26): a field's name is
+-- stored in every task hash, so the short names save memory on every queued task (Redis keeps a
+-- small hash as a listpack of its names and values). Scripts name fields by their long (logical)
+-- names, as replies and the API do, and map them with `F` (name -> stored name) at each read and
+-- write of a task hash; the Rust side maps them back (orq::task::stored_name, decode::task). `F`
+-- is declared by the line before lib.lua, generated from the one list in lua/src/fields.rs. A
+-- queued task stores no status: an absent `s` in a hash that has `c` (created_at, which every
+-- record has) reads as 'queued'.
 
 local K_TASK, K_READY, K_TENANTS, K_SCHEDULED = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_LEASES, K_DEAD, K_COMPLETED, K_CANCELLED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]

@@ -7,11 +7,13 @@
 //!
 //! Shared helpers live in `lua/scripts/lib.lua`, which is prepended to every script: the source
 //! sent to Redis (and hashed) is the facts line ([`facts::lua_table`]: the limits and sentinels
-//! written once in `facts.rs`), a newline, `lib.lua`, a newline, then the script. Nothing else is
-//! added, so the SHA1 here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
+//! written once in `facts.rs`), the stored field names line ([`fields::lua_table`]), `lib.lua`,
+//! then the script, each followed by a newline but the last. Nothing else is added, so the SHA1
+//! here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
 
 pub mod codes;
 pub mod facts;
+pub mod fields;
 
 use std::sync::LazyLock;
 
@@ -25,7 +27,7 @@ pub struct Script {
     pub name: &'static str,
     /// The script's own file, header included, without `lib.lua`.
     pub body: &'static str,
-    /// What is sent to the store: the facts line, a newline, `lib.lua`, a newline, then `body`.
+    /// What is sent to the store: [`prelude`], a newline, `lib.lua`, a newline, then `body`.
     pub source: String,
     /// Lowercase hex SHA1 of `source`, as Redis computes it for EVALSHA.
     pub sha1: String,
@@ -33,7 +35,7 @@ pub struct Script {
 
 impl Script {
     fn new(name: &'static str, body: &'static str) -> Self {
-        let source = format!("{}\n{LIB_SOURCE}\n{body}", facts::lua_table());
+        let source = format!("{}\n{LIB_SOURCE}\n{body}", prelude());
         let sha1 = sha1_smol::Sha1::from(source.as_bytes())
             .digest()
             .to_string();
@@ -49,6 +51,12 @@ impl Script {
     pub fn header(&self) -> impl Iterator<Item = &'static str> {
         self.body.lines().take_while(|l| l.starts_with("--"))
     }
+}
+
+/// The generated lines before `lib.lua`: the facts ([`facts::lua_table`]) and the stored field
+/// names ([`fields::lua_table`]), one line each.
+pub fn prelude() -> String {
+    format!("{}\n{}", facts::lua_table(), fields::lua_table())
 }
 
 macro_rules! scripts {
@@ -163,7 +171,7 @@ mod tests {
         let s = script("get");
         assert!(s
             .source
-            .starts_with(&format!("{}\n{LIB_SOURCE}", facts::lua_table())));
+            .starts_with(&format!("{}\n{LIB_SOURCE}", prelude())));
         assert!(s.source.ends_with(s.body));
         assert_eq!(
             s.sha1,
