@@ -62,6 +62,11 @@ pub struct ReportLedger {
     pub pending: BTreeMap<(String, String), Pending>,
     /// Tries of each outcome by (task, token), counted when sent.
     pub tries: BTreeMap<(String, String), u32>,
+    /// Heartbeats of each lease (task, token) refused (or whose reply was lost) since its last
+    /// heartbeat that reached the store: the refusal streak the worker backs off by. Kept apart
+    /// from `pending`, which an outcome's entry takes over while the outcome waits, so a streak
+    /// that runs through such a wait is not counted from 1 again after it.
+    pub beat_streak: BTreeMap<(String, String), u32>,
     /// Per worker: its completer's calls in flight and the virtual ms the last one ended.
     pub completer: BTreeMap<String, (u32, u64)>,
     /// Outcomes refused at least once and later taken by the store with the same token.
@@ -143,6 +148,7 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
                 // A heartbeat whose reply the worker got: it reckons its deadline from now on,
                 // and a refused heartbeat of the lease is answered.
                 CallEnd::Reached => {
+                    l.beat_streak.remove(&item);
                     l.lease_seen(&item.0, &item.1, now);
                     if l.pending.get(&item).is_some_and(|p| p.script == HEARTBEAT) {
                         l.pending.remove(&item);
@@ -151,6 +157,11 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
                 // Refused, or its reply lost: the worker must heartbeat again soon. While an
                 // outcome of the lease is pending, the outcome's rule applies instead.
                 CallEnd::Refused | CallEnd::ReplyLost => {
+                    let streak = {
+                        let n = l.beat_streak.entry(item.clone()).or_default();
+                        *n += 1;
+                        *n
+                    };
                     let p = l.pending.entry(item).or_insert(Pending {
                         actor: actor.to_string(),
                         script: HEARTBEAT.to_string(),
@@ -159,7 +170,7 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
                         in_flight: 0,
                     });
                     if p.script == HEARTBEAT {
-                        p.tries += 1;
+                        p.tries = streak;
                         p.last_ms = now;
                     }
                 }
