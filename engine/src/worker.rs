@@ -241,6 +241,11 @@ pub enum Outcome {
 /// wait doubles from `idle_poll_ms` with each refusal in a row, up to this (ms).
 pub const LEASE_REFUSED_BACKOFF_MS_MAX: u64 = 5_000;
 
+/// How long a worker waits for an aborted handler (shutdown past its grace, lost lease, timeout)
+/// to be dropped before it reports the outcome (ms). Only a handler that blocks its thread
+/// without yielding takes this long.
+pub const HANDLER_ABORT_WAIT_MS: u64 = 1_000;
+
 /// The wait before the next lease call on a queue whose last `refusals` calls in a row were
 /// refused: `idle_poll_ms × 2^(refusals − 1)`, at most [`LEASE_REFUSED_BACKOFF_MS_MAX`].
 pub fn lease_refused_backoff_ms(idle_poll_ms: u64, refusals: u32) -> u64 {
@@ -1262,6 +1267,16 @@ impl Inner {
         if !run.0.is_finished() {
             cancel.cancel();
             run.0.abort();
+            // An abort takes effect when the runtime next reaches the handler's task: wait for
+            // it (bounded), so the release or retry below is not reported, and `stop` does not
+            // return, while the handler still runs. A handler that blocks its thread instead of
+            // yielding is left behind after the bound.
+            tokio::select! {
+                _ = &mut run.0 => {}
+                _ = self.clock.sleep(HANDLER_ABORT_WAIT_MS) => {
+                    tracing::warn!(task = %task.id, "handler still running {HANDLER_ABORT_WAIT_MS} ms after its abort");
+                }
+            }
         }
         (outcome, local_deadline_ms)
     }
