@@ -6,7 +6,7 @@ use crate::client::{call, RETENTION_MS, TRIM_BOUND};
 use crate::decode::{self, array_at, int_at, items, str_at};
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::task::Task;
+use crate::task::{stored, Task};
 use crate::Resp;
 
 /// Most tasks one lease call may return.
@@ -64,16 +64,14 @@ impl LeaseWrite {
     /// The flat field list of the leased task: `before` (field/value pairs, `id` last) with the
     /// fields the lease wrote replaced, or added before `id`, in the order the script writes them.
     fn apply(&self, before: &[Resp], worker: &str, token_bits: &str) -> Vec<Resp> {
-        // In the stored names (crate::task::STORED_NAMES): epoch, attempt, token, worker,
-        // lease_exp, updated_at, status.
         let written: [(&str, String); 7] = [
-            ("e", self.epoch.to_string()),
-            ("a", self.attempt.to_string()),
-            ("k", format!("{}-{token_bits}", self.epoch)),
-            ("w", worker.to_string()),
-            ("x", self.expires_at_ms.to_string()),
-            ("u", self.now_ms.to_string()),
-            ("s", "leased".to_string()),
+            (stored::epoch, self.epoch.to_string()),
+            (stored::attempt, self.attempt.to_string()),
+            (stored::token, format!("{}-{token_bits}", self.epoch)),
+            (stored::worker, worker.to_string()),
+            (stored::lease_exp, self.expires_at_ms.to_string()),
+            (stored::updated_at, self.now_ms.to_string()),
+            (stored::status, "leased".to_string()),
         ];
         let mut flat: Vec<Resp> = Vec::with_capacity(before.len() + 2 * written.len());
         let mut id: Option<&[Resp]> = None;
@@ -165,7 +163,7 @@ fn leased(
                 let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
                 corrupt.push(CorruptLease {
                     id: field("id"),
-                    token: field("k"), // the stored name of token (task::STORED_NAMES)
+                    token: field(stored::token),
                     error,
                 });
             }

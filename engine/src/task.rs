@@ -116,7 +116,7 @@ pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// Lease length a task gets when its spec does not say (ms).
 pub const DEFAULT_LEASE_MS: u64 = 30_000;
 
-pub use orq_lua::fields::STORED_NAMES;
+pub use orq_lua::fields::{stored, STORED_NAMES};
 
 /// The stored name of task field `name` (`"status"` → `"s"`); `None` for a name that is no task
 /// field.

@@ -39,6 +39,7 @@ use super::fairness::{RateWindow, RATE_EPSILON};
 use super::reports::ReportLedger;
 use super::world::{TenancyStats, World, QUEUE};
 use crate::{MemoryStore, Value as StoreValue};
+use orq::task::stored as S;
 use orq::Resp;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -171,13 +172,16 @@ pub fn pre_call(w: &World, script: &str, args: &[Vec<u8>]) -> Vec<Pre> {
         .into_iter()
         .map(|(id, token)| {
             let key = task_key(&id);
-            let r = w
-                .store
-                .command(&[b"HMGET", key.as_bytes(), b"s", b"k", b"c"]);
+            let r = w.store.command(&[
+                b"HMGET",
+                key.as_bytes(),
+                S::status.as_bytes(),
+                S::token.as_bytes(),
+                S::created_at.as_bytes(),
+            ]);
             let vals = r.as_array().unwrap_or_default();
             let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).map(str::to_string);
-            // The stored names (orq::task::STORED_NAMES): status, token, created_at; a record
-            // without a status is queued.
+            // A record without a status is queued.
             let status = text(0).or_else(|| text(2).map(|_| "queued".to_string()));
             Pre {
                 id,
@@ -352,7 +356,7 @@ pub fn post_call(
                     }
                     // The reply carries the record as it was before the lease (ops.rs,
                     // LeaseWrite): the new token is read back; nothing ran since the call.
-                    let token_field = orq::task::stored_name("token").unwrap_or("k");
+                    let token_field = S::token;
                     let token = w.store.command(&[
                         b"HGET",
                         task_key(&id).as_bytes(),
@@ -596,18 +600,18 @@ pub fn check_store_state(
             }) {
                 return Err(format!("task {} stores a field {} that is no stored name", text(id), text(name)));
             }
-            if f.get(b"c".as_slice()).is_none() {
-                return Err(format!("task {} has no creation time (c)", text(id)));
+            if f.get(S::created_at.as_bytes()).is_none() {
+                return Err(format!("task {} has no creation time ({})", text(id), S::created_at));
             }
-            let status = f.get(b"s".as_slice()).map_or(b"queued".as_slice(), Vec::as_slice);
-            if f.get(b"s".as_slice()).is_some_and(|s| s == b"queued") {
+            let status = f.get(S::status.as_bytes()).map_or(b"queued".as_slice(), Vec::as_slice);
+            if f.get(S::status.as_bytes()).is_some_and(|s| s == b"queued") {
                 return Err(format!("task {} stores its queued status", text(id)));
             }
-            let tenant = f.get(b"t".as_slice()).map(Vec::as_slice).unwrap_or(b"");
+            let tenant = f.get(S::tenant.as_bytes()).map(Vec::as_slice).unwrap_or(b"");
             *counts.entry((b"", status)).or_default() += 1;
             *counts.entry((tenant, status)).or_default() += 1;
             let status_s = text(status);
-            let home = index_of(&status_s, &text(tenant), f.get(b"pr".as_slice()).map(Vec::as_slice));
+            let home = index_of(&status_s, &text(tenant), f.get(S::priority.as_bytes()).map(Vec::as_slice));
             // Check 1: in its index, with the right score, and in no other.
             let in_lists = listed.get(id).map_or(&[][..], Vec::as_slice);
             let mut found = false;
@@ -626,8 +630,8 @@ pub fn check_store_state(
                     let Some(score) = here else { continue };
                     found = true;
                     let want = match status {
-                        b"scheduled" | b"retrying" => Some(parse_i64(f.get(b"r".as_slice()))),
-                        b"leased" => Some(parse_i64(f.get(b"x".as_slice()))),
+                        b"scheduled" | b"retrying" => Some(parse_i64(f.get(S::run_at.as_bytes()))),
+                        b"leased" => Some(parse_i64(f.get(S::lease_exp.as_bytes()))),
                         _ => None,
                     };
                     if let Some(want) = want {
@@ -652,9 +656,9 @@ pub fn check_store_state(
             }
             // Check 3: attempt within budget, and equal to the leases the harness saw.
             // An absent field is its default (lib.lua's TASK_DEFAULTS: the compact record).
-            let attempt = f.get(b"a".as_slice()).map_or(0, |v| parse_i64(Some(v)));
+            let attempt = f.get(S::attempt.as_bytes()).map_or(0, |v| parse_i64(Some(v)));
             let max_retries = f
-                .get(b"mr".as_slice())
+                .get(S::max_retries.as_bytes())
                 .map_or(i64::from(orq::task::DEFAULT_MAX_RETRIES), |v| parse_i64(Some(v)));
             if attempt > max_retries + 1 {
                 return Err(format!("task {ids} has attempt {attempt} > max_retries {max_retries} + 1"));
@@ -679,9 +683,9 @@ pub fn check_store_state(
                 let Some(f) = by_id.get(m) else {
                     return Err(format!("{} holds {}, which has no task hash", text(name), text(m)));
                 };
-                let status = text(f.get(b"s".as_slice()).map_or(b"queued".as_slice(), Vec::as_slice));
-                let tenant = text(f.get(b"t".as_slice()).map(Vec::as_slice).unwrap_or(b""));
-                let priority = f.get(b"pr".as_slice()).map(Vec::as_slice);
+                let status = text(f.get(S::status.as_bytes()).map_or(b"queued".as_slice(), Vec::as_slice));
+                let tenant = text(f.get(S::tenant.as_bytes()).map(Vec::as_slice).unwrap_or(b""));
+                let priority = f.get(S::priority.as_bytes()).map(Vec::as_slice);
                 if index_of(&status, &tenant, priority).as_bytes() != name {
                     return Err(format!("{} holds {}, which is {status}", text(name), text(m)));
                 }

@@ -25,6 +25,7 @@ use super::config::EPOCH_MS;
 use crate::{ManualClock, MemoryStore};
 use futures::executor::block_on;
 use futures::future::BoxFuture;
+use orq::task::stored;
 use orq::{ops, Client, Entropy, Error, Store, TaskSpec, TenantLimits};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha12Rng;
@@ -351,9 +352,8 @@ impl Runner {
                             .map(|v| String::from_utf8_lossy(v).into_owned())
                             .unwrap_or_default()
                     };
-                    // The stored names (orq::task::STORED_NAMES) of status and tenant.
-                    if field(b"s") == "leased" {
-                        *out.entry(field(b"t")).or_default() += 1;
+                    if field(stored::status.as_bytes()) == "leased" {
+                        *out.entry(field(stored::tenant.as_bytes())).or_default() += 1;
                     }
                 }
             }

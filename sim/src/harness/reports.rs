@@ -27,6 +27,7 @@ use super::config::HEARTBEAT_DIVISOR;
 use super::world::World;
 use crate::StoreClock;
 use orq::heartbeat::heartbeat_interval_ms;
+use orq::task::stored;
 use std::collections::BTreeMap;
 
 /// The scripts that report an outcome.
@@ -244,11 +245,7 @@ pub fn check(w: &World) {
             l.last_jump_ms,
         )
     };
-    let (status_f, token_f, exp_f) = (
-        orq::task::stored_name("status").unwrap_or("s"),
-        orq::task::stored_name("token").unwrap_or("k"),
-        orq::task::stored_name("lease_exp").unwrap_or("x"),
-    );
+    let (status_f, token_f, exp_f) = (stored::status, stored::token, stored::lease_exp);
     for ((task, token), p) in pending {
         let key = task_key(&task);
         let r = w.store.command(&[
