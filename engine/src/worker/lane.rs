@@ -378,8 +378,25 @@ impl Worker {
                 }
             }
         }
+        self.stop_lane(in_flight, leased_rx, hard_stop, done_tx, completer)
+            .await;
+        tracing::debug!(worker = %inner.config.id, lane, "lane stopped");
+    }
+
+    /// The end of a lane once shutdown began: let its handlers (and those of tasks the
+    /// completer leased meanwhile) finish within [`super::WorkerConfig::shutdown_grace_ms`], then
+    /// abort the rest (their tasks are released); stop the completer, and release what its last
+    /// call leased after the last handler finished.
+    async fn stop_lane(
+        &self,
+        mut in_flight: JoinSet<()>,
+        mut leased_rx: mpsc::UnboundedReceiver<Refilled>,
+        hard_stop: CancellationToken,
+        done_tx: mpsc::UnboundedSender<PendingCompletion>,
+        mut completer: JoinSet<()>,
+    ) {
         // Graceful shutdown: wait for in-flight handlers, then abort and release the rest.
-        let grace = inner.clock.sleep(inner.config.shutdown_grace_ms);
+        let grace = self.inner.clock.sleep(self.inner.config.shutdown_grace_ms);
         tokio::pin!(grace);
         // Tasks the completer leased in a call that was in flight when shutdown began run too.
         loop {
@@ -411,14 +428,13 @@ impl Worker {
             for task in r.leased.tasks {
                 if let Some(lease) = &task.lease {
                     if let Err(e) =
-                        ops::release(&*inner.store, &r.queue, &task.id, &lease.token).await
+                        ops::release(&*self.inner.store, &r.queue, &task.id, &lease.token).await
                     {
                         tracing::warn!(task = %task.id, error = %e, "release at shutdown failed");
                     }
                 }
             }
         }
-        tracing::debug!(worker = %inner.config.id, lane, "lane stopped");
     }
 
     /// Run one leased task in `in_flight`, holding `slot`. Its lease deadline by the local clock
