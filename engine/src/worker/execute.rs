@@ -1,0 +1,148 @@
+//! The run of one leased task: its handler in a task of its own, under heartbeats (which keep
+//! the lease live and bring its loss or cancellation), its timeout and the lane's hard stop;
+//! then the report of how it ended (`report`).
+
+use super::completer::PendingCompletion;
+use super::decide;
+use super::report::Finished;
+use super::slots::Slot;
+use super::{HandlerError, Inner, Outcome, TaskContext, HANDLER_ABORT_WAIT_MS};
+use crate::heartbeat::{after_heartbeat, heartbeat_interval_ms, BeatStep};
+use crate::ops;
+use crate::task::Task;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A task handle that aborts the task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Inner {
+    /// Run one leased task to its reported outcome, holding `slot` while its handler runs.
+    pub(super) async fn run_task(
+        self: Arc<Self>,
+        task: Task,
+        slot: Slot,
+        local_deadline_ms: u64,
+        hard_stop: CancellationToken,
+        done: mpsc::UnboundedSender<PendingCompletion>,
+    ) {
+        let Some(lease) = task.lease.clone() else {
+            return;
+        };
+        let queue = task.queue.clone();
+        let id = task.id.clone();
+        let lease_ms = task.lease_ms;
+        let (outcome, local_deadline_ms) = self
+            .execute(task, lease.clone(), local_deadline_ms, hard_stop.clone())
+            .await;
+        drop(slot);
+        let held = Finished {
+            queue: &queue,
+            id: &id,
+            token: &lease.token,
+            lease_ms,
+            local_deadline_ms,
+        };
+        self.report(held, outcome, &hard_stop, &done).await;
+    }
+
+    /// Run the handler under heartbeats, timeout and cancellation; return how it ended and the
+    /// lease's deadline by the local clock as the last heartbeat left it.
+    async fn execute(
+        &self,
+        task: Task,
+        lease: crate::task::Lease,
+        mut local_deadline_ms: u64,
+        hard_stop: CancellationToken,
+    ) -> (Outcome, u64) {
+        let Some(handler) = self.handlers.get(&task.task_type) else {
+            let missing = HandlerError::retryable(format!(
+                "no handler for type {:?} on worker {}",
+                task.task_type, self.config.id
+            ));
+            return (Outcome::Failed(missing), local_deadline_ms);
+        };
+        let cancel = CancellationToken::new();
+        let ctx = TaskContext {
+            attempt: task.attempt,
+            epoch: lease.epoch,
+            cancel: cancel.clone(),
+            task: task.clone(),
+        };
+        // A spawned task turns a handler panic into a JoinError instead of killing the worker.
+        // The guard aborts it when this future is dropped (the worker crashed or was stopped),
+        // so a handler never outlives the worker that runs it.
+        let mut run = AbortOnDrop(tokio::spawn(async move { handler.handle(ctx).await }));
+        let every_ms = heartbeat_interval_ms(task.lease_ms, self.config.heartbeat_divisor);
+        let timeout = match task.timeout_ms {
+            Some(ms) => self.clock.sleep(ms),
+            None => Box::pin(std::future::pending()),
+        };
+        tokio::pin!(timeout);
+        let (mut next_beat_ms, mut refusals) = (every_ms, 0u32);
+        let outcome = loop {
+            let beat = self.clock.sleep(next_beat_ms);
+            tokio::select! {
+                biased;
+                joined = &mut run.0 => {
+                    break match joined {
+                        Ok(Ok(value)) => Outcome::Succeeded(value.to_string()),
+                        Ok(Err(e)) => Outcome::Failed(e),
+                        Err(e) if e.is_panic() => Outcome::Failed(HandlerError::retryable("handler panicked")),
+                        Err(_) => Outcome::LeaseLost,
+                    };
+                }
+                _ = beat => {
+                    let reply = ops::heartbeat(&*self.store, &task.queue, &task.id, &lease.token, 0).await;
+                    let now = self.clock.now_ms();
+                    match &reply {
+                        Ok((store_now, exp)) => {
+                            local_deadline_ms = decide::local_deadline_ms(now, *store_now, Some(*exp));
+                            refusals = 0;
+                        }
+                        Err(e) => {
+                            refusals += u32::from(e.is_unavailable());
+                            tracing::debug!(task = %task.id, error = %e, "heartbeat failed");
+                        }
+                    }
+                    match after_heartbeat(&reply, refusals, now, local_deadline_ms, every_ms, self.entropy.unit()) {
+                        BeatStep::Held { .. } if self.config.planted_heartbeat_waits_interval => next_beat_ms = every_ms,
+                        BeatStep::Held { next_in_ms } => next_beat_ms = next_in_ms,
+                        BeatStep::Lost if self.config.planted_ignore_lost_lease => next_beat_ms = every_ms,
+                        BeatStep::Lost => {
+                            tracing::info!(task = %task.id, "lease lost; aborting handler");
+                            break Outcome::LeaseLost;
+                        }
+                    }
+                }
+                _ = &mut timeout => {
+                    break Outcome::Failed(HandlerError::retryable(format!(
+                        "handler timed out after {} ms", task.timeout_ms.unwrap_or(0))));
+                }
+                _ = hard_stop.cancelled() => break Outcome::Release,
+            }
+        };
+        if !run.0.is_finished() {
+            cancel.cancel();
+            run.0.abort();
+            // An abort takes effect when the runtime next reaches the handler's task: wait for
+            // it (bounded), so the release or retry below is not reported, and `stop` does not
+            // return, while the handler still runs. A handler that blocks its thread instead of
+            // yielding is left behind after the bound.
+            tokio::select! {
+                _ = &mut run.0 => {}
+                _ = self.clock.sleep(HANDLER_ABORT_WAIT_MS) => {
+                    tracing::warn!(task = %task.id, "handler still running {HANDLER_ABORT_WAIT_MS} ms after its abort");
+                }
+            }
+        }
+        (outcome, local_deadline_ms)
+    }
+}
