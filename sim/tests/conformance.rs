@@ -282,7 +282,12 @@ fn check(s: &mut dyn Subject, case: &Case) -> Result<(), String> {
         }
     }
     let script = orq_lua::script(case.script);
-    let keys = if case.script == "queues" {
+    let keys = if case.script == "queues" && case.argv == "format" {
+        vec![
+            orq::keys::QUEUES_KEY.to_string(),
+            orq::keys::FORMAT_KEY.to_string(),
+        ]
+    } else if case.script == "queues" {
         vec![orq::keys::QUEUES_KEY.to_string()]
     } else {
         orq::keys::queue_keys("q")
@@ -1276,6 +1281,37 @@ const CASES: &[Case] = &[
         reply: r#"[{now} 1]"#,
         keys: r#"
             orq:queues set b r
+        "#,
+    },
+    Case {
+        name: "queues: format writes this orq's data format to a fresh store and answers it",
+        seed: &[],
+        script: "queues",
+        argv: "format",
+        reply: r#"[{now} 1]"#,
+        keys: r#"
+            "orq:format:{orq:queues}" string 1
+        "#,
+    },
+    Case {
+        name: "queues: format answers the format a store holds and writes nothing, whatever it is",
+        seed: &["SET orq:format:{orq:queues} 2", "SADD orq:queues q"],
+        script: "queues",
+        argv: "format",
+        reply: r#"[{now} 2]"#,
+        keys: r#"
+            "orq:format:{orq:queues}" string 2
+            orq:queues set q
+        "#,
+    },
+    Case {
+        name: "queues: format refuses a format key of another type",
+        seed: &["HSET orq:format:{orq:queues} v 1"],
+        script: "queues",
+        argv: "format",
+        reply: r#"!"CORRUPT orq:format:{orq:queues} holds a hash, not a string""#,
+        keys: r#"
+            "orq:format:{orq:queues}" hash v=1
         "#,
     },
     Case {
