@@ -188,7 +188,7 @@ def main():
         k = 0
         while k < a.tasks:
             n = min(a.batch, a.tasks - k)
-            argv = ["bench", n]
+            argv = [n]
             for j in range(k, k + n):
                 prio = j % 10
                 if a.full_args:

@@ -3,22 +3,15 @@
 // throughput and latency of the last hour and the latest events.
 
 import Link from "next/link";
-import { useEffect, useMemo, useRef, useState } from "react";
+import { useMemo, useState } from "react";
 import { LatencyChart, ThroughputChart } from "@/components/Charts";
 import { ConfirmDialog } from "@/components/Dialog";
 import { useAdminDenied, useLive, useQueue, useToast } from "@/components/providers";
 import { AdminNeeded, Card, Empty, ErrorBox, Loading, PageTitle, StatusBadge, TaskLink, Time } from "@/components/ui";
-import { api, errorMessage, isMissingRoute, NEEDS_ADMIN, needsAdmin } from "@/lib/api";
+import { api, errorMessage, NEEDS_ADMIN, needsAdmin } from "@/lib/api";
 import { formatNumber } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
-import {
-  chartAxis,
-  latencyPoints,
-  ratePoints,
-  ratesFromSamples,
-  SAMPLES_MAX,
-  type TotalsSample,
-} from "@/lib/metrics";
+import { chartAxis, latencyPoints, ratePoints } from "@/lib/metrics";
 import { STATUS_COLOURS, STATUSES, type QueueStats } from "@/lib/types";
 
 function StackBar({ q }: { q: QueueStats }) {
@@ -180,7 +173,7 @@ function QueuesTable({ queues, reload }: { queues: QueueStats[]; reload: () => v
   );
 }
 
-function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: boolean }) {
+function QueueCharts({ known }: { known: boolean }) {
   const { queue } = useQueue();
   const { tick } = useLive();
   const now = useNow(10_000);
@@ -189,30 +182,8 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
     (signal) => (known ? api.metrics(queue, signal) : Promise.resolve(null)),
     [queue, tick, known],
   );
-  // Fall-back when the metrics route is missing: rates between readings of the totals.
-  const samples = useRef<TotalsSample[]>([]);
-  const [fallback, setFallback] = useState<TotalsSample[]>([]);
-  useEffect(() => {
-    samples.current = [];
-  }, [queue]);
-  useEffect(() => {
-    if (!stats || stats.queue !== queue) return;
-    const s: TotalsSample = {
-      t_ms: Date.now(),
-      completed: stats.totals.completed ?? 0,
-      failed: stats.totals.failed ?? 0,
-      dead: stats.totals.dead ?? 0,
-    };
-    samples.current = [...samples.current, s].slice(-SAMPLES_MAX);
-    const t = setTimeout(() => setFallback(samples.current), 0);
-    return () => clearTimeout(t);
-  }, [stats, queue]);
-  const missing = metrics.error !== null && isMissingRoute(metrics.error);
   const forbidden = metrics.error !== null && needsAdmin(metrics.error);
-  const rates = useMemo(
-    () => (metrics.data ? ratePoints(metrics.data, now) : missing ? ratesFromSamples(fallback) : []),
-    [metrics.data, now, missing, fallback],
-  );
+  const rates = useMemo(() => (metrics.data ? ratePoints(metrics.data, now) : []), [metrics.data, now]);
   const latency = useMemo(() => (metrics.data ? latencyPoints(metrics.data, now) : []), [metrics.data, now]);
   const hasLatency = latency.some((p) => p.wait_p50 !== undefined || p.run_p50 !== undefined);
   // One time axis for both charts (same domain, same ticks), so that their times line up.
@@ -224,24 +195,12 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
           <Loading what="Loading metrics" />
         ) : forbidden ? (
           <AdminNeeded what="Throughput" />
-        ) : metrics.error && !missing ? (
+        ) : metrics.error ? (
           <ErrorBox error={metrics.error} retry={metrics.reload} />
         ) : rates.length === 0 ? (
-          <Empty>
-            {!known
-              ? `Queue ${queue} has no tasks yet.`
-              : missing
-                ? "Measuring: rates appear after two readings."
-                : "No activity in the last hour."}
-          </Empty>
+          <Empty>{known ? "No activity in the last hour." : `Queue ${queue} has no tasks yet.`}</Empty>
         ) : (
           <ThroughputChart points={rates} axis={axis} />
-        )}
-        {missing && (
-          <p className="muted">
-            This orq has no metrics route: rates are measured from the queue totals since this page
-            opened.
-          </p>
         )}
       </Card>
       <Card title={`Latency — ${queue}`} testid="card-latency">
@@ -249,8 +208,6 @@ function QueueCharts({ stats, known }: { stats: QueueStats | undefined; known: b
           <Loading what="Loading metrics" />
         ) : forbidden ? (
           <AdminNeeded what="Latency" />
-        ) : missing ? (
-          <Empty>Latency needs the metrics route, which this orq does not serve.</Empty>
         ) : metrics.error ? (
           <ErrorBox error={metrics.error} retry={metrics.reload} />
         ) : !hasLatency ? (
@@ -325,7 +282,7 @@ export default function OverviewPage() {
           <QueuesTable queues={queues.data ?? []} reload={queues.reload} />
         )}
       </Card>
-      {queues.data && <QueueCharts stats={selected} known={selected !== undefined} />}
+      {queues.data && <QueueCharts known={selected !== undefined} />}
       <Card title={`Latest events — ${queue}`} actions={<span className="muted">since this page opened</span>}>
         <EventFeed />
       </Card>

@@ -43,7 +43,8 @@ export function needsAdmin(e: unknown): boolean {
 }
 
 /**
- * True when a route is not served by this orq (an older server): the view degrades. orq answers
+ * True when a route is not served by this orq (the timelines routes without `--timelines DIR`):
+ * the view says so. orq answers
  * an unknown route with 404 "no such route"; a 404 that is not orq's JSON (a proxy, a static
  * server) counts too. A 404 about a queue or task ("no queue named q") does not.
  */

@@ -1,5 +1,4 @@
-// Chart series from the metrics route's buckets, and a fall-back from totals sampled by the
-// page when the route is missing (an older orq). Pure functions (tested).
+// Chart series from the metrics route's buckets. Pure functions (tested).
 
 import type { MetricsReply } from "./types";
 
@@ -51,38 +50,6 @@ export function latencyPoints(
       run_p50: b.run_ms?.p50,
       run_p99: b.run_ms?.p99,
     }));
-}
-
-/** A reading of a queue's cumulative totals at a time. */
-export interface TotalsSample {
-  t_ms: number;
-  completed: number;
-  failed: number;
-  dead: number;
-}
-
-/** Most samples the fall-back keeps (one per refresh). */
-export const SAMPLES_MAX = 1800;
-
-/** Rates between consecutive samples (the fall-back series). */
-export function ratesFromSamples(samples: TotalsSample[]): RatePoint[] {
-  const out: RatePoint[] = [];
-  for (let i = 1; i < samples.length; i++) {
-    const a = samples[i - 1]!;
-    const b = samples[i]!;
-    const dt_s = (b.t_ms - a.t_ms) / 1000;
-    if (dt_s <= 0) {
-      continue;
-    }
-    const rate = (x: number, y: number) => Math.max(0, y - x) / dt_s;
-    out.push({
-      t_ms: b.t_ms,
-      completed_per_s: rate(a.completed, b.completed),
-      failed_per_s: rate(a.failed, b.failed),
-      dead_per_s: rate(a.dead, b.dead),
-    });
-  }
-  return out;
 }
 
 /** The time axis shared by the overview's charts: the same domain and ticks for each. */

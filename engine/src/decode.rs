@@ -178,8 +178,7 @@ pub fn stream_id(id: &str) -> Option<(u64, u64)> {
 /// The events of one entry of a queue's event stream (`orq:{q}:events`), in order, as lib.lua
 /// writes them (its "event stream" comment): `entry_id` is the entry's stream ID, `flat` its
 /// fields. Two shapes, which may be mixed:
-/// - plain fields: `ts`, then an event's `k`, `id`, `t`, `a` and kind-specific pairs (entries
-///   written by earlier orq versions put `ts` after `k`);
+/// - plain fields: `ts`, then an event's `k`, `id`, `t`, `a` and kind-specific pairs;
 /// - a batch: `ts`, then `e`, whose value is events joined by `" \n "`, each its kind, id,
 ///   tenant, attempt, then names and values, joined by single spaces.
 ///
@@ -210,12 +209,7 @@ pub fn stream_events(entry_id: &str, flat: &[Resp]) -> Vec<QueueEvent> {
     for pair in flat.chunks_exact(2) {
         let (name, value) = (text(&pair[0]), text(&pair[1]));
         match name.as_str() {
-            "ts" => {
-                ts_ms = value.parse().unwrap_or(0);
-                if let Some(e) = out.last_mut().filter(|_| plain) {
-                    e.ts_ms = ts_ms;
-                }
-            }
+            "ts" => ts_ms = value.parse().unwrap_or(0),
             "k" => {
                 out.push(new_event(value, ts_ms));
                 plain = true;
@@ -282,20 +276,16 @@ mod tests {
     // increasing id, and a malformed entry reads as what it holds without panicking.
     #[test]
     fn stream_entries_read_as_their_events() {
-        // A plain entry, and one written by an earlier orq (`k` before `ts`, a `*` id).
-        for fields in [
-            flat(&[("ts", "7"), ("k", "cancelled"), ("id", "A"), ("t", "t1")]),
-            flat(&[("k", "cancelled"), ("ts", "7"), ("id", "A"), ("t", "t1")]),
-        ] {
-            let ev = stream_events("1733-4", &fields);
-            assert_eq!(ev.len(), 1);
-            assert_eq!(
-                (ev[0].stream_id.as_str(), ev[0].kind.as_str(), ev[0].ts_ms),
-                ("1733-4", "cancelled", 7)
-            );
-            assert_eq!((ev[0].task_id.as_str(), ev[0].tenant.as_str()), ("A", "t1"));
-            assert_eq!(ev[0].attempt, 0);
-        }
+        // A plain entry.
+        let fields = flat(&[("ts", "7"), ("k", "cancelled"), ("id", "A"), ("t", "t1")]);
+        let ev = stream_events("1733-4", &fields);
+        assert_eq!(ev.len(), 1);
+        assert_eq!(
+            (ev[0].stream_id.as_str(), ev[0].kind.as_str(), ev[0].ts_ms),
+            ("1733-4", "cancelled", 7)
+        );
+        assert_eq!((ev[0].task_id.as_str(), ev[0].tenant.as_str()), ("A", "t1"));
+        assert_eq!(ev[0].attempt, 0);
         let fields = flat(&[
             ("ts", "9"),
             ("k", "retrying"),

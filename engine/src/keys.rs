@@ -4,8 +4,15 @@
 //! slot. The order of [`queue_keys`] is the queue key set documented in `lua/scripts/lib.lua`; a
 //! test checks the two agree.
 
-/// The one key outside every queue's slot: SET of queue names.
+/// The registry, one of the two keys outside every queue's slot: SET of queue names.
 pub const QUEUES_KEY: &str = "orq:queues";
+
+/// The other key outside every queue's slot: STRING, the data-format version of the orq data
+/// this Redis holds (`orq_lua::facts::DATA_FORMAT` when written; [`crate::format`]). Its hash
+/// tag `{orq:queues}` puts it in the registry's slot (a key without a tag hashes whole), so one
+/// script call declares both on Redis Cluster, and a node that loses the registry loses the
+/// format with it.
+pub const FORMAT_KEY: &str = "orq:format:{orq:queues}";
 
 /// The Redis pub/sub channel `queues.lua` publishes a new queue's name on (design note 27).
 pub const QUEUES_WAKE_CHANNEL: &str = "orq:queues:wake";

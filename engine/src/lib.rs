@@ -12,6 +12,7 @@ pub mod decode;
 pub mod episode;
 pub mod error;
 pub mod failure;
+pub mod format;
 pub mod heartbeat;
 pub mod keys;
 pub mod ops;

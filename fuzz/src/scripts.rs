@@ -216,9 +216,8 @@ impl fmt::Debug for Input {
 }
 
 /// Task fields a corruption may hit: stored names (orq::task::STORED_NAMES; `c` is created_at,
-/// without which a record is an earlier orq's or damaged), a field earlier orqs stored
-/// (`leased_at`, which the upgrade drops), `id`, and two long names of an earlier orq's records
-/// (the upgrade renames them where `c` is missing).
+/// without which a record is damaged), and names no orq stores (`leased_at`, `id`, and two
+/// long field names), which a record must carry without harm.
 pub const TASK_FIELDS: [&str; 19] = [
     "s",
     "t",

@@ -17,9 +17,7 @@
 --   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
 --
 -- ARGV:
---   ARGV[1]  string   queue name (not stored: the task key names the queue; kept so that the
---                     argument layout of every recorded call and fuzz seed stays valid)
---   ARGV[2]  integer  n, number of tasks (1..1000)
+--   ARGV[1]  integer  n, number of tasks (1..1000)
 --   then n groups of 6 values, one group per task. A setting marked (default) may be '', which
 --   means that default and costs the script no parsing or validation (the client sends '' for
 --   every setting left at its default):
@@ -78,12 +76,12 @@ local BATCH_MAX = 1000
 local ADMISSION_RETRY_MS = 1000
 
 local now = now_ms()
-local n, e = arg_int(ARGV[2], 'count', 1, BATCH_MAX)
+local n, e = arg_int(ARGV[1], 'count', 1, BATCH_MAX)
 if not n then
   return redis.error_reply(e)
 end
-if #ARGV ~= 2 + n * GROUP then
-  return redis.error_reply('INVALID expected ' .. istr(2 + n * GROUP) .. ' arguments')
+if #ARGV ~= 1 + n * GROUP then
+  return redis.error_reply('INVALID expected ' .. istr(1 + n * GROUP) .. ' arguments')
 end
 
 -- Validate every item before the first write. A setting sent as '' is its default (no parsing);
@@ -101,7 +99,7 @@ end
 local D = POLICY_DEFAULTS
 local items = {}
 for i = 1, n do
-  local b = 2 + (i - 1) * GROUP
+  local b = 1 + (i - 1) * GROUP
   -- Every field an item gets, named in the constructor (the nils reserve their slots), so the
   -- table is sized once instead of rehashed as it fills.
   local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],

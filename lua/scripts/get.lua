@@ -1,7 +1,6 @@
 -- get: read one task.
 --
--- Transition: none (a read; a script so that the simulator covers it). Its one write: an earlier
--- orq's record is rewritten to the stored field names (lib.lua, upgrade_task).
+-- Transition: none (a read; a script so that the simulator covers it).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:  prefix of HASH orq:{q}:task:<id>

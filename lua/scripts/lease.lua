@@ -13,8 +13,7 @@
 -- leases nothing (due tasks are still promoted and expired leases reaped).
 -- Within a tenant the most urgent priority goes first, FIFO within a priority (or, with the
 -- queue's aging_step_ms, the heads of the priority lists by when each became ready minus
--- priority x step). An earlier orq's ready ZSET of a served tenant is moved to its ready lists
--- first, up to 1000 entries per call (lib.lua, migrate_ready).
+-- priority x step).
 -- The lease token is "<epoch>-<random>": epoch grows by one with every lease of the task (the
 -- fencing epoch given to handlers), the random part comes from the caller.
 --

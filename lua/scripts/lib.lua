@@ -44,8 +44,7 @@
 -- Corrupt or foreign state. Scripts check the Redis type of every queue key they write, and of
 -- the task and tenant keys they act on, before their first write (Redis does not roll back, so a
 -- WRONGTYPE error half-way through would leave a half-applied transition): a by-id call answers
--- CORRUPT and writes nothing (but for the rewrite of an earlier orq's task record to the stored
--- field names, which any script that reads the record makes first: upgrade_task). A script that walks an index (lease, promote, reap, the retention
+-- CORRUPT and writes nothing. A script that walks an index (lease, promote, reap, the retention
 -- trim) and meets an entry it cannot act on (its task hash is gone or not a hash, its status is
 -- not the one the index holds, its tenant is missing or the tenant's keys are of another type)
 -- removes the entry from the index, so the queue keeps moving, and counts it in the stats hash
@@ -58,9 +57,6 @@
 -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
 -- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
 local EVENTS_MAX = 10000
--- Ready-list migration: most entries of an earlier orq's ready ZSET (orq:{q}:ready:<tenant>) one
--- lease call moves to the tenant's ready lists.
-local MIGRATE_MAX = 1000
 -- Longest a stored error message or history line may be (bytes).
 local ERROR_MAX = 2048
 -- Attempt history lines kept on a task (older lines are dropped).
@@ -208,12 +204,6 @@ local function ready_key(tenant, p)
   return K_READY .. (p + 0) .. ':' .. tenant
 end
 
--- An earlier orq's ready ZSET of `tenant` (score = priority band + sequence), which lease moves
--- to the ready lists (migrate_ready). Tenant names cannot hold ':', so it is no ready list.
-local function old_ready_key(tenant)
-  return K_READY .. tenant
-end
-
 local function tenant_key(tenant)
   return K_TENANT .. tenant
 end
@@ -348,8 +338,8 @@ end
 --     its kind, id, tenant, attempt, then its kind-specific names and values, joined by single
 --     spaces. No value in an event contains a space or a newline: enqueue refuses such ids and
 --     tenants, `lease_args` such worker ids, and an event with a message (`m`), or a completion
---     whose stored worker or tenant has one (written by an earlier orq, or damaged), is written
---     as a plain entry of its own instead (after the pending batch).
+--     whose stored worker or tenant has one (damaged data), is written as a plain entry of its
+--     own instead (after the pending batch).
 -- One XADD of two fields per call instead of an XADD of ten fields per task saves Redis about
 -- 10,000 instructions per event (docs/measurements.md).
 -- Event IDs. Events are numbered 1, 2, ... per queue, and an entry's ID is `<ms>-<n>`: ms the
@@ -359,8 +349,8 @@ end
 -- cursor works as before. The time keeps them increasing when Redis loses its latest writes (a
 -- failover, a restart) and the numbering goes back with it: new events come after the lost
 -- ones, as they did with `*` IDs. The stats hash's `events` holds the last event's ID; without
--- a valid one (a new queue, a lost stats hash, an earlier orq's `*` IDs) the numbering goes on
--- from the stream's last ID, and when the stream holds a later ID than the record, after it
+-- a valid one (a new queue, a lost stats hash) the numbering goes on from the stream's last
+-- ID, and when the stream holds a later ID than the record, after it
 -- (XADD refuses the ID; counted in `total:repaired`). Trimming keeps whole entries and at least
 -- the last EVENTS_MAX events (`finish_events`). A batch call that fails after its first write
 -- (out of memory) loses the events it had not written yet.
@@ -373,7 +363,7 @@ local function has_separator(s)
 end
 
 -- `has_separator`, memoised for the values a call repeats (worker ids and tenants read from
--- task hashes that an earlier orq, or damage, may have written with a space).
+-- task hashes that damage may have written with a space).
 local separator_memo = {}
 local function repeated_has_separator(s)
   local r = separator_memo[s]
@@ -414,8 +404,7 @@ local function write_events(now, m, fields)
     local rec = redis.call('HGET', K_STATS, 'events')
     lt, ln = parse_stream_id(rec)
     if not lt then
-      -- No record (a new queue, a lost stats hash, an earlier orq): go on from the stream's last
-      -- id, if any.
+      -- No record (a new queue, a lost stats hash): go on from the stream's last id, if any.
       if rec then repaired(1) end
       local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
       if top[1] then lt, ln = parse_stream_id(top[1][1]) end
@@ -426,8 +415,9 @@ local function write_events(now, m, fields)
   local ts = istr(now)
   local id = redis.pcall('XADD', K_EVENTS, istr(t) .. '-' .. istr(n), 'ts', ts, unpack(fields))
   if type(id) == 'table' and id.err then
-    -- The stream holds a later id than the record (a stale stats hash, a writer of an earlier
-    -- orq): go on after it. A stream whose last id outlived its entries starts again.
+    -- The stream holds a later id than the record (a stale stats hash, a stream restored
+    -- without its stats hash): go on after it. A stream whose last id outlived its entries
+    -- starts again.
     local top = redis.call('XREVRANGE', K_EVENTS, '+', '-', 'COUNT', 1)
     local tt, tn = parse_stream_id(top[1] and top[1][1])
     if tt and tt < FACTS.exact_int_max and tn < FACTS.exact_int_max - 2 * EVENTS_PER_ENTRY then
@@ -749,15 +739,7 @@ local function from_ready(id, tenant, priority)
     m = m - POW2[priority]
   end
   rp_store(tenant, m)
-  -- A task still in an earlier orq's ready ZSET (lease has not moved it yet) leaves it too, and
-  -- the tenant keeps its place while that ZSET holds work.
-  local old = old_ready_key(tenant)
-  local old_left = false
-  if key_type(old) == 'zset' then
-    redis.call('ZREM', old, id)
-    old_left = redis.call('ZCARD', old) > 0
-  end
-  if m == 0 and not old_left then
+  if m == 0 then
     redis.call('ZREM', K_TENANTS, tenant)
     redis.call('ZREM', K_PARKED, tenant)
   end
@@ -774,52 +756,14 @@ local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries =
 -- A task's lease length when its own is absent or not a valid one (ms).
 local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 
--- Fields earlier orqs stored that no reader needs any more: `id` and `queue` (the key names
--- both: note 21) and `leased_at` (note 22).
-local OBSOLETE_FIELDS = {id = true, queue = true, leased_at = true}
-
--- An earlier orq's task record (long field names, its status stored while queued) rewritten in
--- place to the stored names (F), its obsolete fields dropped. A stored 'queued' is dropped only
--- when the record has its creation time (an absent status reads as queued only then). Returns
--- whether it held any long or obsolete name.
-local function upgrade_task(key)
-  local flat = redis.call('HGETALL', key)
-  local long, stored = {}, {}
-  local created = false
-  for i = 1, #flat, 2 do
-    if flat[i] == 'created_at' or flat[i] == 'c' then created = true end
-  end
-  for i = 1, #flat, 2 do
-    local short = F[flat[i]]
-    if short then
-      long[#long + 1] = flat[i]
-      if short ~= 's' or flat[i + 1] ~= 'queued' or not created then
-        stored[#stored + 1] = short
-        stored[#stored + 1] = flat[i + 1]
-      end
-    elseif OBSOLETE_FIELDS[flat[i]] then
-      long[#long + 1] = flat[i]
-    end
-  end
-  if #long == 0 then
-    return false
-  end
-  redis.call('HDEL', key, unpack(long))
-  if #stored > 0 then
-    redis.call('HSET', key, unpack(stored))
-  end
-  return true
-end
-
 -- names table -> its HMGET arguments (the stored names, then 'c'), memoised for the call; callers
 -- that read in a loop pass the same table each time.
 local stored_args = {}
 
 -- Read the named fields (long names) of a task hash into a Lua table keyed by those names
 -- (absent fields read as their TASK_DEFAULTS value, or false; an absent status of a record that
--- has `c` reads as 'queued'). An earlier orq's record is first rewritten to the stored names
--- (upgrade_task). When the key holds another Redis type, returns nil and a CORRUPT error reply
--- instead; a missing hash reads as absent fields (callers test `status`).
+-- has `c` reads as 'queued'). When the key holds another Redis type, returns nil and a CORRUPT
+-- error reply instead; a missing hash reads as absent fields (callers test `status`).
 local function fields(id, names)
   local key = task_key(id)
   local args = stored_args[names]
@@ -836,10 +780,6 @@ local function fields(id, names)
     return nil, redis.error_reply('CORRUPT ' .. key .. ' holds a ' .. key_type(key) .. ', not a hash')
   end
   local c = vals[#names + 1]
-  if not c and redis.call('EXISTS', key) == 1 and upgrade_task(key) then
-    vals = redis.call('HMGET', key, unpack(args))
-    c = vals[#names + 1]
-  end
   -- Sized by the constructor for eight fields (the nils reserve slots), so that filling it does
   -- not rehash a growing table (~500 Redis instructions a rehash).
   local t = {status = nil, token = nil, tenant = nil, attempt = nil, worker = nil, updated_at = nil,
@@ -854,20 +794,13 @@ local function fields(id, names)
   return t, nil
 end
 
--- A task as replies show it: its hash, flat (HGETALL, in the stored names: F; an earlier orq's
--- record is rewritten to them first), then `id`, <id>; empty when there is no such hash. Absent
--- fields stay absent (the reader fills in TASK_DEFAULTS, and 'queued' for an absent status).
+-- A task as replies show it: its hash, flat (HGETALL, in the stored names: F), then `id`, <id>;
+-- empty when there is no such hash. Absent fields stay absent (the reader fills in
+-- TASK_DEFAULTS, and 'queued' for an absent status).
 local function task_view(id)
   local key = task_key(id)
   local flat = redis.call('HGETALL', key)
   if #flat > 0 then
-    local c = false
-    for i = 1, #flat, 2 do
-      if flat[i] == 'c' then c = true break end
-    end
-    if not c and upgrade_task(key) then
-      flat = redis.call('HGETALL', key)
-    end
     flat[#flat + 1] = 'id'
     flat[#flat + 1] = id
   end
@@ -1208,56 +1141,14 @@ end
 -- The queue keys a lease writes or reads by type (check_keys before the first write).
 local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 
-local PRIORITY_FIELD = {'priority'}
-
--- Move up to MIGRATE_MAX entries of an earlier orq's ready ZSET of `tenant` (orq:{q}:ready:<tenant>,
--- score = priority band + sequence, or an aged score) to the tail of the tenant's ready lists,
--- in the ZSET's order, each to the list of its task's priority; the ZSET goes when empty. An
--- upgrade thus loses no queued task: it is leased after the tasks queued since the upgrade.
--- Returns whether entries are left in the ZSET (the tenant has ready work then).
-local function migrate_ready(tenant)
-  local old = old_ready_key(tenant)
-  if key_type(old) ~= 'zset' then
-    return false
-  end
-  local ids = redis.call('ZRANGE', old, 0, MIGRATE_MAX - 1)
-  local lists, order = {}, {}
-  for i = 1, #ids do
-    local t = fields(ids[i], PRIORITY_FIELD) or {}
-    local p = priority_of(t.priority)
-    if not lists[p] then
-      lists[p] = {}
-      order[#order + 1] = p
-    end
-    local l = lists[p]
-    l[#l + 1] = ids[i]
-  end
-  for i = 1, #order do
-    local p = order[i]
-    if list_error(tenant, p) then
-      -- A list of another type cannot take them: the entries are dropped (their task hashes
-      -- are left for inspection), as lease drops a ready entry it cannot act on.
-      repaired(#lists[p])
-    else
-      mark_ready(tenant, p)
-      redis.call('RPUSH', ready_key(tenant, p), unpack(lists[p]))
-    end
-  end
-  if #ids > 0 then
-    redis.call('ZREM', old, unpack(ids))
-  end
-  return redis.call('ZCARD', old) > 0
-end
-
 -- When the task `id` became ready (ms): its last change, or its creation when never changed
--- (`now` when its hash is gone or not a hash: lease drops such an entry). An earlier orq's
--- record not yet rewritten (lease rewrites it when it pops it) has them under their long names.
+-- (`now` when its hash is gone or not a hash: lease drops such an entry).
 local function ready_since(id, now)
-  local f = redis.pcall('HMGET', task_key(id), F.updated_at, F.created_at, 'updated_at', 'created_at')
+  local f = redis.pcall('HMGET', task_key(id), F.updated_at, F.created_at)
   if f.err then
     return now
   end
-  return num(f[1] or f[2] or f[3] or f[4], now)
+  return num(f[1] or f[2], now)
 end
 
 -- Pop up to `k` ids from `tenant`'s ready lists, most urgent first. Strict priority (`step` 0):
@@ -1352,9 +1243,8 @@ local function lease_tasks(a, now)
   local leased_now = {}
   local lease_scores = {}
   local now_s = istr(now)
-  -- Tenants whose keys this call has checked (tenant -> true), and those with entries left in an
-  -- earlier orq's ready ZSET (tenant -> true).
-  local tenant_ok, migrating = {}, {}
+  -- Tenants whose keys this call has checked (tenant -> true).
+  local tenant_ok = {}
   -- Each pass leases tasks of one tenant, drops a tenant with no ready work, parks a limited
   -- tenant, or stops; so the passes are bounded. A pass gives the head tenant as many tasks in a
   -- row as start-time fair queuing would (its virtual time stays ahead of the next tenant's), its
@@ -1369,7 +1259,6 @@ local function lease_tasks(a, now)
     if tenant_ok[tenant] == nil then
       -- The hash's type; a ready list of another type is found by the pops (pop_ready).
       tenant_ok[tenant] = tenant_error(tenant) == nil
-      if tenant_ok[tenant] then migrating[tenant] = migrate_ready(tenant) end
     end
     local terr = not tenant_ok[tenant]
     local th = {}
@@ -1423,11 +1312,6 @@ local function lease_tasks(a, now)
       -- The mask as this call last stored it, or as read with the tenant's fields.
       if tenant_rps[tenant] == nil then tenant_rps[tenant] = rp_parse(th.rp) end
       local popped, left = pop_ready(tenant, k, step, now, tenant_rps[tenant])
-      if not left and migrating[tenant] then
-        -- The lists ran dry with entries left in the old ZSET: move the next ones.
-        migrating[tenant] = migrate_ready(tenant)
-        left = true
-      end
       if #popped == 0 and not left then
         redis.call('ZREM', K_TENANTS, tenant)
       else
@@ -1458,14 +1342,6 @@ local function lease_tasks(a, now)
           else
             for j2 = 1, #flat, 2 do
               at[flat[j2]] = j2 + 1
-            end
-            if not at.c and #flat > 0 and upgrade_task(key) then
-              -- An earlier orq's record, now in the stored names: read again.
-              flat = redis.call('HGETALL', key)
-              at = {}
-              for j2 = 1, #flat, 2 do
-                at[flat[j2]] = j2 + 1
-              end
             end
           end
           -- A queued task stores no status (F).

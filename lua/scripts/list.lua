@@ -1,7 +1,6 @@
 -- list: one page of tasks by status, with an opaque cursor.
 --
--- Transition: none (a read; its one write: an earlier orq's record it reads is rewritten to the
--- stored field names, lib.lua upgrade_task). Pages through the index of the status asked for, or through every
+-- Transition: none (a read). Pages through the index of the status asked for, or through every
 -- index in a fixed order when none is given: queued (each tenant's ready lists, tenants in name
 -- order, most urgent priority first, FIFO within a priority), scheduled + retrying (earliest run_at first), leased (earliest
 -- deadline first), dead, completed, cancelled (newest first). Filters by tenant and type while

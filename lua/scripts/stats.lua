@@ -41,15 +41,12 @@ if max > 0 then
     local t = names[i]
     local h = redis.pcall('HGETALL', tenant_key(t))
     if h.err then h = {} end
-    -- Its ten ready lists (a list of another type counts 0), and an earlier orq's ready ZSET
-    -- until lease has moved it to the lists (lib.lua, migrate_ready).
+    -- Its ten ready lists (a list of another type counts 0).
     local ready = 0
     for p = 0, 9 do
       local c = redis.pcall('LLEN', ready_key(t, p))
       if type(c) == 'number' then ready = ready + c end
     end
-    local old = redis.pcall('ZCARD', old_ready_key(t))
-    if type(old) == 'number' then ready = ready + old end
     tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
   end
 end

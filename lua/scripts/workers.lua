@@ -1,7 +1,6 @@
 -- workers: the workers a queue has seen and the leases they hold.
 --
--- Transition: none (a read; its one write: an earlier orq's record it reads is rewritten to the
--- stored field names, lib.lua upgrade_task).
+-- Transition: none (a read).
 --
 -- KEYS: the queue key set (lib.lua); this script uses
 --   KEYS[1]  orq:{q}:task:    prefix of HASH orq:{q}:task:<id>

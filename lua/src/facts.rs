@@ -24,8 +24,15 @@ pub const PARKED_CAPPED: u64 = EXACT_INT_MAX;
 /// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
+/// The version of the data format this orq reads and writes (the keys, their types and the
+/// fields it stores). Redis holds the format of its data at `orq::keys::FORMAT_KEY` (written
+/// by the `queues` script's mode `format`); a process that finds another one there refuses to
+/// start (docs/design-notes.md, note 39). Bump it with any change of the stored data that an
+/// orq of the previous format would misread: orq keeps no code to read earlier formats.
+pub const DATA_FORMAT: u64 = 1;
+
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 8] = [
+pub const ALL: [(&str, u64); 9] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
     ("timeout_ms_max", TIMEOUT_MS_MAX),
@@ -34,6 +41,7 @@ pub const ALL: [(&str, u64); 8] = [
     ("exact_int_max", EXACT_INT_MAX),
     ("parked_capped", PARKED_CAPPED),
     ("worker_forget_ms", WORKER_FORGET_MS),
+    ("data_format", DATA_FORMAT),
 ];
 
 /// The line that declares the facts to a script:

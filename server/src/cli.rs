@@ -8,6 +8,7 @@ use crate::ratelimit::SubmitLimiter;
 use crate::redis_checks::check_deployment;
 use crate::serve::ServeLimits;
 use clap::{Args, Parser, Subcommand};
+use orq::format::{check_data_format, FormatError};
 use orq::keys::is_valid_name;
 use orq::{
     Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, WaitReplicas,
@@ -463,16 +464,14 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
                 .map_err(|e| e.to_string())?
                 .with_wait_replicas(wait);
             // A cluster or Sentinel URL that leads nowhere is a mistake to stop on (exit 2);
-            // a single server that is down is waited for, as every call retries.
+            // a single server that is down is waited for: no role starts before the data
+            // format is checked (design note 39), so the process waits here until it is.
             store.find_deployment().await.map_err(|e| e.to_string())?;
-            match store.ping().await {
-                Ok(()) => {
-                    for warning in check_deployment(&store, url).await? {
-                        tracing::warn!("{warning}");
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, %url, "Redis not reachable yet; will keep trying"),
+            wait_for_redis(&store).await;
+            for warning in check_deployment(&store, url).await? {
+                tracing::warn!("{warning}");
             }
+            wait_for_data_format(&store).await?;
             Arc::new(store)
         }
         None if embedded_ok => {
@@ -483,7 +482,10 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             say!(
                 "orq: embedded in-memory store (state is lost when orq stops; use --redis for Redis)"
             );
-            Arc::new(MemoryStore::new(Arc::new(WallClock)))
+            let store = MemoryStore::new(Arc::new(WallClock));
+            // An empty store: this just writes the version, as on a fresh Redis.
+            check_data_format(&store).await.map_err(|e| e.to_string())?;
+            Arc::new(store)
         }
         None => {
             return Err(format!(
@@ -498,6 +500,43 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
         entropy: Arc::new(Entropy::from_os()),
         queues: args.queues.clone(),
     })
+}
+
+/// How often startup asks again a Redis that does not answer yet.
+const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Wait until `store` answers PING (every [`STARTUP_RETRY`]; a warning the first time): the
+/// deployment checks and the data-format check need an answer before any role starts.
+async fn wait_for_redis(store: &RedisStore) {
+    let mut warned = false;
+    while let Err(e) = store.ping().await {
+        if !warned {
+            tracing::warn!(error = %e, "Redis not reachable yet; waiting for it before starting");
+            warned = true;
+        }
+        tokio::time::sleep(STARTUP_RETRY).await;
+    }
+}
+
+/// Check the data format of the Redis `store` (design note 39), asking again while the answer
+/// does not come or is a refusal that passes (every [`STARTUP_RETRY`]; a warning the first
+/// time). Errors: the refusal's message (another format, or a key that holds no format), which
+/// stops the process with exit code 2.
+async fn wait_for_data_format(store: &RedisStore) -> Result<(), String> {
+    let mut warned = false;
+    loop {
+        match check_data_format(store).await {
+            Ok(()) => return Ok(()),
+            Err(FormatError::Unavailable(e)) => {
+                if !warned {
+                    tracing::warn!(error = %e, "the data format could not be checked yet; asking again");
+                    warned = true;
+                }
+                tokio::time::sleep(STARTUP_RETRY).await;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
 }
 
 /// Cancelled on SIGINT or SIGTERM.

@@ -2,11 +2,15 @@
 //! 21, "Bad input"): a cluster URL whose nodes are down, a Sentinel URL whose sentinels are down
 //! or do not know the master name, a URL of the wrong scheme or without its parts — each role
 //! stops at once with a clear message and exit code 2, never a panic or a hang; an API on a
-//! cluster whose primaries are all gone answers `/readyz` 503.
+//! cluster whose primaries are all gone answers `/readyz` 503. And the data-format version
+//! (design note 39): a fresh Redis gets this orq's, a Redis holding another refuses every role
+//! with exit code 2 and a message that says what to do.
 
 mod roles;
 
-use orq::testing::{RedisCluster, RedisSentinel};
+use orq::format::DATA_FORMAT;
+use orq::keys::FORMAT_KEY;
+use orq::testing::{RedisCluster, RedisSentinel, RedisServer};
 use roles::*;
 use serde_json::Value;
 use std::io::Read;
@@ -18,8 +22,11 @@ use std::time::{Duration, Instant};
 fn run_role(role: &str, url: &str) -> (Option<i32>, String) {
     let listen = free_listen_addr();
     let mut args = vec![role, "--redis", url];
-    if role == "api" {
+    if role == "api" || role == "serve" {
         args.extend(["--listen", &listen]);
+    }
+    if role == "serve" {
+        args.push("--no-dashboard-build");
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
         .args(&args)
@@ -119,4 +126,101 @@ async fn readyz_is_not_ready_while_no_primary_is_reachable() {
     let health = http.get(format!("{base}/healthz")).send().await.unwrap();
     assert_eq!(health.status().as_u16(), 200);
     api.assert_running("api");
+}
+
+/// The data-format key's value in the Redis at `url` (`None` when absent).
+fn stored_format(url: &str) -> Option<String> {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    redis::cmd("GET").arg(FORMAT_KEY).query(&mut c).unwrap()
+}
+
+/// Set the data-format key of the Redis at `url` to `value`.
+fn set_format(url: &str, value: &str) {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(FORMAT_KEY)
+        .arg(value)
+        .query(&mut c)
+        .unwrap();
+}
+
+// Goal: a fresh Redis gets this orq's data format at the first start; a Redis that holds another
+// format, or a value that is no format, stops `orq serve`, `orq worker` (and the other roles)
+// at startup with exit code 2 and a message that says what to do, writing nothing over it; a
+// Redis of this format starts every role.
+// Method: one Redis. `orq serve --redis` on it empty: ready, and the key holds DATA_FORMAT.
+// Then the key set to DATA_FORMAT + 1, then to "abc": each role must exit 2 with the words of
+// the refusal, no `panicked`, and the key unchanged. Then DATA_FORMAT again: `orq worker` and
+// `orq serve` run (serve ready, the worker still running after it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_holding_another_data_format_stops_every_role_with_exit_code_2() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let http = reqwest::Client::new();
+    assert_eq!(stored_format(&url), None);
+    {
+        let listen = free_listen_addr();
+        let mut serve = Proc::spawn(&[
+            "serve",
+            "--redis",
+            &url,
+            "--listen",
+            &listen,
+            "--no-dashboard-build",
+        ]);
+        wait_ready(&http, &format!("http://{listen}/api/v1")).await;
+        serve.assert_running("serve");
+    }
+    assert_eq!(stored_format(&url), Some(DATA_FORMAT.to_string()));
+
+    let other = (DATA_FORMAT + 1).to_string();
+    let cases = [
+        (
+            other.clone(),
+            vec![
+                format!("this Redis holds orq data format {other}"),
+                format!("this orq reads format {DATA_FORMAT}"),
+                format!("run an orq that reads format {other}"),
+                "another Redis".to_string(),
+                "FLUSHALL".to_string(),
+            ],
+        ),
+        (
+            "abc".to_string(),
+            vec![
+                format!("{FORMAT_KEY} holds \"abc\", which is no orq data format"),
+                "another Redis".to_string(),
+            ],
+        ),
+    ];
+    for (value, expected) in &cases {
+        set_format(&url, value);
+        for role in ["serve", "worker", "api", "scheduler"] {
+            let (code, err) = run_role(role, &url);
+            assert_eq!(code, Some(2), "orq {role} on format {value:?}: {err}");
+            for words in expected {
+                assert!(
+                    err.contains(words.as_str()),
+                    "orq {role}: {words:?} in {err}"
+                );
+            }
+            assert!(!err.contains("panicked"), "orq {role}: {err}");
+            assert_eq!(stored_format(&url).as_deref(), Some(value.as_str()));
+        }
+    }
+
+    set_format(&url, &DATA_FORMAT.to_string());
+    let mut worker = Proc::spawn(&["worker", "--redis", &url]);
+    let listen = free_listen_addr();
+    let mut serve = Proc::spawn(&[
+        "serve",
+        "--redis",
+        &url,
+        "--listen",
+        &listen,
+        "--no-dashboard-build",
+    ]);
+    wait_ready(&http, &format!("http://{listen}/api/v1")).await;
+    serve.assert_running("serve");
+    worker.assert_running("worker");
 }

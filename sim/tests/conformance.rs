@@ -282,7 +282,12 @@ fn check(s: &mut dyn Subject, case: &Case) -> Result<(), String> {
         }
     }
     let script = orq_lua::script(case.script);
-    let keys = if case.script == "queues" {
+    let keys = if case.script == "queues" && case.argv == "format" {
+        vec![
+            orq::keys::QUEUES_KEY.to_string(),
+            orq::keys::FORMAT_KEY.to_string(),
+        ]
+    } else if case.script == "queues" {
         vec![orq::keys::QUEUES_KEY.to_string()]
     } else {
         orq::keys::queue_keys("q")
@@ -441,7 +446,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a new task with no delay is queued in its tenant's ready set",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 5 ,0,2,1000,2,60000,0,30000,,,86400000",
+        argv: "1 A t1 echo {} 5 ,0,2,1000,2,60000,0,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -457,7 +462,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with the default settings stores only what differs from them (the compact record)",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
+        argv: "1 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -473,7 +478,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a setting sent as '' is its default, as the client sends a default task",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ''",
+        argv: "1 A t1 echo {} '' ''",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -489,7 +494,7 @@ const CASES: &[Case] = &[
         name: "enqueue: '' settings beside sent ones: only the sent ones that differ are stored",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 2 ,5000,5,,3,,,30000,,,",
+        argv: "1 A t1 echo {} 2 ,5000,5,,3,,,30000,,,",
         reply: r#"[{now} [[1 scheduled {now+5000}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
@@ -504,7 +509,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an idempotency key needs its TTL ('' is not a default for it)",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ,,,,,,,,,k,",
+        argv: "1 A t1 echo {} '' ,,,,,,,,,k,",
         reply: r#"!"INVALID idem_ttl_ms must be an integer in [1, 31622400000]""#,
         keys: "",
     },
@@ -512,7 +517,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a setting that is not '' is still validated",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ,,,,,,1.5,,,,",
+        argv: "1 A t1 echo {} '' ,,,,,,1.5,,,,",
         reply: r#"!"INVALID backoff.jitter must be a number in [0, 1]""#,
         keys: "",
     },
@@ -520,7 +525,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
         seed: &["HSET orq:{q}:task:C s queued t t1 y echo"],
         script: "enqueue",
-        argv: "q 3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
+        argv: "3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
         reply: r#"[{now} [[1 queued {now}] [0 [t t1 y echo p "{}" c {now} id A]] [0 [s queued t t1 y echo id C]]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -537,7 +542,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with a future run_at is scheduled",
         seed: &["HSET orq:{q}:stats total:enqueued 4"],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} 5 {t+60000},0,0,1000,2,60000,0.5,30000,5000,,86400000",
+        argv: "1 A t1 echo {} 5 {t+60000},0,0,1000,2,60000,0.5,30000,5000,,86400000",
         reply: r#"[{now} [[1 scheduled {t+60000}]] 0]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {t+60000}"}
@@ -556,7 +561,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:stats total:enqueued 1",
         ],
         script: "enqueue",
-        argv: "q 1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000",
+        argv: "1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000",
         reply: r#"[{now} [[0 [s queued t t1 id A]]] 0]"#,
         keys: r#"
             "orq:{q}:idem:t1:k" string A expires={t+600000}
@@ -571,7 +576,7 @@ const CASES: &[Case] = &[
             "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
         ],
         script: "enqueue",
-        argv: "q 1 B t2 echo {} 0 ,0,0,1000,2,60000,0,30000,,k,600000",
+        argv: "1 B t2 echo {} 0 ,0,0,1000,2,60000,0,30000,,k,600000",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued B t2 0"}
@@ -589,7 +594,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an invalid item rejects the whole batch before any write",
         seed: &[],
         script: "enqueue",
-        argv: "q 2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000 B t1 echo {} 10 ,0,0,1000,2,60000,0,30000,,,1000",
+        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000 B t1 echo {} 10 ,0,0,1000,2,60000,0,30000,,,1000",
         reply: r#"!"INVALID priority must be an integer in [0, 9]""#,
         keys: "",
     },
@@ -597,7 +602,7 @@ const CASES: &[Case] = &[
         name: "enqueue: packed settings must be eleven comma-separated values",
         seed: &[],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ,,,,,,,,,",
+        argv: "1 A t1 echo {} '' ,,,,,,,,,",
         reply: r#"!"INVALID item 1: settings must be 11 comma-separated values""#,
         keys: "",
     },
@@ -605,8 +610,8 @@ const CASES: &[Case] = &[
         name: "enqueue: the argument count must match the item count",
         seed: &[],
         script: "enqueue",
-        argv: "q 2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000",
-        reply: r#"!"INVALID expected 14 arguments""#,
+        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000",
+        reply: r#"!"INVALID expected 13 arguments""#,
         keys: "",
     },
     Case {
@@ -1004,7 +1009,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a batch of two priorities appends each task to the ready list of its priority, in batch order",
         seed: &[],
         script: "enqueue",
-        argv: "q 3 A t1 echo {} 2 '' B t1 echo {} 0 '' C t1 echo {} 2 ''",
+        argv: "3 A t1 echo {} 2 '' B t1 echo {} 0 '' C t1 echo {} 2 ''",
         reply: r#"[{now} [[1 queued {now}] [1 queued {now}] [1 queued {now}]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 \n queued B t1 0 \n queued C t1 0"}
@@ -1043,34 +1048,6 @@ const CASES: &[Case] = &[
             "orq:{q}:task:B" hash s=leased t=t1 pr=9 c={t+100095} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:task:C" hash s=queued t=t1 pr=9 c={t-200} u={t+100096}
             "orq:{q}:tenant:t1" hash rp=512 n:queued=-2 n:leased=2 served=2
-            "orq:{q}:tenants" zset t1=2
-            "orq:{q}:workers" zset w1={now}
-        "#,
-    },
-    Case {
-        name: "lease: an earlier orq's ready ZSET moves to the tenant's ready lists, in its order, and is leased from them",
-        seed: &[
-            "HSET orq:{q}:task:A s queued t t1 pr 9",
-            "HSET orq:{q}:task:B s queued t t1",
-            "HSET orq:{q}:task:C s queued t t1",
-            "ZADD orq:{q}:ready:t1 1 A 9895604649985 B 9895604649986 C",
-            "RPUSH orq:{q}:ready:0:t1 D",
-            "HSET orq:{q}:task:D s queued t t1",
-            "ZADD orq:{q}:tenants 0 t1",
-        ],
-        script: "lease",
-        argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} [s queued t t1 pr 9 id A] 1 1] [{now+30000} [s queued t t1 id D] 1 1]] {now}]"#,
-        keys: r#"
-            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased D t1 1 w w1 epoch 1 wait_ms 0"}
-            "orq:{q}:leases" zset A={now+30000} D={now+30000}
-            "orq:{q}:ready:0:t1" list B C
-            "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
-            "orq:{q}:task:A" hash s=leased t=t1 pr=9 e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
-            "orq:{q}:task:B" hash s=queued t=t1
-            "orq:{q}:task:C" hash s=queued t=t1
-            "orq:{q}:task:D" hash s=leased t=t1 e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
-            "orq:{q}:tenant:t1" hash rp=1 n:queued=-2 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -1165,15 +1142,15 @@ const CASES: &[Case] = &[
         "#
     },
     Case {
-        name: "enqueue: without a record of the last event id (a new stats hash, an earlier orq's time-based ids) the numbering goes on from the stream's last id",
+        name: "enqueue: without a record of the last event id (a new or lost stats hash) the numbering goes on from the stream's last id",
         seed: &[
-            "XADD orq:{q}:events 1700000000000-3 k paused ts 1700000000000 id '' t '' a 0",
+            "XADD orq:{q}:events 1700000000000-3 ts 1700000000000 k paused id '' t '' a 0",
         ],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ''",
+        argv: "1 A t1 echo {} '' ''",
         reply: r#"[{now} [[1 queued {now}]] 1]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=paused ts=1700000000000 id="" t="" a=0} {ts={now} e="queued A t1 0"}
+            "orq:{q}:events" stream {ts=1700000000000 k=paused id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
@@ -1185,14 +1162,14 @@ const CASES: &[Case] = &[
     Case {
         name: "enqueue: a stream holding a later id than the stats hash's record (a stale stats hash) is written after it, counted as repaired",
         seed: &[
-            "XADD orq:{q}:events 9999999999999-7 k paused ts 1 id '' t '' a 0",
+            "XADD orq:{q}:events 9999999999999-7 ts 1 k paused id '' t '' a 0",
             "HSET orq:{q}:stats events 5-2",
         ],
         script: "enqueue",
-        argv: "q 1 A t1 echo {} '' ''",
+        argv: "1 A t1 echo {} '' ''",
         reply: r#"[{now} [[1 queued {now}]] 0]"#,
         keys: r#"
-            "orq:{q}:events" stream {k=paused ts=1 id="" t="" a=0} {ts={now} e="queued A t1 0"}
+            "orq:{q}:events" stream {ts=1 k=paused id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
@@ -1205,7 +1182,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an id or a tenant with a space or a newline is refused before any write",
         seed: &[],
         script: "enqueue",
-        argv: "q 3 A t1 echo {} '' '' B 't 2' echo {} '' '' C t3 echo {} '' ''",
+        argv: "3 A t1 echo {} '' '' B 't 2' echo {} '' '' C t3 echo {} '' ''",
         reply: r#"!"INVALID item 2: id and tenant must not contain spaces or newlines""#,
         keys: ""
     },
@@ -1304,6 +1281,37 @@ const CASES: &[Case] = &[
         reply: r#"[{now} 1]"#,
         keys: r#"
             orq:queues set b r
+        "#,
+    },
+    Case {
+        name: "queues: format writes this orq's data format to a fresh store and answers it",
+        seed: &[],
+        script: "queues",
+        argv: "format",
+        reply: r#"[{now} 1]"#,
+        keys: r#"
+            "orq:format:{orq:queues}" string 1
+        "#,
+    },
+    Case {
+        name: "queues: format answers the format a store holds and writes nothing, whatever it is",
+        seed: &["SET orq:format:{orq:queues} 2", "SADD orq:queues q"],
+        script: "queues",
+        argv: "format",
+        reply: r#"[{now} 2]"#,
+        keys: r#"
+            "orq:format:{orq:queues}" string 2
+            orq:queues set q
+        "#,
+    },
+    Case {
+        name: "queues: format refuses a format key of another type",
+        seed: &["HSET orq:format:{orq:queues} v 1"],
+        script: "queues",
+        argv: "format",
+        reply: r#"!"CORRUPT orq:format:{orq:queues} holds a hash, not a string""#,
+        keys: r#"
+            "orq:format:{orq:queues}" hash v=1
         "#,
     },
     Case {

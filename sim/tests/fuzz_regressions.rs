@@ -55,7 +55,6 @@ fn enqueue(s: &MemoryStore, id: &str, tenant: &str, idem: &str) -> Resp {
         s,
         "enqueue",
         &[
-            "q",
             "1",
             id,
             tenant,
@@ -299,7 +298,6 @@ fn a_foreign_key_anywhere_in_the_queue_never_escapes_as_a_redis_error() {
         cmd(&s, &["DEL", &key]);
         cmd(&s, &["SET", &key, "foreign"]);
         let enqueue_args = [
-            "q",
             "1",
             "01CCCCCCCCCCCCCCCCCCCCCCCC",
             "t1",

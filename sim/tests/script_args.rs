@@ -58,19 +58,11 @@ fn enqueue_accepts_exactly_the_documented_lease_range() {
     ] {
         let store = MemoryStore::new(Arc::new(ManualClock::from_ms(1_800_000_000_000)));
         let settings = format!(",,,,,,,{lease_ms},,,");
-        let args: Vec<Vec<u8>> = [
-            "q",
-            "1",
-            "01J0000000000000000000000A",
-            "t1",
-            "echo",
-            "{}",
-            "0",
-        ]
-        .iter()
-        .map(|s| s.as_bytes().to_vec())
-        .chain([settings.into_bytes()])
-        .collect();
+        let args: Vec<Vec<u8>> = ["1", "01J0000000000000000000000A", "t1", "echo", "{}", "0"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .chain([settings.into_bytes()])
+            .collect();
         let reply = store.call_sync(script, &keys, &args);
         match (&reply, ok) {
             (Resp::Error(e), false) => {

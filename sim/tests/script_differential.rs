@@ -478,10 +478,7 @@ fn resolve_op(
             extra_arg,
             count,
         } => {
-            let mut argv = vec![
-                QUEUE.to_string(),
-                count.clone().unwrap_or_else(|| items.len().to_string()),
-            ];
+            let mut argv = vec![count.clone().unwrap_or_else(|| items.len().to_string())];
             for it in items {
                 let id = match it.id {
                     IdChoice::New => {

@@ -8,7 +8,7 @@ import { DataTable } from "@/components/DataTable";
 import { Modal } from "@/components/Dialog";
 import { useAdminDenied, useLive, useQueue, useToast } from "@/components/providers";
 import { Card, ErrorBox, Loading, PageTitle } from "@/components/ui";
-import { api, errorMessage, isMissingRoute, NEEDS_ADMIN } from "@/lib/api";
+import { api, errorMessage, NEEDS_ADMIN } from "@/lib/api";
 import { formatNumber } from "@/lib/format";
 import { useResource } from "@/lib/hooks";
 import { STATUS_COLOURS, type TenantLimits, type TenantStats } from "@/lib/types";
@@ -192,7 +192,6 @@ export default function TenantsPage() {
     ],
     [denied],
   );
-  const missingQueue = tenants.error !== null && isMissingRoute(tenants.error);
   return (
     <>
       <PageTitle sub={`Weighted fair sharing within queue ${queue}: each backlogged tenant gets its weight's share of leases.`}>
@@ -216,7 +215,7 @@ export default function TenantsPage() {
         {tenants.loading ? (
           <Loading what="Loading tenants" />
         ) : tenants.error && !tenants.data ? (
-          missingQueue ? <ErrorBox error={tenants.error} /> : <ErrorBox error={tenants.error} retry={tenants.reload} />
+          <ErrorBox error={tenants.error} retry={tenants.reload} />
         ) : (
           <DataTable
             label="Tenants"

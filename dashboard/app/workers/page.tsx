@@ -7,10 +7,10 @@ import { useMemo } from "react";
 import { DataTable } from "@/components/DataTable";
 import { useAdminDenied, useLive, useQueue } from "@/components/providers";
 import { AdminNeeded, Card, Empty, ErrorBox, Loading, PageTitle, TaskLink } from "@/components/ui";
-import { api, isMissingRoute, needsAdmin } from "@/lib/api";
+import { api, needsAdmin } from "@/lib/api";
 import { formatDuration, formatTime } from "@/lib/format";
-import { useNow, useResource } from "@/lib/hooks";
-import type { Task, WorkerInfo, WorkerLease } from "@/lib/types";
+import { useResource } from "@/lib/hooks";
+import type { WorkerInfo, WorkerLease } from "@/lib/types";
 
 /** A worker not seen for this long is shown as silent (ms). */
 const SILENT_MS = 30_000;
@@ -68,49 +68,6 @@ function Worker({ w, now_ms, queue }: { w: WorkerInfo; now_ms: number; queue: st
   );
 }
 
-/** The fall-back: leased tasks grouped by the worker holding them. */
-function FromLeasedTasks({ queue }: { queue: string }) {
-  const { tick } = useLive();
-  const leased = useResource((signal) => api.tasks({ queue, status: "leased", limit: 1000 }, signal), [queue, tick]);
-  const now = useNow(1000);
-  if (leased.loading) return <Loading what="Loading leased tasks" />;
-  if (leased.error && !leased.data) return <ErrorBox error={leased.error} retry={leased.reload} />;
-  const by = new Map<string, Task[]>();
-  for (const t of leased.data?.tasks ?? []) {
-    const w = t.lease?.worker ?? "?";
-    by.set(w, [...(by.get(w) ?? []), t]);
-  }
-  const workers: WorkerInfo[] = [...by.entries()].map(([id, tasks]) => ({
-    id,
-    last_seen_ms: now,
-    idle_ms: 0,
-    leases: tasks.map((t) => {
-      const exp = Date.parse(t.lease?.expires_at ?? t.updated_at);
-      return {
-        task_id: t.id,
-        type: t.type,
-        tenant: t.tenant,
-        leased_at_ms: Date.parse(t.updated_at),
-        lease_exp_ms: exp,
-        heartbeat_age_ms: Math.max(0, now - (exp - t.lease_ms)),
-      };
-    }),
-  }));
-  return (
-    <>
-      <p className="muted">
-        This orq does not serve the workers route: shown are the workers that hold leases now (idle workers are not
-        visible).
-      </p>
-      {workers.length === 0 ? (
-        <Empty>No task of {queue} is leased right now.</Empty>
-      ) : (
-        workers.map((w) => <Worker key={w.id} w={w} now_ms={now} queue={queue} />)
-      )}
-    </>
-  );
-}
-
 export default function WorkersPage() {
   const { queue } = useQueue();
   const { tick } = useLive();
@@ -124,7 +81,6 @@ export default function WorkersPage() {
     [queue, tick, denied],
   );
   const forbidden = workers.error !== null && needsAdmin(workers.error);
-  const missing = workers.error !== null && isMissingRoute(workers.error) && !workers.data;
   return (
     <>
       <PageTitle sub={`Workers that lease from ${queue}, the tasks they hold, and how fresh their leases are.`}>Workers</PageTitle>
@@ -132,8 +88,6 @@ export default function WorkersPage() {
         <Loading what="Loading workers" />
       ) : forbidden ? (
         <AdminNeeded what="The workers view" />
-      ) : missing ? (
-        <FromLeasedTasks queue={queue} />
       ) : workers.error && !workers.data ? (
         <ErrorBox error={workers.error} retry={workers.reload} />
       ) : (workers.data?.workers.length ?? 0) === 0 ? (

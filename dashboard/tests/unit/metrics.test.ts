@@ -1,9 +1,9 @@
-// Goal: the overview charts plot per-second rates and latency percentiles of the last hour, and
-// the fall-back (totals sampled by the page) gives rates between readings. Method: small tables.
+// Goal: the overview charts plot per-second rates and latency percentiles of the last hour.
+// Method: small tables.
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { chartAxis, latencyPoints, ratePoints, ratesFromSamples } from "../../lib/metrics";
+import { chartAxis, latencyPoints, ratePoints } from "../../lib/metrics";
 import type { MetricsReply } from "../../lib/types";
 
 const now = 10_000_000;
@@ -29,19 +29,6 @@ test("latency points carry the percentiles a bucket has and leave gaps for the r
   assert.equal(p[0]!.wait_p50, undefined);
   assert.equal(p[0]!.run_p99, 9);
   assert.equal(p[1]!.wait_p99, 40);
-});
-
-test("fall-back rates come from consecutive totals and never go negative", () => {
-  const r = ratesFromSamples([
-    { t_ms: 0, completed: 0, failed: 0, dead: 0 },
-    { t_ms: 2000, completed: 10, failed: 4, dead: 0 },
-    { t_ms: 2000, completed: 11, failed: 4, dead: 0 },
-    { t_ms: 4000, completed: 5, failed: 4, dead: 2 },
-  ]);
-  assert.deepEqual(r, [
-    { t_ms: 2000, completed_per_s: 5, failed_per_s: 2, dead_per_s: 0 },
-    { t_ms: 4000, completed_per_s: 0, failed_per_s: 0, dead_per_s: 1 },
-  ]);
 });
 
 test("chartAxis: one domain and whole-step ticks for every chart of the page", () => {

@@ -47,8 +47,7 @@ impl Client {
         let mut out: Vec<Option<Submitted>> = vec![None; specs.len()];
         for (queue, positions) in groups {
             let registered_now = self.register_queue(queue, false).await?;
-            let mut args = Vec::with_capacity(2 + positions.len() * 6);
-            args.push(arg(queue));
+            let mut args = Vec::with_capacity(1 + positions.len() * 6);
             args.push(arg(positions.len()));
             let now = self.clock.now_ms();
             let mut ids = Vec::with_capacity(positions.len());
