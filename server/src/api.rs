@@ -12,7 +12,7 @@
 //! did not exist).
 
 use crate::auth::{Auth, Caller};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
 use crate::model::{
@@ -131,8 +131,7 @@ pub fn app(state: AppState) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
+                ErrorCode::MethodNotAllowed,
                 "method not allowed on this route",
             )
         })
@@ -252,8 +251,7 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
         Err(e) => match e.transient() {
             Some(cause) => ApiError::store_unavailable(cause).into_response(),
             None => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
+                ErrorCode::Unavailable,
                 format!("the store answered the readiness probe unexpectedly: {e}"),
             )
             .into_response(),
@@ -482,7 +480,7 @@ pub(crate) async fn submit_batch(
         };
         // A field of item i names its path; a store failure is the call's, not the item's.
         specs.push(spec.map_err(|mut e| {
-            if e.code != "store_unavailable" {
+            if e.code != ErrorCode::StoreUnavailable {
                 e.message = format!("tasks[{i}].{}", e.message);
             }
             e

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod dashboard;
 pub mod error;
+pub mod error_code;
 pub mod handlers;
 pub mod live;
 pub mod model;

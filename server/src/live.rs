@@ -9,11 +9,11 @@
 
 use crate::api::{check_name, no_query, query, queue_path, AppState};
 use crate::auth::Caller;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::openapi::{BadRequest, Forbidden, NotFound, QueueName, Unauthorized, Unavailable};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -731,8 +731,7 @@ pub async fn events(
     }
     let slot = s.live.client_slot().ok_or_else(|| {
         ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!("too many event stream clients (at most {SSE_CLIENTS_MAX}); retry later"),
         )
     })?;

@@ -9,7 +9,7 @@
 //! nothing. `server/tests/openapi.rs` checks that every route of the router is in the document
 //! and that its security matches what the router enforces.
 
-use crate::error::{ErrorBody, ERROR_CODES};
+use crate::error::ErrorBody;
 use crate::{api, live, model, timelines};
 use axum::extract::RawQuery;
 use axum::http::header::CONTENT_TYPE;
@@ -183,21 +183,6 @@ impl PartialSchema for StatusName {
 impl ToSchema for StatusName {
     fn name() -> Cow<'static, str> {
         "Status".into()
-    }
-}
-
-/// The schema of an error `code`, from [`ERROR_CODES`].
-pub struct ErrorCodeName;
-
-impl PartialSchema for ErrorCodeName {
-    fn schema() -> RefOr<Schema> {
-        string_enum(ERROR_CODES, "Stable, machine-readable error code.").into()
-    }
-}
-
-impl ToSchema for ErrorCodeName {
-    fn name() -> Cow<'static, str> {
-        "ErrorCode".into()
     }
 }
 

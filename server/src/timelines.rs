@@ -79,8 +79,7 @@ pub async fn list(
     let mut rd = tokio::fs::read_dir(dir.as_path()).await.map_err(|e| {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot read the timelines directory");
         ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            crate::error::ErrorCode::Unavailable,
             "the timelines directory cannot be read",
         )
     })?;
