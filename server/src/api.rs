@@ -21,9 +21,10 @@ use crate::model::{
     SubmitBody, TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson,
     TenantsJson,
 };
-use crate::openapi::{
-    BadRequest, Conflict, Forbidden, NotFound, PayloadTooLarge, QueueName, RequestTimeout, TaskId,
-    TenantName, TooManyRequests, Unauthorized, Unavailable, Unprocessable,
+use crate::openapi::{QueueName, TaskId, TenantName, Unavailable};
+use crate::openapi_errors::{
+    BodyErrors, KeyErrors, PurgeErrors, QueueErrors, QueueLookupErrors, SubmitErrors,
+    TaskChangeErrors, TaskErrors,
 };
 use crate::ratelimit::SubmitLimiter;
 use crate::serve::BodyTimeout;
@@ -398,14 +399,7 @@ async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiErr
             description = "The task submitted earlier with this idempotency key.",
             body = TaskJson,
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 408, response = RequestTimeout),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = Unprocessable),
-        (status = 429, response = TooManyRequests),
-        (status = 503, response = Unavailable),
+        SubmitErrors,
     ),
 )]
 pub(crate) async fn submit(
@@ -448,14 +442,7 @@ pub(crate) async fn submit(
                 tasks, in the order given, `created` all false.",
             body = TasksJson,
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 408, response = RequestTimeout),
-        (status = 413, response = PayloadTooLarge),
-        (status = 422, response = Unprocessable),
-        (status = 429, response = TooManyRequests),
-        (status = 503, response = Unavailable),
+        SubmitErrors,
     ),
 )]
 pub(crate) async fn submit_batch(
@@ -550,10 +537,7 @@ async fn visible_task(
     params(TaskId, ById),
     responses(
         (status = 200, description = "The task.", body = TaskJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        TaskErrors,
     ),
 )]
 pub(crate) async fn get_task(
@@ -577,11 +561,7 @@ pub(crate) async fn get_task(
     params(TaskId, ById),
     responses(
         (status = 200, description = "The cancelled task.", body = TaskJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = NotFound),
-        (status = 409, response = Conflict),
-        (status = 503, response = Unavailable),
+        TaskChangeErrors,
     ),
 )]
 pub(crate) async fn cancel_task(
@@ -689,10 +669,7 @@ async fn list_common(
     params(ListParams),
     responses(
         (status = 200, description = "A page of tasks.", body = TasksJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn list_tasks(
@@ -752,10 +729,7 @@ pub(crate) async fn list_tasks(
     ),
     responses(
         (status = 200, description = "A page of dead tasks.", body = TasksJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn list_dlq(
@@ -781,11 +755,7 @@ pub(crate) async fn list_dlq(
     params(TaskId, ById),
     responses(
         (status = 200, description = "The replayed task.", body = TaskJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 404, response = NotFound),
-        (status = 409, response = Conflict),
-        (status = 503, response = Unavailable),
+        TaskChangeErrors,
     ),
 )]
 pub(crate) async fn replay_one(
@@ -810,12 +780,7 @@ pub(crate) async fn replay_one(
     request_body = BulkReplayBody,
     responses(
         (status = 200, description = "How many were replayed.", body = ReplayedJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 408, response = RequestTimeout),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
+        BodyErrors,
     ),
 )]
 pub(crate) async fn replay_bulk(
@@ -864,12 +829,7 @@ pub(crate) async fn replay_bulk(
     params(TaskId, ById),
     responses(
         (status = 200, description = "Purged.", body = PurgedJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 409, response = Conflict),
-        (status = 503, response = Unavailable),
+        PurgeErrors,
     ),
 )]
 pub(crate) async fn purge_one(
@@ -942,10 +902,7 @@ pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<St
     params(QueueName),
     responses(
         (status = 200, description = "The tenants.", body = TenantsJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn list_tenants(
@@ -980,12 +937,7 @@ pub(crate) async fn list_tenants(
     request_body = TenantBody,
     responses(
         (status = 200, description = "The tenant's entry.", body = TenantEntryJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 408, response = RequestTimeout),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
+        BodyErrors,
     ),
 )]
 pub(crate) async fn put_tenant(
@@ -1040,10 +992,7 @@ async fn set_paused(
     params(QueueName),
     responses(
         (status = 200, description = "Paused.", body = PausedJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn pause_queue(
@@ -1064,10 +1013,7 @@ pub(crate) async fn pause_queue(
     params(QueueName),
     responses(
         (status = 200, description = "Resumed.", body = PausedJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn resume_queue(
@@ -1106,10 +1052,7 @@ pub(crate) struct DrainParams {
             description = "Drained, or what remains when the wait ended.",
             body = DrainedJson,
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub(crate) async fn drain_queue(
@@ -1146,12 +1089,7 @@ pub(crate) async fn drain_queue(
     request_body = QueueSettingsBody,
     responses(
         (status = 200, description = "The queue's stats after the change.", body = QueueStatsJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 408, response = RequestTimeout),
-        (status = 413, response = PayloadTooLarge),
-        (status = 503, response = Unavailable),
+        BodyErrors,
     ),
 )]
 pub(crate) async fn put_settings(
@@ -1205,9 +1143,7 @@ pub(crate) async fn put_settings(
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The queues.", body = QueuesJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 503, response = Unavailable),
+        KeyErrors,
     ),
 )]
 pub(crate) async fn list_queues(
@@ -1262,11 +1198,7 @@ async fn futures_join(
     params(QueueName),
     responses(
         (status = 200, description = "The queue.", body = QueueStatsJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub(crate) async fn queue_stats(

@@ -14,6 +14,7 @@ pub mod handlers;
 pub mod live;
 pub mod model;
 pub mod openapi;
+pub mod openapi_errors;
 pub mod ratelimit;
 pub mod redis_checks;
 pub mod serve;

@@ -10,7 +10,8 @@
 use crate::api::{check_name, no_query, query, queue_path, AppState};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode};
-use crate::openapi::{BadRequest, Forbidden, NotFound, QueueName, Unauthorized, Unavailable};
+use crate::openapi::QueueName;
+use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, RawQuery, State};
 use axum::http::HeaderMap;
@@ -701,10 +702,7 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
             content_type = "text/event-stream",
             body = String,
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub async fn events(
@@ -784,11 +782,7 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
     params(QueueName),
     responses(
         (status = 200, description = "The last hour, oldest bucket first.", body = MetricsJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn metrics(
@@ -828,11 +822,7 @@ pub async fn metrics(
     params(QueueName),
     responses(
         (status = 200, description = "The workers, most recently seen first.", body = WorkersJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn workers(

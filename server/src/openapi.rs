@@ -4,7 +4,8 @@
 //! Each handler carries its `#[utoipa::path]` (method, path, parameters, body, every status it
 //! can answer); the JSON shapes derive their schemas in [`crate::model`], [`crate::live`] and
 //! [`crate::timelines`]; this module gathers them, names the reusable error answers (one per
-//! status, each with the [`ErrorBody`] schema) and declares the bearer scheme of
+//! status, each with the [`ErrorBody`] schema; a route names a set of them from
+//! [`crate::openapi_errors`]) and declares the bearer scheme of
 //! [`crate::auth`]. Routes that need a key say `security(("bearer" = []))`; the public ones say
 //! nothing. `server/tests/openapi.rs` checks that every route of the router is in the document
 //! and that its security matches what the router enforces.

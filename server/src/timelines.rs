@@ -5,7 +5,7 @@
 use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::openapi::{BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unavailable};
+use crate::openapi_errors::{FileErrors, QueueLookupErrors};
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
@@ -61,11 +61,7 @@ fn disabled() -> ApiError {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The timeline files, by name.", body = TimelinesJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn list(
@@ -171,11 +167,7 @@ pub struct TimelineName {
                 (serde_json::Value = "application/json"),
             ),
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 413, response = PayloadTooLarge),
+        FileErrors,
     ),
 )]
 pub async fn get(
