@@ -1,7 +1,8 @@
 //! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health; the live
 //! views ([`crate::live`]) and timelines ([`crate::timelines`]); its OpenAPI document
-//! ([`crate::openapi`]); the dashboard at `/`. Every handler validates its input, caps sizes
-//! and answers typed JSON errors ([`ApiError`]); nothing user-supplied reaches a key name
+//! ([`crate::openapi`]); the dashboard at `/`. Every handler takes its input through the
+//! extractors of [`crate::extract`] (bodies, queries and path names checked and capped, typed
+//! JSON errors, [`ApiError`]) and validates the rest; nothing user-supplied reaches a key name
 //! without passing `orq::keys` validation. Each handler's `#[utoipa::path]` documents its
 //! parameters, body and every status it answers.
 //!
@@ -13,13 +14,16 @@
 
 use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ErrorCode};
+use crate::extract::{
+    check_name, ApiJson, ApiQuery, NoQuery, QueuePath, QueueTenantPath, TaskIdPath,
+    SMALL_BODY_MAX_BYTES,
+};
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
 use crate::model::{
-    parse_body, BatchBody, BulkReplayBody, CountsJson, DrainedJson, HealthJson, PausedJson,
-    PurgedJson, QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson,
-    SubmitBody, TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson,
-    TenantsJson,
+    BatchBody, BulkReplayBody, CountsJson, DrainedJson, HealthJson, PausedJson, PurgedJson,
+    QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson, SubmitBody,
+    TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson, TenantsJson,
 };
 use crate::openapi::{QueueName, TaskId, TenantName, Unavailable};
 use crate::openapi_errors::{
@@ -27,16 +31,13 @@ use crate::openapi_errors::{
     TaskChangeErrors, TaskErrors,
 };
 use crate::ratelimit::SubmitLimiter;
-use crate::serve::BodyTimeout;
 use crate::{dashboard, timelines};
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Path, Query, RawQuery, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use orq::keys::{is_valid_name, is_valid_task_id};
+use orq::keys::is_valid_name;
 use orq::task::BATCH_MAX;
 use orq::{Client, Clock, ListQuery, Status, Task};
 use serde::Deserialize;
@@ -149,79 +150,6 @@ async fn fallback(State(s): State<AppState>, req: Request) -> Response {
         return ApiError::not_found("no such route").into_response();
     }
     dashboard::serve(s.dashboard.as_deref().map(PathBuf::as_path), req).await
-}
-
-/// True when `e` or one of its sources is the server's body deadline ([`BodyTimeout`]).
-fn is_body_timeout(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    // Bounded: error chains are short, and a cycle would be a bug elsewhere.
-    for _ in 0..16 {
-        let Some(x) = cur else {
-            return false;
-        };
-        if x.downcast_ref::<BodyTimeout>().is_some() {
-            return true;
-        }
-        cur = x.source();
-    }
-    false
-}
-
-fn body_bytes(body: Result<Bytes, BytesRejection>, max: usize) -> Result<Bytes, ApiError> {
-    let bytes = body.map_err(|r| {
-        if is_body_timeout(&r) {
-            ApiError::request_timeout(format!("request body: {}", r.body_text()))
-        } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(format!("request body: larger than {max} bytes"))
-        } else {
-            ApiError::bad_request(format!("request body: {}", r.body_text()))
-        }
-    })?;
-    if bytes.len() > max {
-        return Err(ApiError::too_large(format!(
-            "request body: larger than {max} bytes"
-        )));
-    }
-    Ok(bytes)
-}
-
-pub(crate) fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    q.map(|Query(v)| v)
-        .map_err(|r| ApiError::bad_request(format!("query: {}", r.body_text())))
-}
-
-pub(crate) fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
-    if is_valid_name(v) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "{field}: must match [A-Za-z0-9._-]{{1,64}}"
-        )))
-    }
-}
-
-/// The task id of a path: a ULID, case-insensitive (Crockford base32), stored in upper case.
-/// Anything else cannot name a task: 404.
-fn task_id(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let unknown = || ApiError::not_found("no task with this id (task ids are 26-character ULIDs)");
-    let id = path
-        .map(|Path(id)| id.to_ascii_uppercase())
-        .map_err(|_| unknown())?;
-    if is_valid_task_id(&id) {
-        Ok(id)
-    } else {
-        Err(unknown())
-    }
-}
-
-/// Routes that take no query parameters refuse any, rather than silently ignore them.
-pub(crate) fn no_query(q: &RawQuery) -> Result<(), ApiError> {
-    match q.0.as_deref() {
-        None | Some("") => Ok(()),
-        Some(_) => Err(ApiError::bad_request(
-            "query: this route takes no query parameters",
-        )),
-    }
 }
 
 /// The process is up.
@@ -405,12 +333,10 @@ async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiErr
 pub(crate) async fn submit(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    _: NoQuery,
+    ApiJson(body): ApiJson<SubmitBody, SUBMIT_BODY_MAX_BYTES>,
 ) -> ApiResult {
-    no_query(&q)?;
-    let bytes = body_bytes(body, SUBMIT_BODY_MAX_BYTES)?;
-    let body = authorize_submit(&caller, parse_body::<SubmitBody>(&bytes)?)?;
+    let body = authorize_submit(&caller, body)?;
     let spec = spec_of(&s, body).await?;
     s.admit(std::slice::from_ref(&spec))?;
     let done = s.client.submit(spec).await?;
@@ -448,12 +374,9 @@ pub(crate) async fn submit(
 pub(crate) async fn submit_batch(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    _: NoQuery,
+    ApiJson(batch): ApiJson<BatchBody>,
 ) -> ApiResult {
-    no_query(&q)?;
-    let bytes = body_bytes(body, BODY_MAX_BYTES)?;
-    let batch: BatchBody = parse_body(&bytes)?;
     if batch.tasks.is_empty() || batch.tasks.len() > BATCH_MAX {
         return Err(ApiError::bad_request(format!(
             "tasks: between 1 and {BATCH_MAX} per batch"
@@ -501,8 +424,7 @@ pub(crate) struct ById {
     queue: Option<String>,
 }
 
-fn by_id(q: Result<Query<ById>, QueryRejection>) -> Result<Option<String>, ApiError> {
-    let q = query(q)?;
+fn by_id(q: ById) -> Result<Option<String>, ApiError> {
     if let Some(queue) = &q.queue {
         check_name("queue", queue)?;
     }
@@ -543,11 +465,10 @@ async fn visible_task(
 pub(crate) async fn get_task(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<ById>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ById>,
+    TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    let id = task_id(path)?;
     let task = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
@@ -567,11 +488,10 @@ pub(crate) async fn get_task(
 pub(crate) async fn cancel_task(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<ById>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ById>,
+    TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    let id = task_id(path)?;
     // A task's queue and tenant never change, so the check stays true for the cancel.
     let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     let task = s.client.cancel(Some(&found.queue), &id).await?;
@@ -675,9 +595,9 @@ async fn list_common(
 pub(crate) async fn list_tasks(
     State(s): State<AppState>,
     caller: Caller,
-    q: Result<Query<ListParams>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ListParams>,
 ) -> ApiResult {
-    let mut p = query(q)?;
+    let mut p = q;
     let status = match p.status.take() {
         None => None,
         Some(v) => Some(Status::parse(&v).ok_or_else(|| {
@@ -735,9 +655,9 @@ pub(crate) async fn list_tasks(
 pub(crate) async fn list_dlq(
     State(s): State<AppState>,
     caller: Caller,
-    q: Result<Query<ListParams>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ListParams>,
 ) -> ApiResult {
-    let p = query(q)?;
+    let p = q;
     if p.status.is_some() {
         return Err(ApiError::bad_request(
             "status: the DLQ lists dead tasks only",
@@ -761,11 +681,10 @@ pub(crate) async fn list_dlq(
 pub(crate) async fn replay_one(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<ById>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ById>,
+    TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
     let queue = by_id(q)?;
-    let id = task_id(path)?;
     let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     let task = s.client.replay(Some(&found.queue), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
@@ -786,12 +705,9 @@ pub(crate) async fn replay_one(
 pub(crate) async fn replay_bulk(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    _: NoQuery,
+    ApiJson(mut b): ApiJson<BulkReplayBody, SMALL_BODY_MAX_BYTES>,
 ) -> ApiResult {
-    no_query(&q)?;
-    let bytes = body_bytes(body, 64 * 1024)?;
-    let mut b: BulkReplayBody = parse_body(&bytes)?;
     let queue = b.queue.take().unwrap_or_else(|| "default".into());
     check_name("queue", &queue)?;
     caller.check_queue(&queue)?;
@@ -835,12 +751,11 @@ pub(crate) async fn replay_bulk(
 pub(crate) async fn purge_one(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<ById>, QueryRejection>,
+    ApiQuery(q): ApiQuery<ById>,
+    TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
     caller.require_admin("purging a dead task")?;
     let queue = by_id(q)?;
-    let id = task_id(path)?;
     s.client.purge(queue.as_deref(), &id).await?;
     Ok(Json(PurgedJson { id, purged: true }).into_response())
 }
@@ -884,15 +799,6 @@ fn own_tenant_json(t: &orq::TenantStats) -> TenantJson {
     v
 }
 
-/// The queue name of a `/queues/{queue}/...` path, validated.
-pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
-    let queue = path
-        .map(|Path(q)| q)
-        .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;
-    check_name("queue", &queue)?;
-    Ok(queue)
-}
-
 /// A queue's tenants: weight, limits, counts, leases served, share of service, completions/s.
 #[utoipa::path(
     get,
@@ -908,11 +814,9 @@ pub(crate) fn queue_path(path: Result<Path<String>, PathRejection>) -> Result<St
 pub(crate) async fn list_tenants(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> ApiResult {
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     caller.check_queue(&queue)?;
     let st = s.client.stats(&queue).await?;
     let tenants: Vec<_> = match caller.tenant() {
@@ -943,19 +847,12 @@ pub(crate) async fn list_tenants(
 pub(crate) async fn put_tenant(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<(String, String)>, PathRejection>,
-    q: RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    _: NoQuery,
+    QueueTenantPath(queue, tenant): QueueTenantPath,
+    ApiJson(body): ApiJson<TenantBody, SMALL_BODY_MAX_BYTES>,
 ) -> ApiResult {
     caller.require_admin("setting a tenant's limits")?;
-    no_query(&q)?;
-    let (queue, tenant) = path
-        .map(|Path(p)| p)
-        .map_err(|_| ApiError::bad_request("queue, tenant: must match [A-Za-z0-9._-]{1,64}"))?;
-    check_name("queue", &queue)?;
-    check_name("tenant", &tenant)?;
-    let bytes = body_bytes(body, 64 * 1024)?;
-    let limits = parse_body::<TenantBody>(&bytes)?.into_limits()?;
+    let limits = body.into_limits()?;
     s.client.configure_tenant(&queue, &tenant, &limits).await?;
     let st = s.client.stats(&queue).await?;
     let entry = match st.tenants.iter().find(|t| t.tenant == tenant) {
@@ -965,20 +862,12 @@ pub(crate) async fn put_tenant(
     Ok(Json(entry).into_response())
 }
 
-async fn set_paused(
-    s: &AppState,
-    caller: &Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
-    paused: bool,
-) -> ApiResult {
+async fn set_paused(s: &AppState, caller: &Caller, queue: String, paused: bool) -> ApiResult {
     caller.require_admin(if paused {
         "pausing a queue"
     } else {
         "resuming a queue"
     })?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     s.client.configure_queue(&queue, Some(paused), None).await?;
     Ok(Json(PausedJson { queue, paused }).into_response())
 }
@@ -998,10 +887,10 @@ async fn set_paused(
 pub(crate) async fn pause_queue(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> ApiResult {
-    set_paused(&s, &caller, path, q, true).await
+    set_paused(&s, &caller, queue, true).await
 }
 
 /// Restart leasing from a queue (admin keys only).
@@ -1019,10 +908,10 @@ pub(crate) async fn pause_queue(
 pub(crate) async fn resume_queue(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> ApiResult {
-    set_paused(&s, &caller, path, q, false).await
+    set_paused(&s, &caller, queue, false).await
 }
 
 /// Longest a drain request waits (ms).
@@ -1058,12 +947,11 @@ pub(crate) struct DrainParams {
 pub(crate) async fn drain_queue(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<DrainParams>, QueryRejection>,
+    ApiQuery(q): ApiQuery<DrainParams>,
+    QueuePath(queue): QueuePath,
 ) -> ApiResult {
     caller.require_admin("draining a queue")?;
-    let p = query(q)?;
-    let queue = queue_path(path)?;
+    let p = q;
     let timeout = p.timeout_ms.unwrap_or(10_000);
     if timeout > DRAIN_TIMEOUT_MS_MAX {
         return Err(ApiError::bad_request(format!(
@@ -1095,15 +983,11 @@ pub(crate) async fn drain_queue(
 pub(crate) async fn put_settings(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+    ApiJson(b): ApiJson<QueueSettingsBody, SMALL_BODY_MAX_BYTES>,
 ) -> ApiResult {
     caller.require_admin("changing a queue's settings")?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
-    let bytes = body_bytes(body, 64 * 1024)?;
-    let b: QueueSettingsBody = parse_body(&bytes)?;
     if let Some(step) = b.aging_step_ms {
         let max = orq_lua::facts::AGING_STEP_MS_MAX;
         if step > max {
@@ -1149,9 +1033,8 @@ pub(crate) async fn put_settings(
 pub(crate) async fn list_queues(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
+    _: NoQuery,
 ) -> ApiResult {
-    no_query(&q)?;
     let mut names = s.client.queues().await?;
     names.retain(|n| caller.may_use_queue(n));
     let stats = futures_join(&s.client, &names).await?;
@@ -1204,11 +1087,9 @@ async fn futures_join(
 pub(crate) async fn queue_stats(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> ApiResult {
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     caller.check_queue(&queue)?;
     if !s.client.queues().await?.contains(&queue) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));

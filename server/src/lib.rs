@@ -10,6 +10,7 @@ pub mod cli;
 pub mod dashboard;
 pub mod error;
 pub mod error_code;
+pub mod extract;
 pub mod handlers;
 pub mod live;
 pub mod model;

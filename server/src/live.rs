@@ -7,13 +7,13 @@
 //! broadcasts them to the SSE clients, each of which filters by its own `?queue=`. The poller
 //! stops when the last clone of its state is dropped.
 
-use crate::api::{check_name, no_query, query, queue_path, AppState};
+use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode};
+use crate::extract::{check_name, ApiQuery, NoQuery, QueuePath};
 use crate::openapi::QueueName;
 use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, RawQuery, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -709,9 +709,9 @@ pub async fn events(
     State(s): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    q: Result<Query<EventsParams>, QueryRejection>,
+    ApiQuery(q): ApiQuery<EventsParams>,
 ) -> Result<Response, ApiError> {
-    let p = query(q)?;
+    let p = q;
     if let Some(queue) = &p.queue {
         check_name("queue", queue)?;
         caller.check_queue(queue)?;
@@ -788,12 +788,10 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
 pub async fn metrics(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
     caller.require_admin("a queue's metrics")?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
     let now = s.clock.now_ms() as i64;
     let buckets = s.live.metrics(&queue, now);
@@ -828,12 +826,10 @@ pub async fn metrics(
 pub async fn workers(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the workers view")?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
     let w = s.client.workers(&queue).await?;
     let now = w.now_ms;

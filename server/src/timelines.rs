@@ -5,10 +5,11 @@
 use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
+use crate::extract::NoQuery;
 use crate::openapi_errors::{FileErrors, QueueLookupErrors};
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -67,10 +68,9 @@ fn disabled() -> ApiError {
 pub async fn list(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
+    _: NoQuery,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the timelines")?;
-    crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let mut rd = tokio::fs::read_dir(dir.as_path()).await.map_err(|e| {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot read the timelines directory");
@@ -173,11 +173,10 @@ pub struct TimelineName {
 pub async fn get(
     State(s): State<AppState>,
     caller: Caller,
+    _: NoQuery,
     path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the timelines")?;
-    crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let unknown = || {
         ApiError::not_found(
