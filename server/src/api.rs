@@ -15,8 +15,7 @@
 use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
-    check_name, ApiJson, ApiQuery, NoQuery, QueuePath, QueueTenantPath, TaskIdPath,
-    SMALL_BODY_MAX_BYTES,
+    ApiJson, ApiQuery, NoQuery, QueuePath, QueueTenantPath, TaskIdPath, SMALL_BODY_MAX_BYTES,
 };
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
@@ -25,6 +24,7 @@ use crate::model::{
     QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson, SubmitBody,
     TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson, TenantsJson,
 };
+use crate::names::{check_name, Name};
 use crate::openapi::{QueueName, TaskId, TenantName, Unavailable};
 use crate::openapi_errors::{
     BodyErrors, KeyErrors, PurgeErrors, QueueErrors, QueueLookupErrors, SubmitErrors,
@@ -828,7 +828,11 @@ pub(crate) async fn list_tenants(
             .map(own_tenant_json)
             .collect(),
     };
-    Ok(Json(TenantsJson { queue, tenants }).into_response())
+    Ok(Json(TenantsJson {
+        queue: queue.into(),
+        tenants,
+    })
+    .into_response())
 }
 
 /// Set a tenant's weight and limits (admin keys only): each field optional, `null` removes it.
@@ -855,21 +859,27 @@ pub(crate) async fn put_tenant(
     let limits = body.into_limits()?;
     s.client.configure_tenant(&queue, &tenant, &limits).await?;
     let st = s.client.stats(&queue).await?;
-    let entry = match st.tenants.iter().find(|t| t.tenant == tenant) {
+    let entry = match st.tenants.iter().find(|t| t.tenant == tenant.as_str()) {
         Some(t) => TenantEntryJson::Listed(TenantJson::from(t)),
-        None => TenantEntryJson::Unlisted(TenantNameJson { tenant }),
+        None => TenantEntryJson::Unlisted(TenantNameJson {
+            tenant: tenant.into(),
+        }),
     };
     Ok(Json(entry).into_response())
 }
 
-async fn set_paused(s: &AppState, caller: &Caller, queue: String, paused: bool) -> ApiResult {
+async fn set_paused(s: &AppState, caller: &Caller, queue: Name, paused: bool) -> ApiResult {
     caller.require_admin(if paused {
         "pausing a queue"
     } else {
         "resuming a queue"
     })?;
     s.client.configure_queue(&queue, Some(paused), None).await?;
-    Ok(Json(PausedJson { queue, paused }).into_response())
+    Ok(Json(PausedJson {
+        queue: queue.into(),
+        paused,
+    })
+    .into_response())
 }
 
 /// Stop leasing from a queue (admin keys only); submits, promotion and reaping go on.
@@ -960,7 +970,7 @@ pub(crate) async fn drain_queue(
     }
     let left = s.client.drain(&queue, timeout, 50).await?;
     Ok(Json(DrainedJson {
-        queue,
+        queue: queue.into(),
         drained: left == 0,
         remaining: left,
     })
@@ -1013,7 +1023,7 @@ pub(crate) async fn put_settings(
         Some(None) => s.client.set_queue_defaults(&queue, None).await?,
         None => {}
     }
-    s.defaults_cache.lock().unwrap().remove(&queue);
+    s.defaults_cache.lock().unwrap().remove(queue.as_str());
     let st = s.client.stats(&queue).await?;
     Ok(Json(stats_json(&st)).into_response())
 }
@@ -1091,7 +1101,7 @@ pub(crate) async fn queue_stats(
     QueuePath(queue): QueuePath,
 ) -> ApiResult {
     caller.check_queue(&queue)?;
-    if !s.client.queues().await?.contains(&queue) {
+    if !s.client.queues().await?.iter().any(|q| q == queue.as_str()) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));
     }
     let st = s.client.stats(&queue).await?;

@@ -5,7 +5,7 @@
 //!   in time, 413 over the cap, 400 naming the field otherwise; see [`parse_body`]).
 //! - [`ApiQuery`]: query parameters (400 `query: ...`).
 //! - [`NoQuery`]: a route without parameters refuses any, rather than silently ignore them.
-//! - [`QueuePath`], [`QueueTenantPath`]: validated names of the `/queues/{queue}/...` routes.
+//! - [`QueuePath`], [`QueueTenantPath`]: the [`Name`]s of the `/queues/{queue}/...` routes.
 //! - [`TaskIdPath`]: a task id (anything that is not a ULID cannot name a task: 404).
 //!
 //! Extractors run before the handler, in argument order, the body last.
@@ -13,12 +13,13 @@
 use crate::api::BODY_MAX_BYTES;
 use crate::error::ApiError;
 use crate::model::parse_body;
+use crate::names::{InvalidName, Name};
 use crate::serve::BodyTimeout;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
-use orq::keys::{is_valid_name, is_valid_task_id};
+use orq::keys::is_valid_task_id;
 use serde::de::DeserializeOwned;
 
 /// Largest body of the small admin routes (tenant limits, queue settings, bulk replay), bytes.
@@ -101,20 +102,8 @@ impl<S: Send + Sync> FromRequestParts<S> for NoQuery {
     }
 }
 
-/// `field` if it is a valid queue, tenant or type name (`orq::keys::is_valid_name`), else a 400
-/// naming it.
-pub fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
-    if is_valid_name(v) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!(
-            "{field}: must match [A-Za-z0-9._-]{{1,64}}"
-        )))
-    }
-}
-
 /// The `{queue}` of a `/queues/{queue}/...` path, validated.
-pub struct QueuePath(pub String);
+pub struct QueuePath(pub Name);
 
 impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     type Rejection = ApiError;
@@ -122,14 +111,13 @@ impl<S: Send + Sync> FromRequestParts<S> for QueuePath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Path(queue) = Path::<String>::from_request_parts(parts, state)
             .await
-            .map_err(|_| ApiError::bad_request("queue: must match [A-Za-z0-9._-]{1,64}"))?;
-        check_name("queue", &queue)?;
-        Ok(QueuePath(queue))
+            .map_err(|_| ApiError::bad_request(format!("queue: {InvalidName}")))?;
+        Ok(QueuePath(Name::parse("queue", queue)?))
     }
 }
 
 /// The `{queue}` and `{tenant}` of `/queues/{queue}/tenants/{tenant}`, validated.
-pub struct QueueTenantPath(pub String, pub String);
+pub struct QueueTenantPath(pub Name, pub Name);
 
 impl<S: Send + Sync> FromRequestParts<S> for QueueTenantPath {
     type Rejection = ApiError;
@@ -137,10 +125,11 @@ impl<S: Send + Sync> FromRequestParts<S> for QueueTenantPath {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Path((queue, tenant)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
-            .map_err(|_| ApiError::bad_request("queue, tenant: must match [A-Za-z0-9._-]{1,64}"))?;
-        check_name("queue", &queue)?;
-        check_name("tenant", &tenant)?;
-        Ok(QueueTenantPath(queue, tenant))
+            .map_err(|_| ApiError::bad_request(format!("queue, tenant: {InvalidName}")))?;
+        Ok(QueueTenantPath(
+            Name::parse("queue", queue)?,
+            Name::parse("tenant", tenant)?,
+        ))
     }
 }
 

@@ -14,6 +14,7 @@ pub mod extract;
 pub mod handlers;
 pub mod live;
 pub mod model;
+pub mod names;
 pub mod openapi;
 pub mod openapi_errors;
 pub mod ratelimit;

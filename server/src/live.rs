@@ -10,7 +10,8 @@
 use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode};
-use crate::extract::{check_name, ApiQuery, NoQuery, QueuePath};
+use crate::extract::{ApiQuery, NoQuery, QueuePath};
+use crate::names::check_name;
 use crate::openapi::QueueName;
 use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
 use axum::extract::State;
@@ -796,7 +797,7 @@ pub async fn metrics(
     let now = s.clock.now_ms() as i64;
     let buckets = s.live.metrics(&queue, now);
     Ok(Json(MetricsJson {
-        queue,
+        queue: queue.into(),
         bucket_ms: BUCKET_MS,
         buckets,
     })
@@ -855,7 +856,7 @@ pub async fn workers(
         })
         .collect();
     Ok(Json(WorkersJson {
-        queue,
+        queue: queue.into(),
         now_ms: now,
         leases_total: w.leases_total,
         workers,
