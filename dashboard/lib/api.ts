@@ -1,7 +1,9 @@
 // The API client: relative URLs under /api/v1 (the dashboard is served by orq on the same origin),
 // JSON errors turned into ApiError, and the API key. The key lives only in sessionStorage (gone
-// when the tab closes) and goes out as `Authorization: Bearer <key>`; a 401 asks for it.
+// when the tab closes) and goes out as `Authorization: Bearer <key>`; a 401 asks for it. Request
+// and reply shapes are the server's OpenAPI schemas (`api-types.ts`, generated; see `types.ts`).
 
+import type { components } from "./api-types";
 import type {
   MetricsReply,
   QueueStats,
@@ -9,10 +11,10 @@ import type {
   Task,
   TaskPage,
   TenantLimits,
-  TenantStats,
-  TimelineFileInfo,
   WorkersReply,
 } from "./types";
+
+type Schemas = components["schemas"];
 
 export const API_BASE = "/api/v1";
 const KEY_STORAGE = "orq.apiKey";
@@ -118,7 +120,7 @@ async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
     let code = "http_" + String(res.status);
     let message = raw.slice(0, 300) || res.statusText || `HTTP ${res.status}`;
     try {
-      const j = JSON.parse(raw) as { error?: { code?: string; message?: string } };
+      const j = JSON.parse(raw) as Partial<Schemas["ApiError"]>;
       if (j.error) {
         code = j.error.code ?? code;
         message = j.error.message ?? message;
@@ -169,24 +171,24 @@ export interface ListParams {
 
 export const api = {
   queues: (signal?: AbortSignal) =>
-    request<{ queues: QueueStats[] }>("/queues", { signal }).then((r) => r.queues),
+    request<Schemas["QueueList"]>("/queues", { signal }).then((r) => r.queues),
   queue: (q: string, signal?: AbortSignal) => request<QueueStats>(`/queues/${enc(q)}`, { signal }),
   /**
    * A queue's stats, or null when the queue has not received a task yet. Read from the list of
    * queues, so an unknown queue is not a 404 (which browsers log as an error).
    */
   queueOrNull: (q: string, signal?: AbortSignal) =>
-    request<{ queues: QueueStats[] }>("/queues", { signal }).then(
+    request<Schemas["QueueList"]>("/queues", { signal }).then(
       (r) => r.queues.find((x) => x.queue === q) ?? null,
     ),
   tenants: (q: string, signal?: AbortSignal) =>
-    request<{ queue: string; tenants: TenantStats[] }>(`/queues/${enc(q)}/tenants`, { signal }),
+    request<Schemas["TenantList"]>(`/queues/${enc(q)}/tenants`, { signal }),
   putTenant: (q: string, t: string, limits: TenantLimits) =>
-    request<TenantStats>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits, admin: true }),
+    request<Schemas["TenantEntry"]>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits, admin: true }),
   pause: (q: string) =>
-    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/pause`, { method: "POST", admin: true }),
+    request<Schemas["Paused"]>(`/queues/${enc(q)}/pause`, { method: "POST", admin: true }),
   resume: (q: string) =>
-    request<{ queue: string; paused: boolean }>(`/queues/${enc(q)}/resume`, { method: "POST", admin: true }),
+    request<Schemas["Paused"]>(`/queues/${enc(q)}/resume`, { method: "POST", admin: true }),
   tasks: (p: ListParams, signal?: AbortSignal) =>
     request<TaskPage>(`/tasks${qs({ ...p })}`, { signal }),
   task: (id: string, queue?: string | null, signal?: AbortSignal) =>
@@ -200,13 +202,13 @@ export const api = {
     request<TaskPage>(`/dlq${qs({ ...p })}`, { signal }),
   replay: (id: string, queue?: string | null) =>
     request<Task>(`/dlq/${enc(id)}/replay${qs({ queue })}`, { method: "POST" }),
-  replayBulk: (b: { queue: string; tenant?: string; type?: string; limit: number }) =>
-    request<{ queue: string; replayed: number; more: boolean }>("/dlq/replay", {
+  replayBulk: (b: Schemas["BulkReplayBody"]) =>
+    request<Schemas["BulkReplay"]>("/dlq/replay", {
       method: "POST",
       body: Object.fromEntries(Object.entries(b).filter(([, v]) => v !== undefined && v !== "")),
     }),
   purge: (id: string, queue?: string | null) =>
-    request<{ id: string; purged: boolean }>(`/dlq/${enc(id)}${qs({ queue })}`, {
+    request<Schemas["Purged"]>(`/dlq/${enc(id)}${qs({ queue })}`, {
       method: "DELETE",
       admin: true,
     }),
@@ -215,7 +217,7 @@ export const api = {
   metrics: (q: string, signal?: AbortSignal) =>
     request<MetricsReply>(`/queues/${enc(q)}/metrics`, { signal, admin: true }),
   timelines: (signal?: AbortSignal) =>
-    request<{ timelines: TimelineFileInfo[] }>("/timelines", { signal, admin: true }).then((r) => r.timelines),
+    request<Schemas["TimelineList"]>("/timelines", { signal, admin: true }).then((r) => r.timelines),
   timeline: (name: string, signal?: AbortSignal) =>
     request<string>(`/timelines/${enc(name)}`, { signal, text: true, admin: true }),
 };

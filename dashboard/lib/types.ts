@@ -1,5 +1,12 @@
-// The JSON shapes of orq's HTTP API (`/api/v1`), as `server/src/api.rs` and `server/src/model.rs`
-// write them. Times are RFC 3339 UTC strings with milliseconds unless a name ends in `_ms`.
+// The JSON shapes of orq's HTTP API (`/api/v1`) under the dashboard's names: aliases of the
+// schemas of `api-types.ts`, generated from the server's OpenAPI document (`openapi.json`; see
+// `npm run gen:api`), so they cannot drift from the server. Times are RFC 3339 UTC strings with
+// milliseconds unless a name ends in `_ms`. The live events (Server-Sent Events, not in the
+// document) are written here.
+
+import type { components } from "./api-types";
+
+type Schemas = components["schemas"];
 
 /** Every task status, in lifecycle order (the order the dashboard shows them in). */
 export const STATUSES = [
@@ -12,151 +19,51 @@ export const STATUSES = [
   "cancelled",
 ] as const;
 
-export type Status = (typeof STATUSES)[number];
+export type Status = Schemas["Status"];
 
-export type Counts = Record<Status, number>;
+// STATUSES lists exactly the server's statuses: each side must be assignable to the other.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const statusesMatch: Same<(typeof STATUSES)[number], Status> = true;
+void statusesMatch;
+
+export type Counts = Schemas["Counts"];
+
+/** A stable error code of an error answer (`{"error": {"code", "message"}}`). */
+export type ErrorCode = Schemas["ErrorCode"];
 
 export function isStatus(s: string): s is Status {
   return (STATUSES as readonly string[]).includes(s);
 }
 
-export interface Backoff {
-  initial_ms: number;
-  multiplier: number;
-  max_ms: number;
-  jitter: number;
-}
+export type Backoff = Schemas["Backoff"];
 
-export interface Lease {
-  worker: string;
-  expires_at: string;
-  epoch: number;
-}
+export type Lease = Schemas["Lease"];
 
-export interface Task {
-  id: string;
-  queue: string;
-  tenant: string;
-  type: string;
-  payload: unknown;
-  priority: number;
-  status: Status;
-  attempt: number;
-  max_retries: number;
-  run_at: string;
-  created_at: string;
-  updated_at: string;
-  finished_at: string | null;
-  lease: Lease | null;
-  last_error: string | null;
-  result: unknown;
-  backoff: Backoff;
-  lease_ms: number;
-  timeout_ms: number | null;
-  idempotency_key: string | null;
-  replays: number;
-  /** `<attempt> <time ms> <worker> <outcome> <error>` lines, oldest first. */
-  history: string[];
-}
+export type Task = Schemas["Task"];
 
-export interface TaskPage {
-  tasks: Task[];
-  /** Pass back as `cursor`; null when the listing is complete. */
-  next_cursor?: string | null;
-}
+export type TaskPage = Schemas["TaskPage"];
 
-export interface TenantStats {
-  tenant: string;
-  weight: number;
-  max_inflight: number | null;
-  max_queued: number | null;
-  rate_per_s: number | null;
-  burst: number | null;
-  counts: Counts;
-  served: number;
-  share: number;
-  completed_per_s: number;
-}
+export type TenantStats = Schemas["TenantStats"];
 
-export interface QueueStats {
-  queue: string;
-  paused: boolean;
-  aging_step_ms: number;
-  defaults: unknown;
-  counts: Counts;
-  /** Cumulative counters: enqueued, completed, failed (attempts), dead, reaped, replayed, purged. */
-  totals: Record<string, number>;
-  tenants: TenantStats[];
-}
+export type QueueStats = Schemas["QueueStats"];
 
-/** The body of `PUT /queues/{q}/tenants/{t}`: a missing field keeps, `null` removes. */
-export interface TenantLimits {
-  weight?: number | null;
-  max_inflight?: number | null;
-  max_queued?: number | null;
-  rate_per_s?: number | null;
-  burst?: number | null;
-}
+export type TenantLimits = Schemas["TenantBody"];
 
-/** The body of `POST /tasks` (only `payload` is required). */
-export interface SubmitBody {
-  queue?: string;
-  tenant?: string;
-  type?: string;
-  payload: unknown;
-  priority?: number;
-  delay_ms?: number;
-  max_retries?: number;
-  idempotency_key?: string;
-}
+export type SubmitBody = Schemas["SubmitBody"];
 
-export interface WorkerLease {
-  task_id: string;
-  type: string;
-  tenant: string;
-  leased_at_ms: number;
-  lease_exp_ms: number;
-  heartbeat_age_ms: number;
-}
+export type WorkerLease = Schemas["WorkerLease"];
 
-export interface WorkerInfo {
-  id: string;
-  last_seen_ms: number;
-  idle_ms: number;
-  leases: WorkerLease[];
-}
+export type WorkerInfo = Schemas["Worker"];
 
-export interface WorkersReply {
-  now_ms: number;
-  workers: WorkerInfo[];
-}
+export type WorkersReply = Schemas["WorkerList"];
 
-export interface Percentiles {
-  p50: number;
-  p99: number;
-  max: number;
-}
+export type Percentiles = Schemas["Quantiles"];
 
-export interface MetricsBucket {
-  t_ms: number;
-  completed: number;
-  failed: number;
-  dead: number;
-  submitted: number;
-  wait_ms: Percentiles | null;
-  run_ms: Percentiles | null;
-}
+export type MetricsBucket = Schemas["MetricsBucket"];
 
-export interface MetricsReply {
-  bucket_ms: number;
-  buckets: MetricsBucket[];
-}
+export type MetricsReply = Schemas["Metrics"];
 
-export interface TimelineFileInfo {
-  name: string;
-  bytes: number;
-  modified_ms: number;
-}
+export type TimelineFileInfo = Schemas["TimelineFile"];
 
 /** One event of `GET /events` (Server-Sent Events, `event: task` or `event: queue`). */
 export interface LiveEvent {

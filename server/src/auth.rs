@@ -704,7 +704,10 @@ mod tests {
                 queues: Some(["q1".to_string()].into()),
             },
         };
-        assert_eq!(t.require_admin("pausing").unwrap_err().status.as_u16(), 403);
+        assert_eq!(
+            t.require_admin("pausing").unwrap_err().status().as_u16(),
+            403
+        );
         assert_eq!(t.tenant_for("tenant", None).unwrap(), Some("a".into()));
         assert_eq!(
             t.tenant_for("tenant", Some("a".into())).unwrap(),
@@ -713,7 +716,7 @@ mod tests {
         assert_eq!(
             t.tenant_for("tenant", Some("b".into()))
                 .unwrap_err()
-                .status
+                .status()
                 .as_u16(),
             403
         );
@@ -741,7 +744,7 @@ mod tests {
         assert!(with(&["bearer orq_aaaa"]).is_ok());
         let e = with(&[]).unwrap_err();
         assert_eq!(
-            (e.status.as_u16(), e.www_authenticate),
+            (e.status().as_u16(), e.www_authenticate),
             (401, Some(CHALLENGE_MISSING))
         );
         for bad in [
@@ -753,7 +756,7 @@ mod tests {
         ] {
             let e = with(bad).unwrap_err();
             assert_eq!(
-                (e.status.as_u16(), e.www_authenticate),
+                (e.status().as_u16(), e.www_authenticate),
                 (401, Some(CHALLENGE_INVALID)),
                 "{bad:?}"
             );

@@ -8,22 +8,7 @@ use orq::Error;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-/// Every `code` an [`ApiError`] can carry, in the order of the statuses they go with.
-pub const ERROR_CODES: [&str; 13] = [
-    "bad_request",
-    "unauthorized",
-    "forbidden",
-    "not_found",
-    "method_not_allowed",
-    "request_timeout",
-    "conflict",
-    "payload_too_large",
-    "unprocessable",
-    "limited",
-    "unavailable",
-    "store_unavailable",
-    "internal",
-];
+pub use crate::error_code::ErrorCode;
 
 /// `Retry-After` (s) of a 503 `store_unavailable`: the refusals that pass (an OOM episode, a
 /// failover's read-only window, a restart's loading) typically last seconds.
@@ -40,9 +25,8 @@ pub struct ErrorBody {
 /// The `error` of an [`ErrorBody`].
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ErrorDetail {
-    /// Stable, machine-readable code (one per status; see [`ERROR_CODES`]).
-    #[schema(value_type = crate::openapi::ErrorCodeName)]
-    pub code: &'static str,
+    /// Stable, machine-readable code.
+    pub code: ErrorCode,
     /// What went wrong, for people, naming the field when there is one.
     pub message: String,
 }
@@ -50,14 +34,8 @@ pub struct ErrorDetail {
 /// An API error: HTTP status, a stable machine-readable code and a human message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Stable code: `bad_request`, `unauthorized` (401), `forbidden` (403), `not_found`,
-    /// `method_not_allowed`, `request_timeout` (408), `conflict`, `payload_too_large`,
-    /// `unprocessable`, `limited` (429), `unavailable` (503: this process cannot serve it),
-    /// `store_unavailable` (503: the store refused or did not answer; with `Retry-After`),
-    /// `internal`.
-    pub code: &'static str,
+    /// Stable code; it gives the HTTP status ([`ApiError::status`]).
+    pub code: ErrorCode,
     /// What went wrong, naming the field when there is one.
     pub message: String,
     /// Seconds for a `Retry-After` header (429, 503 `store_unavailable`).
@@ -67,33 +45,37 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// The HTTP status of the answer (the code's).
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
     /// 400 `bad_request`.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        Self::new(ErrorCode::BadRequest, message)
     }
     /// 401 `unauthorized`, with `challenge` as the `WWW-Authenticate` header.
     pub fn unauthorized(message: impl Into<String>, challenge: &'static str) -> Self {
-        let mut e = Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message);
+        let mut e = Self::new(ErrorCode::Unauthorized, message);
         e.www_authenticate = Some(challenge);
         e
     }
     /// 403 `forbidden`: the key is known but lacks the right.
     pub fn forbidden(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+        Self::new(ErrorCode::Forbidden, message)
     }
     /// 408 `request_timeout`: the request body did not arrive in time.
     pub fn request_timeout(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", message)
+        Self::new(ErrorCode::RequestTimeout, message)
     }
     /// 429 `limited`, with `Retry-After: retry_after_s` (at least 1).
     pub fn limited(message: impl Into<String>, retry_after_s: u64) -> Self {
-        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, "limited", message);
+        let mut e = Self::new(ErrorCode::Limited, message);
         e.retry_after_s = Some(retry_after_s.max(1));
         e
     }
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+        Self::new(ErrorCode::NotFound, message)
     }
     /// 404 `not_found` for task `id`: the one answer for a task that does not exist and for one
     /// the caller may not see, so the two cannot be told apart.
@@ -102,23 +84,22 @@ impl ApiError {
     }
     /// 409 `conflict`.
     pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", message)
+        Self::new(ErrorCode::Conflict, message)
     }
     /// 413 `payload_too_large`.
     pub fn too_large(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+        Self::new(ErrorCode::PayloadTooLarge, message)
     }
     /// 422 `unprocessable`.
     pub fn unprocessable(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+        Self::new(ErrorCode::Unprocessable, message)
     }
     /// 503 `store_unavailable` with `Retry-After`: the store refused the call for a reason that
     /// passes, or did not answer; the message says which ("the store is out of memory; retry
     /// later"). Nothing was lost: the caller retries.
     pub fn store_unavailable(cause: orq::Transient) -> Self {
         let mut e = Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "store_unavailable",
+            ErrorCode::StoreUnavailable,
             format!(
                 "the store {} ({}); retry later",
                 cause.describe(),
@@ -128,11 +109,9 @@ impl ApiError {
         e.retry_after_s = Some(STORE_RETRY_AFTER_S);
         e
     }
-    /// Any status and code (one of [`ERROR_CODES`]).
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        debug_assert!(ERROR_CODES.contains(&code), "unknown error code {code}");
+    /// Any code, with its status.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             code,
             message: message.into(),
             retry_after_s: None,
@@ -193,11 +172,7 @@ impl From<Error> for ApiError {
             }
             Error::Protocol { .. } => {
                 tracing::error!(error = %e, "unexpected store reply");
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "internal error",
-                )
+                ApiError::new(ErrorCode::Internal, "internal error")
             }
         }
     }
@@ -211,7 +186,7 @@ impl IntoResponse for ApiError {
                 message: self.message,
             },
         };
-        let mut resp = (self.status, Json(body)).into_response();
+        let mut resp = (self.code.status(), Json(body)).into_response();
         if let Some(s) = self.retry_after_s {
             resp.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, s.into());

@@ -7,13 +7,15 @@
 //! broadcasts them to the SSE clients, each of which filters by its own `?queue=`. The poller
 //! stops when the last clone of its state is dropped.
 
-use crate::api::{check_name, no_query, query, queue_path, AppState};
+use crate::api::AppState;
 use crate::auth::Caller;
-use crate::error::ApiError;
-use crate::openapi::{BadRequest, Forbidden, NotFound, QueueName, Unauthorized, Unavailable};
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode};
+use crate::error::{ApiError, ErrorCode};
+use crate::extract::{ApiQuery, NoQuery, QueuePath};
+use crate::names::check_name;
+use crate::openapi::QueueName;
+use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
+use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -22,7 +24,7 @@ use orq::client::{QueueEvent, EVENTS_PAGE_MAX};
 use orq::{Client, Clock};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -30,6 +32,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
+
+mod metrics;
+mod stream;
+pub use metrics::{BucketSummary, Quantiles, QueueMetrics};
+pub use stream::{messages, EventFilter, Message};
 
 /// How often the poller reads each queue's event stream (ms).
 pub const POLL_MS: u64 = 250;
@@ -248,396 +255,6 @@ async fn poll_once(
     Ok(())
 }
 
-/// Latency quantiles of one bucket (ms).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
-pub struct Quantiles {
-    /// Median (nearest rank).
-    pub p50: u64,
-    /// 99th percentile (nearest rank).
-    pub p99: u64,
-    /// Largest value (exact).
-    pub max: u64,
-    /// Values observed (exact; the quantiles come from at most [`SAMPLE_MAX`] of them).
-    pub count: u64,
-}
-
-/// Latency values of one bucket: a bounded uniform sample (reservoir), summarised for good once
-/// the bucket is closed.
-#[derive(Debug, Clone, Default)]
-struct Latency {
-    sample: Vec<u64>,
-    seen: u64,
-    max: u64,
-    rng: u64,
-    closed: Option<Option<Quantiles>>,
-}
-
-impl Latency {
-    fn add(&mut self, v: u64, seed: u64) {
-        if self.closed.is_some() {
-            return; // a late value for a summarised bucket: counted nowhere (rare; see Bucket)
-        }
-        self.seen += 1;
-        self.max = self.max.max(v);
-        if self.sample.len() < SAMPLE_MAX {
-            self.sample.push(v);
-            return;
-        }
-        // Algorithm R: the n-th value replaces a random slot with probability SAMPLE_MAX / n.
-        if self.rng == 0 {
-            self.rng = seed | 1;
-        }
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let j = self.rng % self.seen;
-        if (j as usize) < SAMPLE_MAX {
-            self.sample[j as usize] = v;
-        }
-    }
-
-    fn quantiles(&self) -> Option<Quantiles> {
-        if let Some(q) = self.closed {
-            return q;
-        }
-        if self.sample.is_empty() {
-            return None;
-        }
-        let mut s = self.sample.clone();
-        s.sort_unstable();
-        let rank = |p: f64| s[((p * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
-        Some(Quantiles {
-            p50: rank(0.50),
-            p99: rank(0.99),
-            max: self.max,
-            count: self.seen,
-        })
-    }
-
-    fn close(&mut self) {
-        if self.closed.is_none() {
-            self.closed = Some(self.quantiles());
-            self.sample = Vec::new();
-        }
-    }
-}
-
-/// One [`BUCKET_MS`] bucket of a queue's metrics.
-#[derive(Debug, Clone, Default)]
-struct Bucket {
-    t_ms: i64,
-    completed: u64,
-    failed: u64,
-    dead: u64,
-    submitted: u64,
-    wait: Latency,
-    run: Latency,
-}
-
-/// One bucket as `GET /queues/{queue}/metrics` answers it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
-#[schema(as = MetricsBucket)]
-pub struct BucketSummary {
-    /// Start of the bucket (store clock, ms since the Unix epoch; a multiple of [`BUCKET_MS`]).
-    pub t_ms: i64,
-    /// `completed` events.
-    pub completed: u64,
-    /// Failed attempts: `retrying` and `dead` events.
-    pub failed: u64,
-    /// `dead` events.
-    pub dead: u64,
-    /// Tasks submitted: `scheduled` events, and `queued` events of attempt 0 that are not the
-    /// promotion of a task seen `scheduled`.
-    pub submitted: u64,
-    /// Time tasks leased in this bucket waited in their ready set (`wait_ms` of `leased`), ms;
-    /// null when none.
-    #[schema(required = true)]
-    pub wait_ms: Option<Quantiles>,
-    /// Time from lease to completion of tasks completed in this bucket (`run_ms` of
-    /// `completed`), ms; null when none.
-    #[schema(required = true)]
-    pub run_ms: Option<Quantiles>,
-}
-
-/// A queue's metrics over the last hour: [`BUCKETS`] buckets of [`BUCKET_MS`], by the time of
-/// each event (the store's clock). A bucket's latency sample is summarised once a bucket two
-/// steps newer has begun; a late value for a summarised bucket still counts in its totals.
-#[derive(Debug, Default)]
-pub struct QueueMetrics {
-    /// Oldest first, each `t_ms` a distinct multiple of [`BUCKET_MS`].
-    buckets: VecDeque<Bucket>,
-    /// Tasks seen `scheduled` and not yet promoted (their promotion's `queued` event, attempt 0
-    /// too, is not a submit), oldest first; at most [`SCHEDULED_TRACK_MAX`], beyond which the
-    /// oldest are forgotten (their promotion then counts as a submit).
-    scheduled: HashSet<String>,
-    scheduled_order: VecDeque<String>,
-}
-
-fn field_ms(e: &QueueEvent, name: &str) -> Option<u64> {
-    e.fields.get(name).and_then(|v| v.parse::<u64>().ok())
-}
-
-impl QueueMetrics {
-    /// Count one stream entry.
-    pub fn add(&mut self, e: &QueueEvent) {
-        let submitted = match e.kind.as_str() {
-            "scheduled" => {
-                if self.scheduled.insert(e.task_id.clone()) {
-                    self.scheduled_order.push_back(e.task_id.clone());
-                    while self.scheduled_order.len() > SCHEDULED_TRACK_MAX {
-                        if let Some(old) = self.scheduled_order.pop_front() {
-                            self.scheduled.remove(&old);
-                        }
-                    }
-                }
-                true
-            }
-            "queued" if e.attempt == 0 => {
-                // A promotion out of the scheduled set, or (when the stream says) a re-queue.
-                let promoted = self.scheduled.remove(&e.task_id) || e.fields.contains_key("from");
-                !promoted
-            }
-            _ => false,
-        };
-        let Some(b) = self.bucket(e.ts_ms) else {
-            return;
-        };
-        let seed = e.ts_ms as u64;
-        match e.kind.as_str() {
-            "completed" => {
-                b.completed += 1;
-                if let Some(v) = field_ms(e, "run_ms") {
-                    b.run.add(v, seed);
-                }
-            }
-            "retrying" => b.failed += 1,
-            "dead" => {
-                b.failed += 1;
-                b.dead += 1;
-            }
-            "leased" => {
-                if let Some(v) = field_ms(e, "wait_ms") {
-                    b.wait.add(v, seed);
-                }
-            }
-            _ => {}
-        }
-        if submitted {
-            b.submitted += 1;
-        }
-    }
-
-    /// The bucket holding `ts_ms`, created when missing; `None` when older than the window.
-    fn bucket(&mut self, ts_ms: i64) -> Option<&mut Bucket> {
-        let t = ts_ms - ts_ms.rem_euclid(BUCKET_MS);
-        let newest = self.buckets.back().map(|b| b.t_ms);
-        if newest.is_none_or(|n| t > n) {
-            self.buckets.push_back(Bucket {
-                t_ms: t,
-                ..Bucket::default()
-            });
-            let oldest_kept = t - (BUCKETS as i64 - 1) * BUCKET_MS;
-            while self.buckets.front().is_some_and(|b| b.t_ms < oldest_kept) {
-                self.buckets.pop_front();
-            }
-            for b in self.buckets.iter_mut() {
-                if b.t_ms < t - BUCKET_MS {
-                    b.wait.close();
-                    b.run.close();
-                }
-            }
-            debug_assert!(self.buckets.len() <= BUCKETS);
-            return self.buckets.back_mut();
-        }
-        let newest = newest.expect("checked above");
-        if t <= newest - BUCKETS as i64 * BUCKET_MS {
-            return None;
-        }
-        let i = match self.buckets.binary_search_by_key(&t, |b| b.t_ms) {
-            Ok(i) => i,
-            Err(i) => {
-                self.buckets.insert(
-                    i,
-                    Bucket {
-                        t_ms: t,
-                        ..Bucket::default()
-                    },
-                );
-                i
-            }
-        };
-        self.buckets.get_mut(i)
-    }
-
-    /// The [`BUCKETS`] buckets ending with the one holding `now_ms`, oldest first, zeros where
-    /// nothing happened.
-    pub fn summary(&self, now_ms: i64) -> Vec<BucketSummary> {
-        let last = now_ms - now_ms.rem_euclid(BUCKET_MS);
-        let first = last - (BUCKETS as i64 - 1) * BUCKET_MS;
-        (0..BUCKETS as i64)
-            .map(|i| {
-                let t = first + i * BUCKET_MS;
-                match self.buckets.binary_search_by_key(&t, |b| b.t_ms) {
-                    Ok(j) => {
-                        let b = &self.buckets[j];
-                        BucketSummary {
-                            t_ms: t,
-                            completed: b.completed,
-                            failed: b.failed,
-                            dead: b.dead,
-                            submitted: b.submitted,
-                            wait_ms: b.wait.quantiles(),
-                            run_ms: b.run.quantiles(),
-                        }
-                    }
-                    Err(_) => BucketSummary {
-                        t_ms: t,
-                        completed: 0,
-                        failed: 0,
-                        dead: 0,
-                        submitted: 0,
-                        wait_ms: None,
-                        run_ms: None,
-                    },
-                }
-            })
-            .collect()
-    }
-}
-
-/// What an SSE stream sends: an entry, or a note that entries were missed.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Message {
-    /// One stream entry.
-    Entry(Arc<LiveEvent>),
-    /// The client fell behind: `skipped` entries were dropped for it (`None`: unknown, the
-    /// resend after `Last-Event-ID` hit [`RESEND_MAX`]).
-    Lagged(Option<u64>),
-}
-
-impl Message {
-    /// The SSE event: `id: <queue>/<stream-id>`, `event: task|queue`, `data: <LiveEvent data>`;
-    /// or `event: lagged`, `data: {"skipped": n|null}`.
-    pub fn to_event(&self) -> Event {
-        match self {
-            Message::Entry(e) => Event::default()
-                .id(format!("{}/{}", e.queue, e.stream_id))
-                .event(e.class)
-                .data(&e.data),
-            Message::Lagged(n) => Event::default()
-                .event("lagged")
-                .data(json!({ "skipped": n }).to_string()),
-        }
-    }
-}
-
-/// What one SSE client may receive.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventFilter {
-    /// Only this queue's entries (`None`: every queue).
-    pub queue: Option<String>,
-    /// Who is listening: an admin receives every entry; a tenant key only the `task` entries of
-    /// its own tenant in the queues it may use (no queue settings entries), and `lagged`
-    /// messages without their count (which would reveal the other tenants' traffic).
-    pub caller: Caller,
-}
-
-impl EventFilter {
-    /// Every entry of `queue` (every queue when `None`), for an admin.
-    pub fn queue(queue: Option<String>) -> Self {
-        EventFilter {
-            queue,
-            caller: Caller::anonymous_admin(),
-        }
-    }
-
-    /// True when the client may receive `e`.
-    pub fn passes(&self, e: &LiveEvent) -> bool {
-        if self.queue.as_ref().is_some_and(|q| *q != e.queue) {
-            return false;
-        }
-        if self.caller.is_admin() {
-            return true;
-        }
-        e.class == "task" && self.caller.sees(&e.queue, &e.tenant)
-    }
-}
-
-/// The messages of one SSE client: `resent` first (entries of `resent_queue` after its
-/// `Last-Event-ID`, then a `Lagged(None)` when the resend was cut at [`RESEND_MAX`]), then what
-/// `rx` receives, skipping entries already resent; all through `filter`. Ends when `shutdown` is
-/// cancelled or the poller is gone. Holds `slot` while it lives.
-pub fn messages(
-    resent: Vec<Arc<LiveEvent>>,
-    rx: broadcast::Receiver<Arc<LiveEvent>>,
-    filter: EventFilter,
-    shutdown: CancellationToken,
-    slot: Option<OwnedSemaphorePermit>,
-) -> impl Stream<Item = Message> + Send + 'static {
-    struct St {
-        pending: VecDeque<Message>,
-        rx: broadcast::Receiver<Arc<LiveEvent>>,
-        filter: EventFilter,
-        /// The last entry resent: (queue, stream id). Broadcast entries up to it are skipped.
-        resent_upto: Option<(String, (u64, u64))>,
-        shutdown: CancellationToken,
-        _slot: Option<OwnedSemaphorePermit>,
-    }
-    let resent_upto = resent
-        .last()
-        .and_then(|e| parse_stream_id(&e.stream_id).map(|id| (e.queue.clone(), id)));
-    let mut pending: VecDeque<Message> = VecDeque::with_capacity(resent.len() + 1);
-    let full = resent.len() >= RESEND_MAX;
-    pending.extend(
-        resent
-            .into_iter()
-            .filter(|e| filter.passes(e))
-            .map(Message::Entry),
-    );
-    if full {
-        pending.push_back(Message::Lagged(None));
-    }
-    let st = St {
-        pending,
-        rx,
-        filter,
-        resent_upto,
-        shutdown,
-        _slot: slot,
-    };
-    futures_util::stream::unfold(st, |mut st| async move {
-        if let Some(m) = st.pending.pop_front() {
-            return Some((m, st));
-        }
-        loop {
-            let got = tokio::select! {
-                _ = st.shutdown.cancelled() => return None,
-                got = st.rx.recv() => got,
-            };
-            match got {
-                Ok(e) => {
-                    if !st.filter.passes(&e) {
-                        continue;
-                    }
-                    if let Some((q, upto)) = &st.resent_upto {
-                        if *q == e.queue
-                            && parse_stream_id(&e.stream_id).is_some_and(|id| id <= *upto)
-                        {
-                            continue;
-                        }
-                    }
-                    return Some((Message::Entry(e), st));
-                }
-                Err(RecvError::Lagged(n)) => {
-                    let n = st.filter.caller.is_admin().then_some(n);
-                    return Some((Message::Lagged(n), st));
-                }
-                Err(RecvError::Closed) => return None,
-            }
-        }
-    })
-}
-
 /// Query of `GET /events`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
@@ -701,19 +318,16 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
             content_type = "text/event-stream",
             body = String,
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 503, response = Unavailable),
+        QueueErrors,
     ),
 )]
 pub async fn events(
     State(s): State<AppState>,
     caller: Caller,
     headers: HeaderMap,
-    q: Result<Query<EventsParams>, QueryRejection>,
+    ApiQuery(q): ApiQuery<EventsParams>,
 ) -> Result<Response, ApiError> {
-    let p = query(q)?;
+    let p = q;
     if let Some(queue) = &p.queue {
         check_name("queue", queue)?;
         caller.check_queue(queue)?;
@@ -731,8 +345,7 @@ pub async fn events(
     }
     let slot = s.live.client_slot().ok_or_else(|| {
         ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!("too many event stream clients (at most {SSE_CLIENTS_MAX}); retry later"),
         )
     })?;
@@ -785,27 +398,21 @@ async fn known_queue(s: &AppState, queue: &str) -> Result<(), ApiError> {
     params(QueueName),
     responses(
         (status = 200, description = "The last hour, oldest bucket first.", body = MetricsJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn metrics(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
     caller.require_admin("a queue's metrics")?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
     let now = s.clock.now_ms() as i64;
     let buckets = s.live.metrics(&queue, now);
     Ok(Json(MetricsJson {
-        queue,
+        queue: queue.into(),
         bucket_ms: BUCKET_MS,
         buckets,
     })
@@ -829,22 +436,16 @@ pub async fn metrics(
     params(QueueName),
     responses(
         (status = 200, description = "The workers, most recently seen first.", body = WorkersJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn workers(
     State(s): State<AppState>,
     caller: Caller,
-    path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the workers view")?;
-    no_query(&q)?;
-    let queue = queue_path(path)?;
     known_queue(&s, &queue).await?;
     let w = s.client.workers(&queue).await?;
     let now = w.now_ms;
@@ -870,7 +471,7 @@ pub async fn workers(
         })
         .collect();
     Ok(Json(WorkersJson {
-        queue,
+        queue: queue.into(),
         now_ms: now,
         leases_total: w.leases_total,
         workers,

@@ -4,14 +4,15 @@
 //! Each handler carries its `#[utoipa::path]` (method, path, parameters, body, every status it
 //! can answer); the JSON shapes derive their schemas in [`crate::model`], [`crate::live`] and
 //! [`crate::timelines`]; this module gathers them, names the reusable error answers (one per
-//! status, each with the [`ErrorBody`] schema) and declares the bearer scheme of
+//! status, each with the [`ErrorBody`] schema; a route names a set of them from
+//! [`crate::openapi_errors`]) and declares the bearer scheme of
 //! [`crate::auth`]. Routes that need a key say `security(("bearer" = []))`; the public ones say
 //! nothing. `server/tests/openapi.rs` checks that every route of the router is in the document
 //! and that its security matches what the router enforces.
 
-use crate::error::{ErrorBody, ERROR_CODES};
+use crate::error::ErrorBody;
+use crate::extract::NoQuery;
 use crate::{api, live, model, timelines};
-use axum::extract::RawQuery;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use orq::Status;
@@ -43,10 +44,7 @@ static DOCUMENT_JSON: LazyLock<String> = LazyLock::new(|| {
         (status = 400, response = BadRequest),
     ),
 )]
-pub async fn openapi_json(q: RawQuery) -> Response {
-    if let Err(e) = api::no_query(&q) {
-        return e.into_response();
-    }
+pub async fn openapi_json(_: NoQuery) -> Response {
     ([(CONTENT_TYPE, "application/json")], DOCUMENT_JSON.as_str()).into_response()
 }
 
@@ -183,21 +181,6 @@ impl PartialSchema for StatusName {
 impl ToSchema for StatusName {
     fn name() -> Cow<'static, str> {
         "Status".into()
-    }
-}
-
-/// The schema of an error `code`, from [`ERROR_CODES`].
-pub struct ErrorCodeName;
-
-impl PartialSchema for ErrorCodeName {
-    fn schema() -> RefOr<Schema> {
-        string_enum(ERROR_CODES, "Stable, machine-readable error code.").into()
-    }
-}
-
-impl ToSchema for ErrorCodeName {
-    fn name() -> Cow<'static, str> {
-        "ErrorCode".into()
     }
 }
 

@@ -52,7 +52,7 @@ impl Default for ServeLimits {
 }
 
 /// The error a request body gives once its deadline has passed; the API answers it with 408
-/// (see `api::body_bytes`).
+/// (see `extract::ApiJson`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyTimeout {
     /// The deadline, ms after the headers.

@@ -5,10 +5,11 @@
 use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::openapi::{BadRequest, Forbidden, NotFound, PayloadTooLarge, Unauthorized, Unavailable};
+use crate::extract::NoQuery;
+use crate::openapi_errors::{FileErrors, QueueLookupErrors};
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -61,26 +62,20 @@ fn disabled() -> ApiError {
     security(("bearer" = [])),
     responses(
         (status = 200, description = "The timeline files, by name.", body = TimelinesJson),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 503, response = Unavailable),
+        QueueLookupErrors,
     ),
 )]
 pub async fn list(
     State(s): State<AppState>,
     caller: Caller,
-    q: RawQuery,
+    _: NoQuery,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the timelines")?;
-    crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let mut rd = tokio::fs::read_dir(dir.as_path()).await.map_err(|e| {
         tracing::warn!(dir = %dir.display(), error = %e, "cannot read the timelines directory");
         ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            crate::error::ErrorCode::Unavailable,
             "the timelines directory cannot be read",
         )
     })?;
@@ -172,21 +167,16 @@ pub struct TimelineName {
                 (serde_json::Value = "application/json"),
             ),
         ),
-        (status = 400, response = BadRequest),
-        (status = 401, response = Unauthorized),
-        (status = 403, response = Forbidden),
-        (status = 404, response = NotFound),
-        (status = 413, response = PayloadTooLarge),
+        FileErrors,
     ),
 )]
 pub async fn get(
     State(s): State<AppState>,
     caller: Caller,
+    _: NoQuery,
     path: Result<Path<String>, PathRejection>,
-    q: RawQuery,
 ) -> Result<Response, ApiError> {
     caller.require_admin("the timelines")?;
-    crate::api::no_query(&q)?;
     let dir = s.timelines.clone().ok_or_else(disabled)?;
     let unknown = || {
         ApiError::not_found(

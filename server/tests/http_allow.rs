@@ -393,7 +393,7 @@ async fn try_url(
             Ok(true)
         }
         Err(e) => {
-            if e.status.as_u16() != 422 || !e.message.starts_with("payload.url") {
+            if e.status().as_u16() != 422 || !e.message.starts_with("payload.url") {
                 return Err(format!("{url}: refused without naming payload.url: {e:?}"));
             }
             if !seen_in.is_empty() {

@@ -342,7 +342,7 @@ async fn document_constraints_match_the_code() {
     assert_eq!(counts["required"], json!(statuses));
     assert_eq!(
         doc["components"]["schemas"]["ErrorCode"]["enum"],
-        json!(orq_server::error::ERROR_CODES)
+        json!(orq_server::error::ErrorCode::ALL)
     );
 }
 
@@ -418,4 +418,30 @@ async fn empty_status_and_limit_are_refused() {
     }
     let (s, v) = app.call(Method::GET, "/api/v1/tasks?cursor=", None).await;
     assert_eq!(s, StatusCode::OK, "{v}");
+}
+
+/// The committed copy of the document that the dashboard's TypeScript types are generated from
+/// (`dashboard/lib/api-types.ts`, by `npm run gen:api` in `dashboard/`).
+const SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboard/lib/openapi.json");
+
+/// The environment variable that makes the snapshot test write the snapshot instead.
+const UPDATE_VAR: &str = "ORQ_UPDATE_OPENAPI";
+
+// Goal: the dashboard's types cannot drift from the server. The served document equals the
+// committed snapshot; `ORQ_UPDATE_OPENAPI=1` rewrites the snapshot instead of comparing.
+#[tokio::test]
+async fn dashboard_snapshot_is_the_served_document() {
+    let doc = served_document().await;
+    let pretty = serde_json::to_string_pretty(&doc).expect("a JSON value serialises") + "\n";
+    if std::env::var_os(UPDATE_VAR).is_some() {
+        std::fs::write(SNAPSHOT, &pretty).expect("write dashboard/lib/openapi.json");
+        return;
+    }
+    let committed = std::fs::read_to_string(SNAPSHOT).unwrap_or_default();
+    assert!(
+        committed == pretty,
+        "dashboard/lib/openapi.json is not the server's OpenAPI document; regenerate it with \
+         `{UPDATE_VAR}=1 cargo test -p orq-server --test openapi dashboard_snapshot`, then the \
+         dashboard's types with `cd dashboard && npm run gen:api`, and commit both"
+    );
 }

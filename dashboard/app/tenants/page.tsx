@@ -163,14 +163,19 @@ export default function TenantsPage() {
       col.accessor("served", { header: "Served", cell: (c) => formatNumber(c.getValue()) }),
       col.accessor("share", {
         header: "Share",
-        cell: (c) => (
-          <div className="row" style={{ gap: 6 }}>
-            <div className="stackbar" style={{ minWidth: 70 }}>
-              <div style={{ width: `${Math.round(c.getValue() * 100)}%`, background: "#2563eb" }} />
+        // null for a tenant key (it does not see the other tenants).
+        cell: (c) => {
+          const share = c.getValue();
+          if (share === null) return "—";
+          return (
+            <div className="row" style={{ gap: 6 }}>
+              <div className="stackbar" style={{ minWidth: 70 }}>
+                <div style={{ width: `${Math.round(share * 100)}%`, background: "#2563eb" }} />
+              </div>
+              {Math.round(share * 100)} %
             </div>
-            {Math.round(c.getValue() * 100)} %
-          </div>
-        ),
+          );
+        },
       }),
       col.accessor("completed_per_s", { header: "Done/s (1 min)", cell: (c) => c.getValue().toFixed(2) }),
       col.display({

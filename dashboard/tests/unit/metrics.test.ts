@@ -8,11 +8,12 @@ import type { MetricsReply } from "../../lib/types";
 
 const now = 10_000_000;
 const m: MetricsReply = {
+  queue: "q",
   bucket_ms: 10_000,
   buckets: [
-    { t_ms: now - 10_000, completed: 50, failed: 10, dead: 1, submitted: 60, wait_ms: { p50: 5, p99: 40, max: 90 }, run_ms: null },
+    { t_ms: now - 10_000, completed: 50, failed: 10, dead: 1, submitted: 60, wait_ms: { count: 3, p50: 5, p99: 40, max: 90 }, run_ms: null },
     { t_ms: now - 4_000_000, completed: 1, failed: 0, dead: 0, submitted: 1, wait_ms: null, run_ms: null },
-    { t_ms: now - 20_000, completed: 0, failed: 0, dead: 0, submitted: 0, wait_ms: null, run_ms: { p50: 7, p99: 9, max: 9 } },
+    { t_ms: now - 20_000, completed: 0, failed: 0, dead: 0, submitted: 0, wait_ms: null, run_ms: { count: 2, p50: 7, p99: 9, max: 9 } },
   ],
 };
 

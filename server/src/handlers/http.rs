@@ -242,7 +242,7 @@ mod tests {
         assert!(check("http", r#"{"url": "http://127.0.0.1:9000/h"}"#, &a).is_ok());
         let refused = |payload: &str, field: &str| {
             let e = check("http", payload, &a).unwrap_err();
-            assert_eq!(e.status.as_u16(), 422, "{payload}");
+            assert_eq!(e.status().as_u16(), 422, "{payload}");
             assert!(e.message.contains(field), "{payload}: {}", e.message);
         };
         refused(r#"{"url": "http://10.0.0.1/h"}"#, "payload.url");

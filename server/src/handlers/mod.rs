@@ -144,7 +144,7 @@ mod tests {
         assert!(check_payload("sleep", r#"{"ms": 5}"#, &a).is_ok());
         assert!(check_payload("sleep", r#"{"ms": "x"}"#, &a).is_err());
         let e = check_payload("sleep", &format!(r#"{{"ms": {}}}"#, SLEEP_MS_MAX + 1), &a);
-        assert_eq!(e.unwrap_err().status.as_u16(), 422);
+        assert_eq!(e.unwrap_err().status().as_u16(), 422);
         assert!(check_payload("fail", r#"{"times": 2}"#, &a).is_ok());
         assert!(check_payload("fail", r#"{"colour": 2}"#, &a).is_err());
         assert!(check_payload("custom", "[1]", &a).is_ok());

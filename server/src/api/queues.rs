@@ -1,0 +1,352 @@
+//! The queue routes: list queues, a queue's stats and tenants, a tenant's limits, pause, resume,
+//! drain and settings.
+
+use super::*;
+
+fn stats_json(st: &orq::QueueStats) -> QueueStatsJson {
+    QueueStatsJson {
+        queue: st.queue.clone(),
+        paused: st.paused,
+        aging_step_ms: st.aging_step_ms,
+        defaults: st
+            .defaults
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(d).ok()),
+        counts: CountsJson::of(&st.counts),
+        totals: st.totals.clone(),
+        tenants: st.tenants.iter().map(TenantJson::from).collect(),
+    }
+}
+
+/// A queue's stats as `caller` may see them: everything for an admin; for a tenant key only its
+/// own tenant's counts and entry (its `share` null, as it would reveal the other tenants'
+/// service), and no queue-wide `totals` (empty).
+fn stats_view(st: &orq::QueueStats, caller: &Caller) -> QueueStatsJson {
+    let Some(tenant) = caller.tenant() else {
+        return stats_json(st);
+    };
+    let own = st.tenants.iter().find(|t| t.tenant == tenant);
+    let mut v = stats_json(st);
+    v.counts = own
+        .map(|t| CountsJson::of(&t.counts))
+        .unwrap_or_else(|| CountsJson::of(&Default::default()));
+    v.totals = Default::default();
+    v.tenants = own.map(own_tenant_json).into_iter().collect();
+    v
+}
+
+/// A tenant's own entry, as a tenant key sees it (`share` null).
+fn own_tenant_json(t: &orq::TenantStats) -> TenantJson {
+    let mut v = TenantJson::from(t);
+    v.share = None;
+    v
+}
+
+/// A queue's tenants: weight, limits, counts, leases served, share of service, completions/s.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}/tenants",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The tenants.", body = TenantsJson),
+        QueueErrors,
+    ),
+)]
+pub(crate) async fn list_tenants(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    caller.check_queue(&queue)?;
+    let st = s.client.stats(&queue).await?;
+    let tenants: Vec<_> = match caller.tenant() {
+        None => st.tenants.iter().map(TenantJson::from).collect(),
+        Some(own) => st
+            .tenants
+            .iter()
+            .filter(|t| t.tenant == own)
+            .map(own_tenant_json)
+            .collect(),
+    };
+    Ok(Json(TenantsJson {
+        queue: queue.into(),
+        tenants,
+    })
+    .into_response())
+}
+
+/// Set a tenant's weight and limits (admin keys only): each field optional, `null` removes it.
+#[utoipa::path(
+    put,
+    path = "/api/v1/queues/{queue}/tenants/{tenant}",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName, TenantName),
+    request_body = TenantBody,
+    responses(
+        (status = 200, description = "The tenant's entry.", body = TenantEntryJson),
+        BodyErrors,
+    ),
+)]
+pub(crate) async fn put_tenant(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueueTenantPath(queue, tenant): QueueTenantPath,
+    ApiJson(body): ApiJson<TenantBody, SMALL_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.require_admin("setting a tenant's limits")?;
+    let limits = body.into_limits()?;
+    s.client.configure_tenant(&queue, &tenant, &limits).await?;
+    let st = s.client.stats(&queue).await?;
+    let entry = match st.tenants.iter().find(|t| t.tenant == tenant.as_str()) {
+        Some(t) => TenantEntryJson::Listed(TenantJson::from(t)),
+        None => TenantEntryJson::Unlisted(TenantNameJson {
+            tenant: tenant.into(),
+        }),
+    };
+    Ok(Json(entry).into_response())
+}
+
+async fn set_paused(s: &AppState, caller: &Caller, queue: Name, paused: bool) -> ApiResult {
+    caller.require_admin(if paused {
+        "pausing a queue"
+    } else {
+        "resuming a queue"
+    })?;
+    s.client.configure_queue(&queue, Some(paused), None).await?;
+    Ok(Json(PausedJson {
+        queue: queue.into(),
+        paused,
+    })
+    .into_response())
+}
+
+/// Stop leasing from a queue (admin keys only); submits, promotion and reaping go on.
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/pause",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "Paused.", body = PausedJson),
+        QueueErrors,
+    ),
+)]
+pub(crate) async fn pause_queue(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    set_paused(&s, &caller, queue, true).await
+}
+
+/// Restart leasing from a queue (admin keys only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/resume",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "Resumed.", body = PausedJson),
+        QueueErrors,
+    ),
+)]
+pub(crate) async fn resume_queue(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    set_paused(&s, &caller, queue, false).await
+}
+
+/// Longest a drain request waits (ms).
+pub const DRAIN_TIMEOUT_MS_MAX: u64 = 60_000;
+
+/// Query of `POST /queues/{queue}/drain`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct DrainParams {
+    /// Longest wait (ms; default 10000).
+    #[param(minimum = 0, maximum = 60_000)]
+    timeout_ms: Option<u64>,
+}
+
+/// Wait (at most `timeout_ms`) until nothing of the queue is queued, scheduled, retrying or
+/// leased (admin keys only).
+#[utoipa::path(
+    post,
+    path = "/api/v1/queues/{queue}/drain",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName, DrainParams),
+    responses(
+        (
+            status = 200,
+            description = "Drained, or what remains when the wait ended.",
+            body = DrainedJson,
+        ),
+        QueueErrors,
+    ),
+)]
+pub(crate) async fn drain_queue(
+    State(s): State<AppState>,
+    caller: Caller,
+    ApiQuery(q): ApiQuery<DrainParams>,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    caller.require_admin("draining a queue")?;
+    let p = q;
+    let timeout = p.timeout_ms.unwrap_or(10_000);
+    if timeout > DRAIN_TIMEOUT_MS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "timeout_ms: at most {DRAIN_TIMEOUT_MS_MAX}"
+        )));
+    }
+    let left = s.client.drain(&queue, timeout, 50).await?;
+    Ok(Json(DrainedJson {
+        queue: queue.into(),
+        drained: left == 0,
+        remaining: left,
+    })
+    .into_response())
+}
+
+/// Change a queue's aging step and default task options (admin keys only).
+#[utoipa::path(
+    put,
+    path = "/api/v1/queues/{queue}/settings",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    request_body = QueueSettingsBody,
+    responses(
+        (status = 200, description = "The queue's stats after the change.", body = QueueStatsJson),
+        BodyErrors,
+    ),
+)]
+pub(crate) async fn put_settings(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+    ApiJson(b): ApiJson<QueueSettingsBody, SMALL_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.require_admin("changing a queue's settings")?;
+    if let Some(step) = b.aging_step_ms {
+        let max = orq_lua::facts::AGING_STEP_MS_MAX;
+        if step > max {
+            return Err(ApiError::bad_request(format!(
+                "aging_step_ms: must be 0..={max}"
+            )));
+        }
+    }
+    if let Some(Some(d)) = &b.defaults {
+        d.validate()?;
+    }
+    if b.aging_step_ms.is_some() {
+        s.client
+            .configure_queue(&queue, None, b.aging_step_ms)
+            .await?;
+    }
+    match &b.defaults {
+        Some(Some(d)) => {
+            let json =
+                serde_json::to_string(d).map_err(|e| ApiError::bad_request(e.to_string()))?;
+            s.client.set_queue_defaults(&queue, Some(&json)).await?
+        }
+        Some(None) => s.client.set_queue_defaults(&queue, None).await?,
+        None => {}
+    }
+    s.defaults_cache.lock().unwrap().remove(queue.as_str());
+    let st = s.client.stats(&queue).await?;
+    Ok(Json(stats_json(&st)).into_response())
+}
+
+/// `GET /queues`: every known queue for an admin; for a tenant key the queues it may use where
+/// its tenant has tasks (or that its key lists), each with its own counts only.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues",
+    tag = "queues",
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The queues.", body = QueuesJson),
+        KeyErrors,
+    ),
+)]
+pub(crate) async fn list_queues(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+) -> ApiResult {
+    let mut names = s.client.queues().await?;
+    names.retain(|n| caller.may_use_queue(n));
+    let stats = futures_join(&s.client, &names).await?;
+    let listed = |st: &&orq::QueueStats| match &caller.scope {
+        crate::auth::Scope::Admin => true,
+        crate::auth::Scope::Tenant { tenant, queues } => {
+            queues.is_some() || st.tenants.iter().any(|t| t.tenant == *tenant)
+        }
+    };
+    let queues: Vec<_> = stats
+        .iter()
+        .filter(listed)
+        .map(|st| stats_view(st, &caller))
+        .collect();
+    Ok(Json(QueuesJson { queues }).into_response())
+}
+
+async fn futures_join(
+    client: &Client,
+    names: &[String],
+) -> Result<Vec<orq::QueueStats>, orq::Error> {
+    let mut out = Vec::with_capacity(names.len());
+    let mut set = tokio::task::JoinSet::new();
+    for (i, n) in names.iter().enumerate() {
+        let c = client.clone();
+        let n = n.clone();
+        set.spawn(async move { (i, c.stats(&n).await) });
+    }
+    let mut slots: Vec<Option<orq::QueueStats>> = vec![None; names.len()];
+    while let Some(joined) = set.join_next().await {
+        let (i, r) = joined.map_err(|e| orq::Error::protocol("stats", e.to_string()))?;
+        slots[i] = Some(r?);
+    }
+    out.extend(slots.into_iter().flatten());
+    Ok(out)
+}
+
+/// A queue's counts per status and tenant, cumulative totals, paused, aging step, defaults.
+#[utoipa::path(
+    get,
+    path = "/api/v1/queues/{queue}",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "The queue.", body = QueueStatsJson),
+        QueueLookupErrors,
+    ),
+)]
+pub(crate) async fn queue_stats(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    caller.check_queue(&queue)?;
+    if !s.client.queues().await?.iter().any(|q| q == queue.as_str()) {
+        return Err(ApiError::not_found(format!("no queue named {queue}")));
+    }
+    let st = s.client.stats(&queue).await?;
+    Ok(Json(stats_view(&st, &caller)).into_response())
+}
