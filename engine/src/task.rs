@@ -100,21 +100,17 @@ pub struct Backoff {
 impl Default for Backoff {
     fn default() -> Self {
         Backoff {
-            initial_ms: 1_000,
-            multiplier: 2.0,
-            max_ms: 300_000,
-            jitter: 0.2,
+            initial_ms: orq_lua::facts::DEFAULT_BACKOFF_INITIAL_MS,
+            multiplier: orq_lua::facts::DEFAULT_BACKOFF_MULTIPLIER,
+            max_ms: orq_lua::facts::DEFAULT_BACKOFF_MAX_MS,
+            jitter: orq_lua::facts::DEFAULT_BACKOFF_JITTER,
         }
     }
 }
 
-/// Retries a task gets when its spec does not say (attempts total at most this + 1).
-///
-/// The task record stores a setting only where it differs from these defaults and
-/// [`Backoff::default`]; lib.lua's `TASK_DEFAULTS` holds the same values for the scripts.
-pub const DEFAULT_MAX_RETRIES: u32 = 3;
-/// Lease length a task gets when its spec does not say (ms).
-pub const DEFAULT_LEASE_MS: u64 = 30_000;
+// The task record stores a setting only where it differs from these defaults and
+// [`Backoff::default`]; the scripts get the same values (orq_lua::facts::task_defaults).
+pub use orq_lua::facts::{DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES};
 
 pub use orq_lua::fields::{stored, STORED_NAMES};
 

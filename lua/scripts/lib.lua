@@ -747,12 +747,11 @@ end
 
 -- The compact task record. A task hash stores only what differs from these values, which every
 -- reader fills in for an absent field: enqueue omits them, so a task submitted with the default
--- retry policy stores none of them (orq::task::DEFAULT_* on the Rust side must agree; the
+-- retry policy stores none of them (written once, in orq_lua::facts::task_defaults; the
 -- conformance test `a_default_task_stores_only_what_differs_from_the_defaults` checks both).
 -- `id` and `queue` are not stored either: the key names both (`task_view` adds the id to replies,
 -- the client knows the queue), and an absent `updated_at` or `run_at` is `created_at`.
-local TASK_DEFAULTS = {priority = '0', attempt = '0', epoch = '0', max_retries = '3',
-  b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}
+local TASK_DEFAULTS = FACTS.task_defaults
 -- A task's lease length when its own is absent or not a valid one (ms).
 local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 

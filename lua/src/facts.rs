@@ -31,6 +31,37 @@ pub const WORKER_FORGET_MS: u64 = 3_600_000;
 /// orq of the previous format would misread: orq keeps no code to read earlier formats.
 pub const DATA_FORMAT: u64 = 1;
 
+/// Retries a task gets when its spec does not say (attempts total at most this + 1).
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+/// Lease length a task gets when its spec does not say, or when its stored one is not valid (ms).
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+/// First retry delay of the default backoff (ms).
+pub const DEFAULT_BACKOFF_INITIAL_MS: u64 = 1_000;
+/// Growth factor of the default backoff per attempt.
+pub const DEFAULT_BACKOFF_MULTIPLIER: f64 = 2.0;
+/// Longest retry delay of the default backoff (ms).
+pub const DEFAULT_BACKOFF_MAX_MS: u64 = 300_000;
+/// Jitter of the default backoff: each delay is drawn within ± this fraction.
+pub const DEFAULT_BACKOFF_JITTER: f64 = 0.2;
+
+/// The values a task hash does not store, as `(field name, value as stored)`: a task stores a
+/// field only where it differs (docs/design-notes.md, note 21), and the scripts read an absent
+/// one as this (`FACTS.task_defaults`, lib.lua's `TASK_DEFAULTS`). A new task's priority,
+/// attempt and epoch are 0.
+pub fn task_defaults() -> [(&'static str, String); 9] {
+    [
+        ("priority", "0".to_string()),
+        ("attempt", "0".to_string()),
+        ("epoch", "0".to_string()),
+        ("max_retries", DEFAULT_MAX_RETRIES.to_string()),
+        ("b_init", DEFAULT_BACKOFF_INITIAL_MS.to_string()),
+        ("b_mult", DEFAULT_BACKOFF_MULTIPLIER.to_string()),
+        ("b_max", DEFAULT_BACKOFF_MAX_MS.to_string()),
+        ("b_jitter", DEFAULT_BACKOFF_JITTER.to_string()),
+        ("lease_ms", DEFAULT_LEASE_MS.to_string()),
+    ]
+}
+
 /// Every fact as `(Lua field name, value)`, in the order of the table.
 pub const ALL: [(&str, u64); 9] = [
     ("lease_ms_min", LEASE_MS_MIN),
@@ -45,9 +76,14 @@ pub const ALL: [(&str, u64); 9] = [
 ];
 
 /// The line that declares the facts to a script:
-/// `local FACTS = {lease_ms_min = 1000, ...}` (no newline).
+/// `local FACTS = {lease_ms_min = 1000, ..., task_defaults = {priority = '0', ...}}` (no newline).
 pub fn lua_table() -> String {
-    let fields: Vec<String> = ALL.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let mut fields: Vec<String> = ALL.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    let defaults: Vec<String> = task_defaults()
+        .iter()
+        .map(|(k, v)| format!("{k} = '{v}'"))
+        .collect();
+    fields.push(format!("task_defaults = {{{}}}", defaults.join(", ")));
     format!("local FACTS = {{{}}}", fields.join(", "))
 }
 
@@ -82,5 +118,15 @@ mod tests {
             assert_eq!(t.matches(&format!("{name} = {value}")).count(), 1, "{t}");
         }
         assert!(!t.contains('\n'));
+    }
+
+    // Goal: the task defaults reach the scripts as the strings Redis would store, and no script
+    // writes its own table of them.
+    #[test]
+    fn the_task_defaults_are_generated_not_written() {
+        let t = lua_table();
+        assert!(t.contains("task_defaults = {priority = '0', attempt = '0', epoch = '0', max_retries = '3', b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}"), "{t}");
+        assert!(crate::LIB_SOURCE.contains("local TASK_DEFAULTS = FACTS.task_defaults"));
+        assert!(!crate::LIB_SOURCE.contains("TASK_DEFAULTS = {"));
     }
 }

@@ -6,8 +6,8 @@
 
 use crate::error::ApiError;
 use orq::task::{
-    Backoff, Task, TaskSpec, DELAY_MS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, MAX_RETRIES_MAX,
-    PAYLOAD_MAX_BYTES, PRIORITY_MAX, TIMEOUT_MS_MAX,
+    Backoff, Task, TaskSpec, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, DELAY_MS_MAX, LEASE_MS_MAX,
+    LEASE_MS_MIN, MAX_RETRIES_MAX, PAYLOAD_MAX_BYTES, PRIORITY_MAX, TIMEOUT_MS_MAX,
 };
 use orq::Status;
 use serde::de::DeserializeOwned;
@@ -459,9 +459,23 @@ impl SubmitBody {
         }
         let (priority_max, retries_max) = (i64::from(PRIORITY_MAX), i64::from(MAX_RETRIES_MAX));
         spec.priority = int_field("priority", self.priority, 0, priority_max, 0)? as u8;
-        spec.max_retries = int_field("max_retries", self.max_retries, 0, retries_max, 3)? as u32;
+        let retries_default = i64::from(DEFAULT_MAX_RETRIES);
+        spec.max_retries = int_field(
+            "max_retries",
+            self.max_retries,
+            0,
+            retries_max,
+            retries_default,
+        )? as u32;
         let (lease_min, lease_max) = (LEASE_MS_MIN as i64, LEASE_MS_MAX as i64);
-        spec.lease_ms = int_field("lease_ms", self.lease_ms, lease_min, lease_max, 30_000)? as u64;
+        let lease_default = DEFAULT_LEASE_MS as i64;
+        spec.lease_ms = int_field(
+            "lease_ms",
+            self.lease_ms,
+            lease_min,
+            lease_max,
+            lease_default,
+        )? as u64;
         if let Some(t) = self.timeout_ms {
             let max = TIMEOUT_MS_MAX as i64;
             spec.timeout_ms = Some(int_field("timeout_ms", Some(t), 1, max, 0)? as u64);
