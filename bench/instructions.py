@@ -36,7 +36,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = os.path.join(ROOT, "lua", "scripts")
 SUFFIXES = ["task:", "ready:", "tenants", "scheduled", "leases", "dead", "completed",
             "cancelled", "idem:", "tenant:", "stats", "events", "known_tenants", "config",
             "parked", "workers"]
@@ -44,11 +43,12 @@ CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def source(name):
-    """The source orq sends for script `name`: lib.lua, a newline, the script."""
-    with open(os.path.join(SCRIPTS, "lib.lua")) as f:
-        lib = f.read()
-    with open(os.path.join(SCRIPTS, name + ".lua")) as f:
-        return lib + "\n" + f.read()
+    """The source orq sends for script `name` (the generated prelude, lib.lua, the script), as
+    the orq-lua crate builds it: `cargo run -p orq-lua --example source -- NAME`."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(
+        ["cargo", "run", "-q", "-p", "orq-lua", "--example", "source", "--", name],
+        cwd=root, check=True, capture_output=True, text=True).stdout
 
 
 class Resp:

@@ -1,0 +1,26 @@
+//! Prints the source orq sends to Redis for one script (the generated prelude, `lib.lua`, then
+//! the script): `cargo run -q -p orq-lua --example source -- enqueue`. Tools outside Rust
+//! (`bench/instructions.py`) read the scripts this way, so the generated lines stay written once.
+
+fn main() {
+    let Some(name) = std::env::args().nth(1) else {
+        eprintln!(
+            "usage: source <script name>  (one of: {})",
+            orq_lua::NAMES.join(", ")
+        );
+        std::process::exit(2);
+    };
+    match orq_lua::get(&name) {
+        // A closed pipe (`| head`) ends the output quietly.
+        Some(script) => {
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), script.source.as_bytes());
+        }
+        None => {
+            eprintln!(
+                "no script named {name:?} (one of: {})",
+                orq_lua::NAMES.join(", ")
+            );
+            std::process::exit(2);
+        }
+    }
+}
