@@ -11,7 +11,7 @@ use orq_lua::Script;
 pub struct StoreError(pub String);
 
 /// Runs transition scripts atomically. Implemented by [`crate::RedisStore`] and by the
-/// simulator's in-memory Redis model (`orq-sim`).
+/// in-memory Redis model (`orq-model`, also the simulator's store).
 ///
 /// Script errors (`redis.error_reply`, a failing `redis.call`) are replies, `Ok(Resp::Error(..))`;
 /// `Err` means the store itself failed.

@@ -23,13 +23,13 @@ use axum::body::Body;
 use axum::http::{Method, Request};
 use http_body_util::BodyExt;
 use orq::{Client, Entropy, SystemClock};
+use orq_model::{MemoryStore, WallClock};
 use orq_server::handlers::http_allow::webhook_url;
 use orq_server::handlers::HttpAllow;
 use orq_server::model::{
     parse_body, BatchBody, BulkReplayBody, QueueDefaults, QueueSettingsBody, SubmitBody, TenantBody,
 };
 use orq_server::{app, ApiError, AppState};
-use orq_sim::{MemoryStore, WallClock};
 use std::sync::{Arc, Mutex};
 use tower::ServiceExt;
 

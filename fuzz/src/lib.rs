@@ -6,7 +6,7 @@
 //! are little-endian. The format is ours, not `arbitrary`'s derive layout, so the seed helper can
 //! encode meaningful inputs exactly (and checks that each decodes back to itself).
 //!
-//! - [`scripts`]: sequences of transition-script calls against `orq_sim::MemoryStore`, through
+//! - [`scripts`]: sequences of transition-script calls against `orq_model::MemoryStore`, through
 //!   the engine's own calls (well formed), with raw ARGV and KEYS, and with planted corrupt state.
 //! - [`engine`]: one small simulation (`orq_sim::harness`) with an arbitrary configuration and
 //!   fault mix; the verdict must be a pass.

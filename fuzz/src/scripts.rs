@@ -1,4 +1,4 @@
-//! The `scripts` target: sequences of transition-script calls against `orq_sim::MemoryStore`.
+//! The `scripts` target: sequences of transition-script calls against `orq_model::MemoryStore`.
 //!
 //! Three kinds of step: calls the engine makes (through `orq::Client` and `orq::ops`, so the
 //! ARGV are exactly the engine's), raw calls of any script with arbitrary ARGV (and sometimes
@@ -26,8 +26,8 @@ use orq::{
     TenantLimits,
 };
 use orq_lua::Script;
+use orq_model::{ManualClock, MemoryStore, Snapshot};
 use orq_sim::harness::checker::check_store_state;
-use orq_sim::{ManualClock, MemoryStore, Snapshot};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 

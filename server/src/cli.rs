@@ -14,7 +14,7 @@ use orq::{
     Clock, Entropy, RedisStore, Scheduler, SchedulerConfig, Store, SystemClock, WaitReplicas,
     Worker, WorkerConfig,
 };
-use orq_sim::{MemoryStore, WallClock};
+use orq_model::{MemoryStore, WallClock};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;

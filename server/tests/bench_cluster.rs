@@ -53,7 +53,7 @@ fn bench_with_six_queues_spreads_over_every_primary_of_a_cluster() {
     for name in queue_names("ob-abcdefgh-e2e", 6) {
         assert_eq!(
             cluster.key_slot(&format!("orq:{{{name}}}:task:")),
-            orq_sim::key_slot(orq::keys::queue_keys(&name)[0].as_bytes()),
+            orq_model::key_slot(orq::keys::queue_keys(&name)[0].as_bytes()),
             "{name}"
         );
     }

@@ -1,50 +1,16 @@
-//! orq's simulator crate: an in-memory Redis model that runs the production transition scripts.
+//! orq's simulator: the simulation harness ([`harness`]) that runs the real engine against the
+//! in-memory Redis model (`orq-model`'s [`MemoryStore`]) on a virtual clock, its invariant
+//! checker, and the `orq-sim` binary.
 //!
-//! [`MemoryStore`] implements [`orq::Store`] with one Lua 5.1 state (through `mlua`, the Lua
-//! version Redis embeds) and a model of the Redis 7.0 keyspace. It reproduces exactly the commands
-//! the scripts in `lua/scripts/` call, with Redis's replies and error texts, and Redis's scripting
-//! rules (conversions between Lua and RESP, `redis.call` versus `redis.pcall`, read-only globals,
-//! error texts with `script: <sha>, on @user_script:<line>.`, no rollback, time frozen at the
-//! script's start). The tests in `sim/tests/` run every modelled command and every transition
-//! script against a private `redis-server` and compare replies and full key dumps. The
-//! simulation harness ([`harness`]) runs the real engine against it on a virtual clock.
-//!
-//! Modelled commands: TIME; GET, SET (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL), DEL, EXISTS,
-//! TYPE, PTTL, TTL; HGET, HSET, HMGET, HGETALL, HINCRBY, HDEL; ZADD (NX, XX, GT, LT, CH, INCR), ZREM,
-//! ZCARD, ZSCORE, ZRANGE (by rank, BYSCORE, REV, LIMIT, WITHSCORES), ZREVRANGE, ZRANGEBYSCORE,
-//! ZPOPMIN; SADD, SREM, SMEMBERS, SISMEMBER, SCARD; XADD (NOMKSTREAM, MAXLEN [=] n, `*`,
-//! `<ms>-*` and explicit IDs), XTRIM (MAXLEN [=] n, MINID [=] id), XLEN, XRANGE and XREVRANGE
-//! (exclusive `(` bounds, COUNT); LPUSH, RPUSH, LPOP, RPOP, LRANGE, LLEN, LREM; PUBLISH (answers 0:
-//! the model has no pub/sub clients; [`MemoryStore`] wakes its `Store::wake` listeners instead).
-//! Any other command is Redis's unknown-command error.
-//!
-//! Known differences from Redis 7.0 (none changes what orq's engine decodes):
-//! - SMEMBERS returns members in byte order; Redis's order depends on a per-process hash seed
-//!   (`queues.lua` sorts the names).
-//! - HGETALL returns fields in insertion order, which is what Redis returns for hashes in its
-//!   compact encoding (up to 128 fields of at most 64 bytes by default); bigger hashes come back
-//!   in hash-table order from Redis (the engine reads field lists into maps).
-//! - `XADD`/`XTRIM ... MAXLEN ~ n` and LIMIT, XADD's MINID, and ZRANGE BYLEX, are refused with an
-//!   error.
-//! - A score of `-0` is stored as `0` (Redis's compact encoding does this; its skip list keeps
-//!   `-0` in sorted sets of more than 128 members).
-//! - `*` stream IDs use the script's time; Redis uses its wall clock at the moment of the XADD.
-//! - The `cjson`, `cmsgpack`, `struct` and `bit` Lua libraries and RESP3 are absent.
-//! - A script may run at most [`SCRIPT_INSTRUCTIONS_MAX`] Lua instructions; Redis has no such
-//!   limit (it answers BUSY to other clients while a long script runs).
+//! The model itself (the keyspace, the commands, the Lua scripting, [`MemoryStore`]) is the
+//! `orq-model` crate, which the product binary links for its embedded store without this crate
+//! (design note 41). Its public items are re-exported here, so the harness, the tests in
+//! `sim/tests/`, the benches and the fuzz targets name them as `orq_sim::…`.
 
-mod clock;
-mod commands;
-mod db;
 pub mod harness;
-mod num;
-mod script;
-mod slot;
-mod store;
 
-pub use clock::{ManualClock, StoreClock, WallClock};
-pub use db::{Db, Dump, DumpData, DumpValue, Hash, Stream, StreamFields, StreamId, Value, ZSet};
-pub use num::{format_g17, parse_f64_strict, parse_i64};
-pub use script::{CROSSSLOT, SCRIPT_CROSS_SLOT, SCRIPT_INSTRUCTIONS_MAX};
-pub use slot::{crc16, key_slot, SLOT_COUNT};
-pub use store::{MemoryStore, Snapshot};
+pub use orq_model::{
+    crc16, format_g17, key_slot, parse_f64_strict, parse_i64, Db, Dump, DumpData, DumpValue, Hash,
+    ManualClock, MemoryStore, Snapshot, StoreClock, Stream, StreamFields, StreamId, Value,
+    WallClock, ZSet, CROSSSLOT, SCRIPT_CROSS_SLOT, SCRIPT_INSTRUCTIONS_MAX, SLOT_COUNT,
+};

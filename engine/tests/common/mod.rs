@@ -52,7 +52,7 @@ where
 pub enum Backing {
     /// A private redis-server of this test alone; killed when the test ends.
     Redis(RedisServer),
-    /// The embedded store (`orq_sim::MemoryStore` on the wall clock), as `orq serve` runs
+    /// The embedded store (`orq_model::MemoryStore` on the wall clock), as `orq serve` runs
     /// without `--redis`.
     Embedded,
     /// A deployment the test borrows (a Redis Cluster or Sentinel shared by a test binary);
@@ -83,9 +83,9 @@ impl Env {
         Env::on(Backing::Redis(server), Arc::new(store))
     }
 
-    /// A fresh embedded store (`orq_sim::MemoryStore` on the wall clock).
+    /// A fresh embedded store (`orq_model::MemoryStore` on the wall clock).
     pub fn embedded() -> Env {
-        let store = orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock));
+        let store = orq_model::MemoryStore::new(Arc::new(orq_model::WallClock));
         Env::on(Backing::Embedded, Arc::new(store))
     }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 /// A deployment a test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// `orq_sim::MemoryStore`, what `orq serve` runs without `--redis`.
+    /// `orq_model::MemoryStore`, what `orq serve` runs without `--redis`.
     Embedded,
     /// A private `redis-server` per test.
     Redis,

@@ -631,7 +631,7 @@ pub async fn cli(a: &crate::cli::BenchArgs) -> Result<(), String> {
         }
         None => {
             let store: Arc<dyn Store> =
-                Arc::new(orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock)));
+                Arc::new(orq_model::MemoryStore::new(Arc::new(orq_model::WallClock)));
             let probes = RedisProbes::default();
             run(&plan, store, clock, "embedded", &prefix, probes, &*progress).await?
         }

@@ -1,7 +1,7 @@
 //! The names of a bench phase's queues (`--queues`), chosen so their hash slots spread evenly
 //! over a Redis Cluster's, and how many of a phase's tasks each gets.
 
-use orq_sim::{key_slot, SLOT_COUNT};
+use orq_model::{key_slot, SLOT_COUNT};
 
 /// The most queues a phase may spread its tasks over (`--queues`).
 pub const QUEUES_MAX: usize = 64;

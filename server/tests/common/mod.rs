@@ -56,7 +56,7 @@ impl TestApp {
         allow: Vec<String>,
         configure: impl FnOnce(AppState) -> AppState,
     ) -> (TestApp, Recorder) {
-        let memory = orq_sim::MemoryStore::new(Arc::new(orq_sim::WallClock));
+        let memory = orq_model::MemoryStore::new(Arc::new(orq_model::WallClock));
         let recorder = Recorder::default();
         let store: Arc<dyn Store> = Arc::new(RecordingStore {
             inner: Arc::new(memory),
