@@ -76,7 +76,7 @@ pub struct AppState {
     /// The event poller's broadcast, metrics and SSE client slots (`/events`, `/metrics`).
     pub live: Live,
     /// The dashboard's static files, served at `/` (`None`: `/` says how to build them).
-    pub dashboard: Option<Arc<PathBuf>>,
+    pub dashboard: Option<Arc<dashboard::Source>>,
     /// The directory of simulation timelines (`None`: the `/timelines` routes answer 404).
     pub timelines: Option<Arc<PathBuf>>,
     /// Cancelled when the server shuts down: ends the open event streams, so graceful shutdown
@@ -149,7 +149,7 @@ async fn fallback(State(s): State<AppState>, req: Request) -> Response {
     if path == "/api" || path.starts_with("/api/") {
         return ApiError::not_found("no such route").into_response();
     }
-    dashboard::serve(s.dashboard.as_deref().map(PathBuf::as_path), req).await
+    dashboard::serve(s.dashboard.as_deref(), req).await
 }
 
 /// The process is up.
@@ -251,8 +251,13 @@ impl AppState {
     }
 
     /// Serve the dashboard's static export from `dir` at `/`.
-    pub fn with_dashboard(mut self, dir: PathBuf) -> Self {
-        self.dashboard = Some(Arc::new(dir));
+    pub fn with_dashboard(self, dir: PathBuf) -> Self {
+        self.with_dashboard_source(dashboard::Source::Dir(dir))
+    }
+
+    /// Serve the dashboard from `source` (a directory or the embedded export) at `/`.
+    pub fn with_dashboard_source(mut self, source: dashboard::Source) -> Self {
+        self.dashboard = Some(Arc::new(source));
         self
     }
 

@@ -352,20 +352,29 @@ impl HttpArgs {
 /// What the HTTP server serves besides the API.
 #[derive(Debug, Args, Clone)]
 pub struct WebArgs {
-    /// Directory of the dashboard's static export (Next.js `out/`), served at `/`. When it holds
+    /// Directory of the dashboard's static export (Next.js `out/`), served at `/` from disk.
+    /// Without it: the export embedded in the binary (a release build carries dashboard/out as it
+    /// was at compile time), else the source checkout's dashboard/out. When the chosen one holds
     /// no index.html, `/` answers a page that says how to build it; the API works either way.
-    #[arg(
-        long,
-        env = "ORQ_DASHBOARD",
-        value_name = "DIR",
-        default_value = crate::dashboard::DIR_DEFAULT
-    )]
-    pub dashboard: PathBuf,
+    #[arg(long, env = "ORQ_DASHBOARD", value_name = "DIR")]
+    pub dashboard: Option<PathBuf>,
     /// Directory of simulation timelines (`orq-sim run --timeline FILE`): its .jsonl and .json
     /// files are listed at /api/v1/timelines for the dashboard's replay view. Without it those
     /// routes answer 404.
     #[arg(long, env = "ORQ_TIMELINES", value_name = "DIR")]
     pub timelines: Option<PathBuf>,
+}
+
+impl WebArgs {
+    /// Where the dashboard is served from: `--dashboard DIR`, else the embedded export when it
+    /// holds index.html, else the source checkout's `dashboard/out`
+    /// ([`crate::dashboard::Source::choose`]).
+    pub fn dashboard_source(&self) -> crate::dashboard::Source {
+        crate::dashboard::Source::choose(
+            self.dashboard.as_deref(),
+            crate::dashboard_files::embedded(),
+        )
+    }
 }
 
 /// Worker options.
@@ -404,9 +413,11 @@ pub struct ServeArgs {
     listen: ListenArgs,
     #[command(flatten)]
     web: WebArgs,
-    /// Do not build the dashboard at startup. Without this flag, when the --dashboard directory
-    /// holds no index.html, its parent holds the dashboard's sources (package.json) and npm is
-    /// on PATH, orq runs `npm ci` (when node_modules is missing) and `npm run build` there first.
+    /// Do not build the dashboard at startup. Without this flag, when the dashboard is served
+    /// from a directory (--dashboard DIR, or dashboard/out when the binary embeds no dashboard)
+    /// that holds no index.html, its parent holds the dashboard's sources (package.json) and npm
+    /// is on PATH, orq runs `npm ci` (when node_modules is missing) and `npm run build` there
+    /// first. A binary with the dashboard embedded never runs npm.
     #[arg(long = "no-dashboard-build")]
     no_dashboard_build: bool,
     #[command(flatten)]
@@ -610,12 +621,13 @@ async fn serve_http(
     let limiter = setup
         .submit_limit
         .map(|(rate, burst)| SubmitLimiter::new(rate, burst, rt.clock.clone()));
+    let dashboard = web.dashboard_source();
     let mut state = AppState::new(
         orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
         rt.clock.clone(),
         Arc::new(http.allow("api")),
     )
-    .with_dashboard(web.dashboard.clone())
+    .with_dashboard_source(dashboard.clone())
     .with_shutdown(shutdown.clone())
     .with_auth(setup.auth.clone())
     .with_submit_limit(limiter);
@@ -628,12 +640,12 @@ async fn serve_http(
     }
     tracing::info!(%addr, "API listening on http://{addr}/api/v1");
     say!("orq API listening on http://{addr}/api/v1");
-    if crate::dashboard::is_built(&web.dashboard) {
-        tracing::info!(dir = %web.dashboard.display(), "dashboard at http://{addr}/");
+    if dashboard.is_built() {
+        tracing::info!(from = %dashboard.describe(), "dashboard at http://{addr}/");
         say!("orq dashboard at http://{addr}/");
     } else {
         tracing::warn!(
-            dir = %web.dashboard.display(),
+            from = %dashboard.describe(),
             "the dashboard is not built (no index.html); http://{addr}/ says how to build it"
         );
     }
@@ -733,10 +745,13 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     let shutdown = shutdown_signal();
     match cli.command {
         Command::Serve(a) => {
-            if !a.no_dashboard_build {
+            // npm runs only for a dashboard served from disk (never when it is embedded).
+            if let (false, crate::dashboard::Source::Dir(dir)) =
+                (a.no_dashboard_build, a.web.dashboard_source())
+            {
                 let npm = crate::dashboard::find_on_path("npm");
                 tokio::select! {
-                    _ = crate::dashboard::ensure_built(&a.web.dashboard, npm.as_deref()) => {}
+                    _ = crate::dashboard::ensure_built(&dir, npm.as_deref()) => {}
                     _ = shutdown.cancelled() => return Ok(()),
                 }
             }

@@ -1,14 +1,17 @@
-//! The dashboard: the Next.js static export (`dashboard/out`) served at `/`, with cache headers,
-//! a page that says how to build it when it is missing, and the npm build `orq serve` runs when
-//! the export is missing but its sources are there.
+//! The dashboard: the Next.js static export served at `/` from a directory or from the copy
+//! embedded in the binary ([`Source`], [`crate::dashboard_files`]), with cache headers, a page that
+//! says how to build it when it is missing, and the npm build `orq serve` runs when the export is
+//! missing but its sources are there.
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use crate::dashboard_files::{self, Files};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 use tower::ServiceExt;
 use tower_http::services::{ServeDir, ServeFile};
@@ -21,7 +24,7 @@ pub const DIR_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboard
 pub const CACHE_IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
 /// `Cache-Control` of everything else (HTML pages, unhashed assets, the 404 page): the browser
-/// revalidates each time (cheap: `ServeDir` answers `If-Modified-Since` with 304), so a rebuilt
+/// revalidates each time (cheap: `If-Modified-Since` or `If-None-Match` answer 304), so a rebuilt
 /// dashboard shows at the next load.
 pub const CACHE_REVALIDATE: &str = "no-cache";
 
@@ -41,28 +44,79 @@ dashboard is missing. Build it from the repository's root with</p>
 <pre>cd dashboard &amp;&amp; npm ci &amp;&amp; npm run build</pre>
 <p>and reload this page (<code>orq serve</code> does this by itself at startup when
 <code>npm</code> is on its PATH, unless it was started with <code>--no-dashboard-build</code>),
-or start orq with <code>--dashboard DIR</code> pointing at a built export.</p>
+or start orq with <code>--dashboard DIR</code> pointing at a built export. A release
+binary built after the dashboard carries it inside.</p>
 </body></html>
 ";
+
+/// Where the dashboard's files come from.
+#[derive(Clone)]
+pub enum Source {
+    /// A directory on disk (`--dashboard DIR`, or the repository's `dashboard/out`).
+    Dir(PathBuf),
+    /// Files looked up by path, e.g. the export embedded in the binary
+    /// ([`dashboard_files::embedded`]).
+    Files(Arc<dyn Files>),
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Dir(d) => f.debug_tuple("Dir").field(d).finish(),
+            Source::Files(_) => f.write_str("Files(..)"),
+        }
+    }
+}
+
+impl Source {
+    /// Which source to serve: the directory given with `--dashboard` (`explicit`) when there is
+    /// one; else `embedded` (the export in the binary, when it holds `index.html`); else the
+    /// repository's `dashboard/out` ([`DIR_DEFAULT`], which `orq serve` may build with npm).
+    pub fn choose(explicit: Option<&Path>, embedded: Option<Arc<dyn Files>>) -> Source {
+        match (explicit, embedded) {
+            (Some(dir), _) => Source::Dir(dir.to_path_buf()),
+            (None, Some(files)) => Source::Files(files),
+            (None, None) => Source::Dir(PathBuf::from(DIR_DEFAULT)),
+        }
+    }
+
+    /// True when this source holds a built dashboard (its `index.html`).
+    pub fn is_built(&self) -> bool {
+        match self {
+            Source::Dir(d) => is_built(d),
+            Source::Files(f) => f.get("index.html").is_some(),
+        }
+    }
+
+    /// For logs: the directory, or "embedded in the binary".
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Dir(d) => d.display().to_string(),
+            Source::Files(_) => "embedded in the binary".to_owned(),
+        }
+    }
+}
 
 /// True when `dir` holds a built dashboard (its `index.html`).
 pub fn is_built(dir: &Path) -> bool {
     dir.join("index.html").is_file()
 }
 
-/// Answer a request outside `/api` from the dashboard directory `dir` (`None`: no dashboard).
+/// Answer a request outside `/api` from the dashboard `source` (`None`: no dashboard).
 ///
 /// Directories answer their `index.html` (the export uses trailing slashes: `/tasks/` is
 /// `tasks/index.html`; `/tasks` redirects there); a missing file answers the export's
 /// `404.html` with status 404; methods other than GET and HEAD answer 405. When `dir` has no
 /// `index.html`, `/` answers a page that says how to build the dashboard (and other paths the
 /// same page with 404). Every answer carries `Cache-Control` ([`CACHE_IMMUTABLE`] under
-/// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere).
-pub async fn serve(dir: Option<&Path>, req: Request) -> Response {
+/// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere). A directory is served by `tower-http`'s
+/// `ServeDir` (with `Last-Modified`); other files by [`dashboard_files::serve`] (with an `ETag`).
+pub async fn serve(source: Option<&Source>, req: Request) -> Response {
     let immutable = req.uri().path().starts_with("/_next/static/");
-    let mut resp = match dir.filter(|d| is_built(d)) {
+    let mut resp = match source.filter(|s| s.is_built()) {
         None => missing(&req),
-        Some(dir) => {
+        Some(Source::Files(files)) => dashboard_files::serve(files.as_ref(), &req),
+        Some(Source::Dir(dir)) => {
             let files = ServeDir::new(dir)
                 .append_index_html_on_directories(true)
                 .not_found_service(ServeFile::new(dir.join("404.html")));
@@ -208,4 +262,51 @@ async fn run_npm(npm: &Path, project: &Path, args: &[&str]) -> Result<(), String
     let e = format!("{what}: {}", out.status);
     tracing::warn!(output = %tail, "{e}");
     Err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dashboard_files::MemFiles;
+
+    #[test]
+    fn an_explicit_dir_wins_then_the_embedded_export_then_the_default_dir() {
+        let files: Arc<dyn Files> = Arc::new(MemFiles::new([("index.html", &b"x"[..])]));
+        let dir = Path::new("/somewhere/out");
+        let s = Source::choose(Some(dir), Some(files.clone()));
+        assert!(matches!(&s, Source::Dir(d) if d == dir), "{s:?}");
+        let s = Source::choose(None, Some(files));
+        assert!(matches!(s, Source::Files(_)), "{s:?}");
+        assert!(s.is_built());
+        assert_eq!(s.describe(), "embedded in the binary");
+        let s = Source::choose(None, None);
+        assert!(matches!(&s, Source::Dir(d) if d == Path::new(DIR_DEFAULT)), "{s:?}");
+    }
+
+    #[tokio::test]
+    async fn embedded_files_get_the_same_cache_headers() {
+        let files: Arc<dyn Files> = Arc::new(MemFiles::new([
+            ("index.html", &b"x"[..]),
+            ("_next/static/a.js", b"1"),
+        ]));
+        let s = Source::Files(files);
+        let get = |uri: &str| {
+            Request::builder()
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let r = serve(Some(&s), get("/_next/static/a.js")).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(r.headers()[CACHE_CONTROL], CACHE_IMMUTABLE);
+        let r = serve(Some(&s), get("/_next/static/b.js")).await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert_eq!(r.headers()[CACHE_CONTROL], CACHE_REVALIDATE);
+        let r = serve(Some(&s), get("/")).await;
+        assert_eq!(r.headers()[CACHE_CONTROL], CACHE_REVALIDATE);
+        let empty = Source::Files(Arc::new(MemFiles::default()));
+        let r = serve(Some(&empty), get("/")).await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(!empty.is_built());
+    }
 }

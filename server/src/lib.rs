@@ -8,6 +8,7 @@ pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod dashboard;
+pub mod dashboard_files;
 pub mod error;
 pub mod error_code;
 pub mod extract;
