@@ -3,12 +3,12 @@
 //! says how to build it when it is missing, and the npm build `orq serve` runs when the export is
 //! missing but its sources are there.
 
+use crate::dashboard_files::{self, Files};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use crate::dashboard_files::{self, Files};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -280,7 +280,10 @@ mod tests {
         assert!(s.is_built());
         assert_eq!(s.describe(), "embedded in the binary");
         let s = Source::choose(None, None);
-        assert!(matches!(&s, Source::Dir(d) if d == Path::new(DIR_DEFAULT)), "{s:?}");
+        assert!(
+            matches!(&s, Source::Dir(d) if d == Path::new(DIR_DEFAULT)),
+            "{s:?}"
+        );
     }
 
     #[tokio::test]
@@ -290,12 +293,7 @@ mod tests {
             ("_next/static/a.js", b"1"),
         ]));
         let s = Source::Files(files);
-        let get = |uri: &str| {
-            Request::builder()
-                .uri(uri)
-                .body(Body::empty())
-                .unwrap()
-        };
+        let get = |uri: &str| Request::builder().uri(uri).body(Body::empty()).unwrap();
         let r = serve(Some(&s), get("/_next/static/a.js")).await;
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(r.headers()[CACHE_CONTROL], CACHE_IMMUTABLE);

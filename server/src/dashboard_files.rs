@@ -9,9 +9,7 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::{
-    ALLOW, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION,
-};
+use axum::http::header::{ALLOW, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, LOCATION};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
@@ -131,17 +129,15 @@ pub fn serve(files: &dyn Files, req: &Request) -> Response {
     if let Some(f) = files.get(&path) {
         return file(&path, f, StatusCode::OK, req, head);
     }
-    if !path.ends_with("index.html") || !req.uri().path().ends_with('/') {
-        if files.get(&format!("{path}/index.html")).is_some() {
-            let mut to = format!("{}/", req.uri().path());
-            if let Some(q) = req.uri().query() {
-                to = format!("{to}?{q}");
-            }
-            if let Ok(v) = HeaderValue::from_str(&to) {
-                let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
-                r.headers_mut().insert(LOCATION, v);
-                return r;
-            }
+    if !req.uri().path().ends_with('/') && files.get(&format!("{path}/index.html")).is_some() {
+        let mut to = format!("{}/", req.uri().path());
+        if let Some(q) = req.uri().query() {
+            to = format!("{to}?{q}");
+        }
+        if let Ok(v) = HeaderValue::from_str(&to) {
+            let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
+            r.headers_mut().insert(LOCATION, v);
+            return r;
         }
     }
     not_found(files, head)
@@ -195,7 +191,8 @@ fn body(data: Cow<'static, [u8]>, head: bool) -> Response {
     } else {
         Response::new(Body::from(data))
     };
-    r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
+    r.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(len));
     r
 }
 
@@ -236,7 +233,7 @@ mod tests {
         String::from_utf8(b.to_vec()).unwrap()
     }
 
-    fn header<'a>(r: &'a Response, h: axum::http::HeaderName) -> &'a str {
+    fn header(r: &Response, h: axum::http::HeaderName) -> &str {
         r.headers().get(h).map_or("", |v| v.to_str().unwrap())
     }
 
