@@ -16,7 +16,8 @@ use std::time::Duration;
 use tower::ServiceExt;
 use tower_http::services::{ServeDir, ServeFile};
 
-/// The default dashboard directory: the repository's `dashboard/out`, next to this crate.
+/// The source checkout's `dashboard/out` (a compile-time path, next to this crate): the directory
+/// served when no `--dashboard` is given and the binary embeds no dashboard.
 pub const DIR_DEFAULT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../dashboard/out");
 
 /// `Cache-Control` of `/_next/static/*`: Next.js puts a content hash in every such file name, so a
