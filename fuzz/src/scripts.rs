@@ -15,6 +15,11 @@
 //!    simulator's checker hold after every step
 //!    (`orq_sim::harness::checker::check_store_state`), and no engine call answers
 //!    `Error::Protocol` (an unexpected reply).
+//!
+//! Why this file is long (about 1,200 lines): it holds the target's op set whole: the `Step` type,
+//! its byte encoding (`read_step` and `write_step`, which must change with every variant) and the
+//! runner that executes each step and checks the properties. Split apart, adding a step would mean
+//! editing three files in step.
 
 use crate::codec::{Reader, Writer};
 use crate::ready;

@@ -39,6 +39,8 @@ use std::path::Path;
 use std::sync::Arc;
 use subtle::ConstantTimeEq;
 
+mod cursor;
+
 /// Prefix of the keys `orq key new` makes (any bearer token works, the prefix only helps people
 /// and secret scanners recognise an orq key).
 pub const KEY_PREFIX: &str = "orq_";
@@ -218,13 +220,6 @@ pub struct ApiKeys {
     cursor_secret: [u8; 32],
 }
 
-/// Bytes of random nonce in a sealed cursor.
-const CURSOR_NONCE_BYTES: usize = 12;
-/// Bytes of the ChaCha20-Poly1305 tag in a sealed cursor.
-const CURSOR_TAG_BYTES: usize = 16;
-/// Longest cursor sealed or opened (bytes of plain text).
-const CURSOR_PLAIN_MAX: usize = 64;
-
 /// SHA-256 of `key`, as the keys file writes it: 64 lowercase hex digits.
 pub fn sha256_hex(key: &str) -> String {
     hex(&Sha256::digest(key.as_bytes()))
@@ -371,69 +366,6 @@ impl ApiKeys {
             entries,
             cursor_secret: h.finalize().into(),
         })
-    }
-
-    /// A listing cursor as a tenant key receives it: the engine's cursor is an offset into an
-    /// index every tenant shares, so in the clear it would tell how many of the other tenants'
-    /// tasks a page skipped. Sealed with ChaCha20-Poly1305 (RFC 8439) under a secret derived from
-    /// the keys file, `tenant` as associated data: hex of the 12-byte random nonce, the
-    /// ciphertext and the 16-byte tag. Opened by [`ApiKeys::open_cursor`].
-    pub fn seal_cursor(&self, tenant: &str, cursor: &str) -> String {
-        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-        debug_assert!(cursor.len() <= CURSOR_PLAIN_MAX, "engine cursors are short");
-        let mut nonce = [0u8; CURSOR_NONCE_BYTES];
-        if getrandom::fill(&mut nonce).is_err() {
-            // Without OS randomness the nonce is a constant: the cursor stays secret from other
-            // tenants, but two equal cursors look equal.
-            nonce = [0; CURSOR_NONCE_BYTES];
-        }
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.cursor_secret.into());
-        let sealed = cipher
-            .encrypt(
-                &nonce.into(),
-                Payload {
-                    msg: cursor.as_bytes(),
-                    aad: tenant.as_bytes(),
-                },
-            )
-            .expect("ChaCha20-Poly1305 encrypts any short message");
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&sealed);
-        hex(&out)
-    }
-
-    /// The engine cursor sealed in `sealed` for `tenant`, or `None` when it is malformed, was
-    /// sealed for another tenant or under another keys file.
-    pub fn open_cursor(&self, tenant: &str, sealed: &str) -> Option<String> {
-        let max = 2 * (CURSOR_NONCE_BYTES + CURSOR_PLAIN_MAX + CURSOR_TAG_BYTES);
-        if sealed.len() > max || sealed.len() % 2 != 0 {
-            return None;
-        }
-        let bytes: Vec<u8> = sealed
-            .as_bytes()
-            .chunks_exact(2)
-            .map(|p| {
-                let s = std::str::from_utf8(p).ok()?;
-                u8::from_str_radix(s, 16).ok()
-            })
-            .collect::<Option<_>>()?;
-        if bytes.len() < CURSOR_NONCE_BYTES + CURSOR_TAG_BYTES {
-            return None;
-        }
-        use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-        let (nonce, body) = bytes.split_at(CURSOR_NONCE_BYTES);
-        let nonce: [u8; CURSOR_NONCE_BYTES] = nonce.try_into().ok()?;
-        let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.cursor_secret.into());
-        let plain = cipher
-            .decrypt(
-                &nonce.into(),
-                Payload {
-                    msg: body,
-                    aad: tenant.as_bytes(),
-                },
-            )
-            .ok()?;
-        String::from_utf8(plain).ok()
     }
 
     /// Number of keys.
@@ -762,30 +694,6 @@ mod tests {
             );
         }
         assert!(Auth::Off.caller(&HeaderMap::new()).unwrap().is_admin());
-    }
-
-    // Goal: a sealed cursor opens to the engine's cursor for its tenant only, shows nothing of
-    // it (two seals of one cursor differ), and any change to it is refused.
-    #[test]
-    fn sealed_cursors_open_only_unchanged_and_for_their_tenant() {
-        let keys = file(&toml_entry("ops", A, &Scope::Admin)).unwrap();
-        let plain = "4:0:12345";
-        let a = keys.seal_cursor("acme", plain);
-        let b = keys.seal_cursor("acme", plain);
-        assert_ne!(a, b, "random nonce");
-        assert!(!a.contains("12345"));
-        assert_eq!(keys.open_cursor("acme", &a).as_deref(), Some(plain));
-        assert_eq!(keys.open_cursor("bolt", &a), None, "another tenant");
-        let mut flipped = a.clone().into_bytes();
-        let i = 2 * CURSOR_NONCE_BYTES + 1;
-        flipped[i] = if flipped[i] == b'0' { b'1' } else { b'0' };
-        let flipped = String::from_utf8(flipped).unwrap();
-        assert_eq!(keys.open_cursor("acme", &flipped), None, "tampered");
-        for bad in ["", "zz", "4:0:12345", &"0".repeat(400), &a[..a.len() - 2]] {
-            assert_eq!(keys.open_cursor("acme", bad), None, "{bad:?}");
-        }
-        let other = file(&toml_entry("ops", "orq_other", &Scope::Admin)).unwrap();
-        assert_eq!(other.open_cursor("acme", &a), None, "another keys file");
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! The HTTP API end to end through the router, on a private Redis: the happy paths with real
 //! workers, and every kind of bad input the issue names (each must be a typed 4xx, never a 500).
+//!
+//! Why this file is long (about 960 lines): it covers every route's happy path and bad inputs
+//! (`bad_inputs_get_typed_errors` alone is about 165 lines). Each file under `tests/` is its own
+//! binary linking the whole server, so the tests stay together instead of adding binaries.
 
 mod common;
 

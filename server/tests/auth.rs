@@ -2,6 +2,11 @@
 //! and two tenant keys (A and B), with B never seeing A's tasks, counts or events; queue-limited
 //! keys; and the startup rules of the `orq` binary (strict keys file, loopback without keys,
 //! `orq key new`).
+//!
+//! Why this file is long (about 950 lines): most of it is one test,
+//! `every_route_answers_each_key_as_its_rights_say`, the route-by-key matrix (about 390 lines).
+//! Each file under `tests/` is its own binary linking the whole server, so the other key tests stay
+//! beside it instead of adding binaries.
 
 mod common;
 

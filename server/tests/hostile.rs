@@ -3,6 +3,10 @@
 //! flood of submits from one tenant, handler errors too long to store, an `http` task redirected
 //! outside its allow-list, and a Redis that may evict orq's keys. Every answer must be the typed
 //! 4xx the README promises (the fixture fails on any 5xx but 503).
+//!
+//! Why this file is long (about 890 lines): each kind of hostile input is its own test with its own
+//! table of inputs (the names test alone is about 150 lines). Each file under `tests/` is its own
+//! binary linking the whole server, so they stay together instead of adding binaries.
 
 mod common;
 

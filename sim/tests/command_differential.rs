@@ -22,6 +22,10 @@
 //! The proptest configuration is fixed (seeded ChaCha, no persistence) so CI runs the same cases.
 //!
 //! `ORQ_SHOW=1 cargo test -p orq-sim --test <name> -- --nocapture` prints what each case got.
+//!
+//! Why this file is long (about 820 lines): the value pools and the command families (one generator
+//! per modelled command family) are the test's table of cases; the runner and the comparison are
+//! short.
 
 mod common;
 

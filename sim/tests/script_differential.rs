@@ -27,6 +27,10 @@
 //! sequences.
 //!
 //! `ORQ_SHOW=1 cargo test -p orq-sim --test <name> -- --nocapture` prints what each case got.
+//!
+//! Why this file is long (about 870 lines): the op set (`Op`, with valid and invalid ARGV for every
+//! script) and `resolve_op`, which turns each op into a call, are one table of cases in two halves
+//! that change together; the runner and the normalisation are short.
 
 mod common;
 

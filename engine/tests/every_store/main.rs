@@ -40,15 +40,19 @@ mod cancel;
 mod lifecycle;
 mod list;
 mod observe;
+mod pool;
 mod recovery;
 mod retries;
 mod shutdown;
 mod tenancy;
+mod wakeups;
 
 fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let suites = [
         ("lifecycle", lifecycle::cases()),
+        ("pool", pool::cases()),
+        ("wakeups", wakeups::cases()),
         ("retries", retries::cases()),
         ("recovery", recovery::cases()),
         ("cancel", cancel::cases()),

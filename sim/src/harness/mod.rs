@@ -19,6 +19,7 @@ pub mod fairness;
 pub mod refusal;
 pub mod reports;
 pub mod run;
+mod state_check;
 pub mod world;
 
 pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES};
