@@ -109,9 +109,9 @@ fn percent(bytes: &[u8], keep: impl Fn(u8) -> bool) -> String {
 /// Property 1 on one decoded result.
 fn check_api_error(what: &str, e: &ApiError) {
     assert!(
-        e.status.is_client_error(),
+        e.status().is_client_error(),
         "{what}: refused with {} ({}: {})",
-        e.status,
+        e.status(),
         e.code,
         e.message
     );
