@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Redis Functions or EVALSHA: what each call pays Redis, in instructions (callgrind), for the
-decision of issue 22 (docs/design-notes.md, "Scripts, not Functions").
+decision of issue 22 (docs/design-notes.md, note 44).
 
     python3 bench/functions.py [--calls 2000] [--redis-server PATH] [--json FILE]
 
