@@ -171,6 +171,7 @@ impl MemoryStore {
         let run = Run {
             now_us,
             sha: sha.to_string(),
+            read_only: false,
             strict: self.strict,
             slot,
             instructions: 0,
@@ -182,13 +183,114 @@ impl MemoryStore {
         reply
     }
 
+    /// Empty the function libraries (`FUNCTION FLUSH`, or a restart that kept no data).
+    pub fn flush_functions(&self) {
+        self.lock().flush_functions();
+    }
+
+    /// `FCALL name numkeys key... arg...` (or, with `ro`, `FCALL_RO`): run the function `name`
+    /// of a loaded library, atomically, and return its reply as Redis sends it over RESP2;
+    /// `ERR Function not found` when no library registered it.
+    pub fn fcall(&self, name: &str, ro: bool, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        let mut slot = None;
+        if self.strict {
+            let mut slots = keys.iter().map(|k| key_slot(k.as_bytes()));
+            slot = slots.next();
+            if slots.any(|s| Some(s) != slot) {
+                return Resp::Error(CROSSSLOT.to_string());
+            }
+        }
+        let mut interp = self.lock();
+        if !interp.has_function(name) {
+            return Resp::Error("ERR Function not found".to_string());
+        }
+        self.script_calls.fetch_add(1, Ordering::Relaxed);
+        let now_us = self.clock.now_micros();
+        interp.engine().db.set_now(now_us / 1000);
+        let run = Run {
+            now_us,
+            sha: String::new(),
+            read_only: false,
+            strict: self.strict,
+            slot,
+            instructions: 0,
+            killed: false,
+            error: None,
+        };
+        let reply = interp.fcall(run, name, ro, keys, args);
+        self.deliver(&mut interp.engine().db);
+        reply
+    }
+
+    /// FUNCTION (LOAD [REPLACE], DELETE, FLUSH), FCALL and FCALL_RO as a client sends them.
+    fn function_command(&self, args: &[Vec<u8>]) -> Resp {
+        let is = |i: usize, w: &str| {
+            args.get(i)
+                .is_some_and(|a| a.eq_ignore_ascii_case(w.as_bytes()))
+        };
+        if is(0, "fcall") || is(0, "fcall_ro") {
+            if args.len() < 3 {
+                let name = String::from_utf8_lossy(&args[0]).to_lowercase();
+                return commands::arity_error(&name);
+            }
+            let name = String::from_utf8_lossy(&args[1]).into_owned();
+            if !self.lock().has_function(&name) {
+                return Resp::Error("ERR Function not found".to_string());
+            }
+            let (keys, argv) = match crate::script::fcall_split(&args[2..]) {
+                Ok(v) => v,
+                Err(e) => return e,
+            };
+            return self.fcall(&name, is(0, "fcall_ro"), &keys, &argv);
+        }
+        let given = args
+            .get(1)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .unwrap_or_default();
+        let sub = given.to_lowercase();
+        let mut interp = self.lock();
+        match (sub.as_str(), args.len()) {
+            ("load", 3) => interp.function_load(&String::from_utf8_lossy(&args[2]), false),
+            ("load", 4) if is(2, "replace") => {
+                interp.function_load(&String::from_utf8_lossy(&args[3]), true)
+            }
+            ("load", 4) => Resp::Error(format!(
+                "ERR Unknown option given: {}",
+                String::from_utf8_lossy(&args[2])
+            )),
+            ("load", _) => commands::arity_error("function|load"),
+            ("delete", 3) => {
+                if interp.function_delete(&String::from_utf8_lossy(&args[2])) {
+                    Resp::Status("OK".into())
+                } else {
+                    Resp::Error("ERR Library not found".into())
+                }
+            }
+            ("flush", 2) => {
+                interp.flush_functions();
+                Resp::Status("OK".into())
+            }
+            ("", _) => commands::arity_error("function"),
+            _ => Resp::Error(format!(
+                "ERR unknown subcommand '{given}'. Try FUNCTION HELP."
+            )),
+        }
+    }
+
     /// Run one command outside any script (seeding and reading in tests), with Redis's client
     /// semantics and error texts (`ERR unknown command ...`, `ERR wrong number of arguments for
-    /// 'get' command`). Time is the clock's reading now.
+    /// 'get' command`). Time is the clock's reading now. FUNCTION (LOAD, DELETE, FLUSH), FCALL
+    /// and FCALL_RO are served too.
     pub fn command(&self, args: &[&[u8]]) -> Resp {
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.to_vec()).collect();
         if args.is_empty() {
             return Resp::Error("ERR orq-sim: empty command".to_string());
+        }
+        if [&b"function"[..], b"fcall", b"fcall_ro"]
+            .iter()
+            .any(|c| args[0].eq_ignore_ascii_case(c))
+        {
+            return self.function_command(&args);
         }
         let Some(cmd) = commands::lookup(&args[0]) else {
             return commands::unknown_command_error(&args);

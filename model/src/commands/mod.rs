@@ -42,6 +42,17 @@ pub enum KeySpec {
     All,
 }
 
+/// Whether a command changes data, as a read-only script sees it: Redis refuses commands flagged
+/// `write` or `may-replicate` (PUBLISH) inside a script that declared `no-writes`
+/// (`scriptVerifyWriteCommandAllow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Reads only.
+    Read,
+    /// Writes, or may be replicated (PUBLISH).
+    Write,
+}
+
 /// What a command sees while it runs.
 pub struct Exec<'a> {
     /// The keyspace; its `now_ms` is the time of the command (or of the script that calls it).
@@ -60,6 +71,9 @@ pub struct Command {
     pub arity: i32,
     /// Which arguments are keys.
     pub keys: KeySpec,
+    /// Whether a read-only script (a function flagged `no-writes`, called by FCALL or FCALL_RO)
+    /// may run it.
+    pub access: Access,
     run: Handler,
 }
 
@@ -92,11 +106,12 @@ impl Command {
 }
 
 macro_rules! cmd {
-    ($name:literal, $arity:expr, $keys:ident, $f:ident) => {
+    ($name:literal, $arity:expr, $keys:ident, $f:ident, $access:ident) => {
         Command {
             name: $name,
             arity: $arity,
             keys: KeySpec::$keys,
+            access: Access::$access,
             run: $f,
         }
     };
@@ -104,46 +119,46 @@ macro_rules! cmd {
 
 /// Every command the model implements, with Redis 7.0's arity.
 pub static COMMANDS: &[Command] = &[
-    cmd!("time", 1, None, time),
-    cmd!("get", 2, First, get),
-    cmd!("set", -3, First, set),
-    cmd!("del", -2, All, del),
-    cmd!("exists", -2, All, exists),
-    cmd!("type", 2, First, type_of),
-    cmd!("pttl", 2, First, pttl),
-    cmd!("ttl", 2, First, ttl),
-    cmd!("hget", 3, First, hget),
-    cmd!("hset", -4, First, hset),
-    cmd!("hmget", -3, First, hmget),
-    cmd!("hgetall", 2, First, hgetall),
-    cmd!("hincrby", 4, First, hincrby),
-    cmd!("hdel", -3, First, hdel),
-    cmd!("zadd", -4, First, zadd),
-    cmd!("zrem", -3, First, zrem),
-    cmd!("zcard", 2, First, zcard),
-    cmd!("zscore", 3, First, zscore),
-    cmd!("zrange", -4, First, zrange),
-    cmd!("zrevrange", -4, First, zrevrange),
-    cmd!("zrangebyscore", -4, First, zrangebyscore),
-    cmd!("zpopmin", -2, First, zpopmin),
-    cmd!("sadd", -3, First, sadd),
-    cmd!("srem", -3, First, srem),
-    cmd!("smembers", 2, First, smembers),
-    cmd!("sismember", 3, First, sismember),
-    cmd!("scard", 2, First, scard),
-    cmd!("xadd", -5, First, xadd),
-    cmd!("xlen", 2, First, xlen),
-    cmd!("xtrim", -4, First, xtrim),
-    cmd!("xrange", -4, First, xrange),
-    cmd!("xrevrange", -4, First, xrevrange),
-    cmd!("lpush", -3, First, lpush),
-    cmd!("rpush", -3, First, rpush),
-    cmd!("lpop", -2, First, lpop),
-    cmd!("rpop", -2, First, rpop),
-    cmd!("lrange", 4, First, lrange),
-    cmd!("llen", 2, First, llen),
-    cmd!("lrem", 4, First, lrem),
-    cmd!("publish", 3, None, publish),
+    cmd!("time", 1, None, time, Read),
+    cmd!("get", 2, First, get, Read),
+    cmd!("set", -3, First, set, Write),
+    cmd!("del", -2, All, del, Write),
+    cmd!("exists", -2, All, exists, Read),
+    cmd!("type", 2, First, type_of, Read),
+    cmd!("pttl", 2, First, pttl, Read),
+    cmd!("ttl", 2, First, ttl, Read),
+    cmd!("hget", 3, First, hget, Read),
+    cmd!("hset", -4, First, hset, Write),
+    cmd!("hmget", -3, First, hmget, Read),
+    cmd!("hgetall", 2, First, hgetall, Read),
+    cmd!("hincrby", 4, First, hincrby, Write),
+    cmd!("hdel", -3, First, hdel, Write),
+    cmd!("zadd", -4, First, zadd, Write),
+    cmd!("zrem", -3, First, zrem, Write),
+    cmd!("zcard", 2, First, zcard, Read),
+    cmd!("zscore", 3, First, zscore, Read),
+    cmd!("zrange", -4, First, zrange, Read),
+    cmd!("zrevrange", -4, First, zrevrange, Read),
+    cmd!("zrangebyscore", -4, First, zrangebyscore, Read),
+    cmd!("zpopmin", -2, First, zpopmin, Write),
+    cmd!("sadd", -3, First, sadd, Write),
+    cmd!("srem", -3, First, srem, Write),
+    cmd!("smembers", 2, First, smembers, Read),
+    cmd!("sismember", 3, First, sismember, Read),
+    cmd!("scard", 2, First, scard, Read),
+    cmd!("xadd", -5, First, xadd, Write),
+    cmd!("xlen", 2, First, xlen, Read),
+    cmd!("xtrim", -4, First, xtrim, Write),
+    cmd!("xrange", -4, First, xrange, Read),
+    cmd!("xrevrange", -4, First, xrevrange, Read),
+    cmd!("lpush", -3, First, lpush, Write),
+    cmd!("rpush", -3, First, rpush, Write),
+    cmd!("lpop", -2, First, lpop, Write),
+    cmd!("rpop", -2, First, rpop, Write),
+    cmd!("lrange", 4, First, lrange, Read),
+    cmd!("llen", 2, First, llen, Read),
+    cmd!("lrem", 4, First, lrem, Write),
+    cmd!("publish", 3, None, publish, Write),
 ];
 
 /// The command called `name` (case-insensitive), or None when the model does not implement it.

@@ -26,9 +26,11 @@
 //! [`sandbox`].
 
 mod convert;
+mod functions;
 mod sandbox;
 
 use convert::lua_to_resp;
+pub(crate) use functions::fcall_split;
 use sandbox::{install_sandbox, RAND48_INITIAL};
 
 use crate::commands::{self, Exec};
@@ -70,6 +72,9 @@ pub const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same sl
 /// Redis 7's text for an undeclared key in another slot (`scriptVerifyClusterState`).
 pub const SCRIPT_CROSS_SLOT: &str =
     "ERR Script attempted to access keys that do not hash to the same slot";
+
+/// The error a command that writes gets inside a function flagged `no-writes`.
+const READ_ONLY_WRITE: &str = "ERR Write commands are not allowed from read-only scripts.";
 
 /// An error raised inside Lua by the model's own (Rust) functions.
 #[derive(Debug, Clone)]
@@ -115,8 +120,10 @@ fn find_raised(e: &mlua::Error) -> Option<&Raised> {
 pub(crate) struct Run {
     /// The script's time, microseconds since the epoch (TIME and expiry use it).
     pub now_us: u64,
-    /// SHA1 of the script body, for error texts.
+    /// SHA1 of the script body (or the function's name), for error texts.
     pub sha: String,
+    /// A function flagged `no-writes`: commands that write are refused.
+    pub read_only: bool,
     /// Strict cluster mode: every key must hash to `slot`.
     pub strict: bool,
     /// The slot of the script's keys (None until a key is seen).
@@ -137,6 +144,8 @@ pub(crate) struct Engine {
     pub run: Option<Run>,
     /// State of Redis's `redisLrand48` generator behind `math.random`.
     pub rand48: u64,
+    /// While FUNCTION LOAD runs a library's code: the functions it registered so far.
+    pub loading: Option<Vec<functions::Registered>>,
 }
 
 impl Engine {
@@ -156,6 +165,9 @@ impl Engine {
                 "ERR redis.call/pcall can only be called inside a script invocation".into(),
             );
         };
+        if run.read_only && cmd.access == commands::Access::Write {
+            return Resp::Error(READ_ONLY_WRITE.into());
+        }
         if run.strict {
             for key in cmd.keys_of(args) {
                 let slot = key_slot(key);
@@ -215,6 +227,10 @@ pub(crate) struct Interpreter {
     runner: Function,
     /// Compiled scripts by SHA1 (Redis's script cache).
     scripts: BTreeMap<String, Function>,
+    /// What FUNCTION LOAD runs a library's code with ([`functions`]).
+    library_api: functions::LibraryApi,
+    /// The loaded function libraries.
+    functions: functions::Functions,
 }
 
 impl Interpreter {
@@ -229,8 +245,11 @@ impl Interpreter {
             db: Db::default(),
             run: None,
             rand48: RAND48_INITIAL,
+            loading: None,
         });
-        let (globals, runner) = install_sandbox(&lua).expect("install the Redis sandbox");
+        let sandbox = install_sandbox(&lua).expect("install the Redis sandbox");
+        let library_api =
+            functions::LibraryApi::install(&lua, &sandbox).expect("install the library API");
         // A global hook, so that coroutines a script creates are counted too.
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_INTERVAL),
@@ -250,9 +269,11 @@ impl Interpreter {
         .expect("install the budget hook");
         Interpreter {
             lua,
-            globals,
-            runner,
+            globals: sandbox.globals,
+            runner: sandbox.runner,
             scripts: BTreeMap::new(),
+            library_api,
+            functions: functions::Functions::default(),
         }
     }
 
@@ -303,20 +324,25 @@ impl Interpreter {
         let sha = run.sha.clone();
         engine(&self.lua).run = Some(run);
         let result = self.invoke(func, keys, args);
+        self.finish(&sha, result)
+    }
+
+    /// The reply of a script or function run that returned `result`, from the runner's
+    /// `(ok, value)` or the error text its handler stored in the run; ends the run.
+    fn finish(&self, name: &str, result: mlua::Result<MultiValue>) -> Resp {
         let run = engine(&self.lua).run.take().expect("run context");
-        let reply = match result {
+        match result {
             Ok(values) => {
                 let mut it = values.into_iter();
                 match it.next() {
                     Some(Value::Boolean(true)) => lua_to_resp(&it.next().unwrap_or(Value::Nil)),
                     _ => Resp::Error(run.error.unwrap_or_else(|| {
-                        format!("ERR Error running script {sha}: the error handler did not run")
+                        format!("ERR Error running script {name}: the error handler did not run")
                     })),
                 }
             }
-            Err(e) => commands::error_reply(format!("ERR Error running script {sha}: {e}")),
-        };
-        reply
+            Err(e) => commands::error_reply(format!("ERR Error running script {name}: {e}")),
+        }
     }
 
     fn invoke(

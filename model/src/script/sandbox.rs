@@ -8,6 +8,9 @@ use super::{commands, engine, error_buff, error_table, find_raised, raise, Raise
 use mlua::{Function, Lua, MultiValue, Table, Value};
 use orq::Resp;
 
+/// The registry name of the base library's `tostring`.
+const TOSTRING: &str = "orq_model_tostring";
+
 /// The state of `redisLrand48` before any seeding (rand.c's X0, X1, X2).
 pub(super) const RAND48_INITIAL: u64 = 0x1234_ABCD_330E;
 
@@ -17,9 +20,26 @@ fn lrand48(state: &mut u64) -> i32 {
     (*state >> 17) as i32
 }
 
-/// Build the sandbox; returns (real globals table, runner function).
-pub(super) fn install_sandbox(lua: &Lua) -> mlua::Result<(Table, Function)> {
+/// What [`install_sandbox`] built.
+pub(super) struct Sandbox {
+    /// The real globals, behind the read-only proxy scripts see (KEYS and ARGV go here).
+    pub globals: Table,
+    /// `function(f) return xpcall(f, handler) end`, the protected call every script runs in.
+    pub runner: Function,
+    /// The metatable of the globals proxy: its `__index` is the real globals, which FUNCTION
+    /// LOAD swaps for the library API while a library's code runs (as Redis does).
+    pub proxy_mt: Table,
+    /// The metatable of the real globals, whose `__index` raises "nonexistent global variable".
+    pub missing_mt: Table,
+    /// `make_proxy(real)`: a read-only proxy of `real`.
+    pub make_proxy: Function,
+}
+
+/// Build the sandbox.
+pub(super) fn install_sandbox(lua: &Lua) -> mlua::Result<Sandbox> {
     let globals = lua.globals();
+    // Kept aside for error texts: while FUNCTION LOAD runs a library, `tostring` is not a global.
+    lua.set_named_registry_value(TOSTRING, globals.raw_get::<Function>("tostring")?)?;
     for name in [
         "print", "getfenv", "setfenv", "newproxy", "dofile", "loadfile",
     ] {
@@ -295,7 +315,7 @@ pub(super) fn install_sandbox(lua: &Lua) -> mlua::Result<(Table, Function)> {
         })?,
     )?;
     missing_mt.raw_set("__metatable", sealed.clone())?;
-    globals.set_metatable(Some(missing_mt))?;
+    globals.set_metatable(Some(missing_mt.clone()))?;
 
     let real_of = {
         let proxies = proxies.clone();
@@ -450,8 +470,30 @@ pub(super) fn install_sandbox(lua: &Lua) -> mlua::Result<(Table, Function)> {
             .into_function()?
             .call::<Function>(())?,
     )?;
+    let proxy_mt = g_proxy
+        .metatable()
+        .expect("the globals proxy has a metatable");
     lua.set_globals(g_proxy)?;
-    Ok((globals, runner))
+    let make_proxy = {
+        let sealed = sealed.clone();
+        let ro_newindex = ro_newindex.clone();
+        lua.create_function(move |lua, real: Table| {
+            let mt = lua.create_table()?;
+            mt.raw_set("__index", real)?;
+            mt.raw_set("__newindex", ro_newindex.clone())?;
+            mt.raw_set("__metatable", sealed.clone())?;
+            let proxy = lua.create_table()?;
+            proxy.set_metatable(Some(mt))?;
+            Ok(proxy)
+        })?
+    };
+    Ok(Sandbox {
+        globals,
+        runner,
+        proxy_mt,
+        missing_mt,
+        make_proxy,
+    })
 }
 
 /// The string metatable (shared by every string), whose `__index` is the `string` library.
@@ -622,7 +664,9 @@ fn lua_where(lua: &Lua, level: usize) -> String {
 
 /// Lua's `tostring` for the values an error message can name.
 fn lua_tostring(lua: &Lua, v: &Value) -> String {
-    let f: Function = lua.globals().get("tostring").expect("tostring");
+    let f: Function = lua
+        .named_registry_value(TOSTRING)
+        .expect("tostring is kept in the registry");
     f.call::<mlua::String>(v.clone())
         .map(|s| String::from_utf8_lossy(&s.as_bytes()).into_owned())
         .unwrap_or_default()
