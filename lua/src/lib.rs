@@ -14,6 +14,7 @@
 pub mod codes;
 pub mod facts;
 pub mod fields;
+pub mod functions;
 
 use std::sync::LazyLock;
 

@@ -36,6 +36,8 @@ pub struct MemoryStore {
     strict: bool,
     noscript_misses: AtomicU64,
     script_calls: AtomicU64,
+    /// The model could not load orq's function library: scripts go by their source.
+    library_refused: std::sync::atomic::AtomicBool,
     /// The [`Store::wake`] listeners, woken after each call that PUBLISHed on their channel.
     wakes: WakeHub,
 }
@@ -79,6 +81,7 @@ impl MemoryStore {
             strict: false,
             noscript_misses: AtomicU64::new(0),
             script_calls: AtomicU64::new(0),
+            library_refused: std::sync::atomic::AtomicBool::new(false),
             wakes: WakeHub::default(),
         }
     }
@@ -109,9 +112,12 @@ impl MemoryStore {
             .expect("MemoryStore mutex poisoned by an earlier panic")
     }
 
-    /// Empty the SHA1 → function script cache (`SCRIPT FLUSH`, or what a restart does).
+    /// Empty the SHA1 → function script cache and the function libraries (`SCRIPT FLUSH` and
+    /// `FUNCTION FLUSH`, or what a restart without persistence does).
     pub fn flush_scripts(&self) {
-        self.lock().flush_scripts();
+        let mut interp = self.lock();
+        interp.flush_scripts();
+        interp.flush_functions();
     }
 
     /// How many [`MemoryStore::call_sync`] calls found their script missing from the cache (the
@@ -127,8 +133,36 @@ impl MemoryStore {
 
     /// Run `script` with `keys` (KEYS) and `args` (ARGV), atomically, and return its reply as
     /// Redis would send it over RESP2 (script errors are `Resp::Error`).
+    /// When the scripts are called as functions ([`orq_lua::functions::BY_FUNCTION`]), this is
+    /// an FCALL of the script's function, after loading orq's library when it is missing (a
+    /// miss counted as a NOSCRIPT miss), as `RedisStore` does.
     pub fn call_sync(&self, script: &Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        if orq_lua::functions::BY_FUNCTION {
+            return self.call_function(script, keys, args);
+        }
         self.execute(&script.sha1, &script.source, keys, args, true)
+    }
+
+    fn call_function(&self, script: &Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
+        let lib = orq_lua::functions::library();
+        let name = lib.function(script.name);
+        if self.library_refused.load(Ordering::Relaxed) {
+            return self.execute(&script.sha1, &script.source, keys, args, true);
+        }
+        {
+            let mut interp = self.lock();
+            if !interp.has_function(name) {
+                self.noscript_misses.fetch_add(1, Ordering::Relaxed);
+                // The model refuses the library only if it cannot compile or run it, which no
+                // later call changes: remembered, as RedisStore does.
+                if let Resp::Error(_) = interp.function_load(&lib.source, false) {
+                    self.library_refused.store(true, Ordering::Relaxed);
+                    drop(interp);
+                    return self.execute(&script.sha1, &script.source, keys, args, true);
+                }
+            }
+        }
+        self.fcall(name, false, keys, args)
     }
 
     /// Run an ad-hoc script body (EVAL semantics: compiled and cached by its SHA1, never a

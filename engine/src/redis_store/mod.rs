@@ -3,6 +3,7 @@
 
 mod admin;
 mod discover;
+mod functions;
 mod resp;
 mod sentinel;
 mod subscriber;
@@ -23,6 +24,7 @@ use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRou
 use redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 use resp::{error_reply, to_resp};
 use sentinel::SentinelConn;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 use subscriber::{subscriber, SubscribeTo, Wakes};
@@ -104,6 +106,9 @@ pub struct RedisStore {
     wakes: std::sync::Arc<Wakes>,
     /// `--wait-replicas`: the recorded writes wait for this many replicas ([`wait`]).
     wait: Option<WaitReplicas>,
+    /// Set when a server refused orq's function library for good ([`functions`]): calls go by
+    /// EVALSHA from then on.
+    library_refused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The connection of a [`RedisStore`].
@@ -197,6 +202,7 @@ impl RedisStore {
             subscribe_to: SubscribeTo::Nodes(vec![client]),
             wakes: std::sync::Arc::default(),
             wait: None,
+            library_refused: Arc::default(),
         })
     }
 
@@ -232,6 +238,7 @@ impl RedisStore {
             subscribe_to: SubscribeTo::Nodes(subscribe_to),
             wakes: std::sync::Arc::default(),
             wait: None,
+            library_refused: Arc::default(),
         })
     }
 
@@ -245,6 +252,7 @@ impl RedisStore {
             subscribe_to: SubscribeTo::Sentinel(conn),
             wakes: std::sync::Arc::default(),
             wait: None,
+            library_refused: Arc::default(),
         })
     }
 
@@ -283,9 +291,26 @@ impl RedisStore {
         args: &[Vec<u8>],
         w: WaitReplicas,
     ) -> Result<Resp, StoreError> {
-        let mut pair = self
-            .run_then_wait("EVALSHA", script.sha1.as_bytes(), keys, args, w)
-            .await;
+        let mut by_function = None;
+        if orq_lua::functions::BY_FUNCTION && !self.library_refused.load(Ordering::Relaxed) {
+            let fcall = functions::fcall_cmd(script, keys, args);
+            let mut p = self.cmd_then_wait(fcall.clone(), w).await;
+            if matches!(&p, Ok((r, _)) if functions::missing(r))
+                && self.load_library(&keys[0]).await
+            {
+                p = self.cmd_then_wait(fcall, w).await;
+            }
+            if !matches!(&p, Ok((r, _)) if functions::missing(r)) {
+                by_function = Some(p);
+            }
+        }
+        let mut pair = match by_function {
+            Some(p) => p,
+            None => {
+                self.run_then_wait("EVALSHA", script.sha1.as_bytes(), keys, args, w)
+                    .await
+            }
+        };
         if matches!(&pair, Ok((Err(e), _)) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
         {
             pair = self
@@ -319,9 +344,19 @@ impl RedisStore {
         args: &[Vec<u8>],
         w: WaitReplicas,
     ) -> RedisResult<(RedisResult<Value>, RedisResult<Value>)> {
+        self.cmd_then_wait(script_cmd(cmd, first, keys, args), w)
+            .await
+    }
+
+    /// `cmd` then `WAIT replicas timeout`, pipelined on one connection ([`Self::run_then_wait`]).
+    async fn cmd_then_wait(
+        &self,
+        cmd: Cmd,
+        w: WaitReplicas,
+    ) -> RedisResult<(RedisResult<Value>, RedisResult<Value>)> {
         let mut p = redis::pipe();
         p.ignore_errors();
-        p.add_command(script_cmd(cmd, first, keys, args));
+        p.add_command(cmd);
         p.cmd("WAIT").arg(w.replicas).arg(w.timeout_ms.max(1));
         let replies: Vec<RedisResult<Value>> = match &self.conn {
             Conn::Single(c) => p.query_async(&mut c.clone()).await?,
@@ -427,20 +462,15 @@ impl Store for RedisStore {
         if let Some(w) = self.wait.filter(|_| wait::waits(script.name)) {
             return self.eval_replicated(script, keys, args, w).await;
         }
-        let reply = match self
-            .run("EVALSHA", script.sha1.as_bytes(), keys, args)
-            .await
-        {
-            Ok(v) => to_resp(v),
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                match self.run("EVAL", script.source.as_bytes(), keys, args).await {
-                    Ok(v) => to_resp(v),
-                    Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
-                }
-            }
-            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string()))?,
+        let result = if orq_lua::functions::BY_FUNCTION {
+            self.call_function(script, keys, args).await
+        } else {
+            self.call_script(script, keys, args).await
         };
-        Ok(reply)
+        match result {
+            Ok(v) => Ok(to_resp(v)),
+            Err(e) => error_reply(&e).ok_or_else(|| StoreError(e.to_string())),
+        }
     }
 
     fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
