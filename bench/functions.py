@@ -15,8 +15,10 @@ they cost or save in dispatch. Measured against a private redis-server under
   fcall_noop   FCALL of a function that returns 0, same keys: FCALL's dispatch
   top:<name>   EVALSHA of script <name>'s source with its body replaced by `return 0`, less
                eval_noop: the per-call top-level cost Functions would save for <name>
-  call:<name>  one real single-task call (enqueue of one task, lease of one, complete_batch of
-               one, heartbeat), for scale
+  call:<name>  one real single-task call by EVALSHA (enqueue of one task, lease of one,
+               heartbeat, get, complete_batch of one)
+  fcall:<name> the same calls as FCALLs of orq's function library (`FUNCTION LOAD`ed from
+               `source --library`), on a second queue; `library` says whether it loaded
 
 The sources are read as orq-lua builds them (`cargo run -p orq-lua --example source`).
 """
@@ -91,6 +93,13 @@ class Counted:
         shutil.rmtree(self.work, ignore_errors=True)
 
 
+def library():
+    """orq's Redis Functions library (`cargo run -p orq-lua --example source -- --library`)."""
+    return subprocess.run(
+        ["cargo", "run", "-q", "-p", "orq-lua", "--example", "source", "--", "--library"],
+        cwd=ROOT, check=True, capture_output=True, text=True).stdout
+
+
 def body(name):
     with open(os.path.join(ROOT, "lua", "scripts", f"{name}.lua")) as f:
         return f.read()
@@ -129,31 +138,52 @@ def main():
         sha = {s: r.call("SCRIPT", "LOAD", source(s)).decode() for s in SCRIPTS}
         rng = random.Random(7)
         now = int(time.time() * 1000)
-        ids = [ulid(now, rng) for _ in range(n)]
 
-        def run(name, argvs):
-            return [r.call("EVALSHA", sha[name], 16, *keys, *argv) for argv in argvs]
+        def single_calls(prefix, call, queue):
+            """The single-task calls on `queue`, each script run by `call(name, keys, argv)`."""
+            qkeys = [f"orq:{{{queue}}}:{s}" for s in SUFFIXES]
+            ids = [ulid(now, rng) for _ in range(n)]
 
-        fig["call:enqueue"] = c.count(
-            lambda: run("enqueue", [[1, i, "t0", "noop", "{}", "", ""] for i in ids])) / n
-        leased = []
+            def run(name, argvs):
+                return [call(name, qkeys, argv) for argv in argvs]
 
-        def lease():
-            for rep in run("lease", [["w1", 1, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
-                                     for _ in range(n)]):
-                t = rep[1][0]
-                leased.append(dict(zip(t[1][0::2], t[1][1::2]))[b"id"])
-        fig["call:lease"] = c.count(lease) / n
-        tokens = [(t, r.call("HGET", f"orq:{{bench}}:task:{t.decode()}", "k")) for t in leased]
-        fig["call:heartbeat"] = c.count(
-            lambda: run("heartbeat", [[t, k, 30000] for t, k in tokens])) / n
-        fig["call:get"] = c.count(lambda: run("get", [[t] for t, _ in tokens])) / n
-        fig["call:complete_batch"] = c.count(
-            lambda: run("complete_batch", [[86400000, 100, 1, t, k, "null"] for t, k in tokens])) / n
+            fig[f"{prefix}:enqueue"] = c.count(
+                lambda: run("enqueue", [[1, i, "t0", "noop", "{}", "", ""] for i in ids])) / n
+            leased = []
+
+            def lease():
+                for rep in run("lease", [["w1", 1, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
+                                         for _ in range(n)]):
+                    t = rep[1][0]
+                    leased.append(dict(zip(t[1][0::2], t[1][1::2]))[b"id"])
+            fig[f"{prefix}:lease"] = c.count(lease) / n
+            tokens = [(t, r.call("HGET", f"orq:{{{queue}}}:task:{t.decode()}", "k"))
+                      for t in leased]
+            fig[f"{prefix}:heartbeat"] = c.count(
+                lambda: run("heartbeat", [[t, k, 30000] for t, k in tokens])) / n
+            fig[f"{prefix}:get"] = c.count(lambda: run("get", [[t] for t, _ in tokens])) / n
+            fig[f"{prefix}:complete_batch"] = c.count(
+                lambda: run("complete_batch",
+                            [[86400000, 100, 1, t, k, "null"] for t, k in tokens])) / n
+
+        single_calls("call", lambda name, k, argv: r.call("EVALSHA", sha[name], 16, *k, *argv),
+                     "bench")
+        try:
+            lib = r.call("FUNCTION", "LOAD", "REPLACE", library()).decode()
+        except RuntimeError as e:
+            fig["library"] = f"not loaded: {e}"
+        else:
+            fig["library"] = lib
+            single_calls("fcall",
+                         lambda name, k, argv: r.call("FCALL", f"{lib}_{name}", 16, *k, *argv),
+                         "bench2")
     finally:
         c.close()
     for k, v in fig.items():
-        print(f"{k:22} {v:12,.0f} instructions per call")
+        if isinstance(v, str):
+            print(f"{k:22} {v}")
+        else:
+            print(f"{k:22} {v:12,.0f} instructions per call")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"calls": a.calls, "per_call": fig}, f, indent=2)
