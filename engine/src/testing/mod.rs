@@ -25,6 +25,9 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// Configuration arguments after the defaults ([`RedisServer::start_with`]), kept for
+    /// restarts.
+    extra: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -145,17 +148,29 @@ fn server_args(port: u16, dir: &std::path::Path) -> Vec<String> {
 impl RedisServer {
     /// Start a server. Panics (failing the test) when `redis-server` is missing or never answers.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Start a server with `extra` configuration arguments after the defaults (e.g.
+    /// `["--rename-command", "FUNCTION", ""]`), kept across [`RedisServer::restart`].
+    pub fn start_with(extra: &[&str]) -> Self {
         let dir = std::env::temp_dir().join(format!(
             "orq-redis-{}-{:016x}",
             std::process::id(),
             random_u64()
         ));
         let _ = std::fs::create_dir_all(&dir);
-        let (child, port) = spawn_server(&dir, free_port, |port| server_args(port, &dir));
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let (child, port) = spawn_server(&dir, free_port, |port| {
+            let mut args = server_args(port, &dir);
+            args.extend(extra.iter().cloned());
+            args
+        });
         RedisServer {
             child: Some(child),
             port,
             dir,
+            extra,
         }
     }
 
@@ -176,6 +191,7 @@ impl RedisServer {
         let port = self.port;
         let child = Command::new("redis-server")
             .args(server_args(port, &self.dir))
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

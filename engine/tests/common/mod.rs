@@ -76,7 +76,12 @@ pub struct Env {
 impl Env {
     /// Start a private Redis and connect to it.
     pub async fn start() -> Env {
-        let server = RedisServer::start();
+        Env::start_with(&[]).await
+    }
+
+    /// Start a private Redis with `extra` configuration arguments and connect to it.
+    pub async fn start_with(extra: &[&str]) -> Env {
+        let server = RedisServer::start_with(extra);
         let store = RedisStore::connect(&server.url())
             .await
             .expect("connect to the private redis-server");
