@@ -1,5 +1,9 @@
 //! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`,
-//! and `key new` (make an API key).
+//! and `key new` (make an API key); `bench` is `orq_bench`'s.
+//!
+//! The doc comments of the clap types below are the command line's `--help` text, written for a
+//! terminal: `[[key]]` and `<master-name>` there are literal text, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use crate::api::{app, AppState};
 use crate::auth::{ApiKeys, Auth, Scope};

@@ -1,6 +1,6 @@
 //! The API's JSON shapes: request bodies (strict: unknown fields are rejected, errors name the
 //! field) here, the task representation (times as RFC 3339 UTC with milliseconds) and the other
-//! answers in [`answers`] (re-exported). Each derives its OpenAPI schema ([`crate::openapi`]); the constraints written in
+//! answers in `answers.rs` (re-exported). Each derives its OpenAPI schema ([`crate::openapi`]); the constraints written in
 //! `#[schema(...)]` are the ones the conversions below enforce (the `openapi` tests compare the
 //! two for the shared limits).
 

@@ -1,5 +1,9 @@
 //! `orq bench` on the command line: its options ([`BenchArgs`], part of the `orq` binary's
 //! command line) and the run they ask for, printed as a table and written as JSON.
+//!
+//! The doc comments of [`BenchArgs`] are the command line's `--help` text, written for a
+//! terminal: `<master-name>` there is literal text, not HTML.
+#![allow(rustdoc::invalid_html_tags)]
 
 use crate::progress::{Bar, Progress, Quiet};
 use crate::redis_work::{redis_probes, RedisProbes};
@@ -16,9 +20,6 @@ pub struct BenchArgs {
     /// Redis URL (redis://host:port/, redis+cluster://host:port[,host:port...] for a Redis
     /// Cluster, or redis+sentinel://host:port[,host:port...]/<master-name> for a primary found
     /// through Sentinel); without it the bench runs on the embedded store (in this process).
-    // `<master-name>` is for the terminal (clap prints this comment as the option's help), not
-    // an HTML tag.
-    #[allow(rustdoc::invalid_html_tags)]
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// Tasks per phase (N).
