@@ -53,7 +53,7 @@ pub fn is_valid_task_id(s: &str) -> bool {
 
 /// The queue key set for `queue` (a valid name), in the order of `lib.lua`:
 ///
-/// | KEYS[i] | key | Redis type |
+/// | `KEYS[i]` | key | Redis type |
 /// |---|---|---|
 /// | 1 | `orq:{q}:task:` | prefix of HASH `orq:{q}:task:<id>` |
 /// | 2 | `orq:{q}:ready:` | prefix of LIST `orq:{q}:ready:<priority>:<tenant>` (ids, oldest first) |

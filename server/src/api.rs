@@ -24,7 +24,7 @@ use crate::model::{
     QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson, SubmitBody,
     TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson, TenantsJson,
 };
-use crate::names::{check_name, Name};
+use crate::names::Name;
 use crate::openapi::{QueueName, TaskId, TenantName, Unavailable};
 use crate::openapi_errors::{
     BodyErrors, KeyErrors, PurgeErrors, QueueErrors, QueueLookupErrors, SubmitErrors,

@@ -1,5 +1,9 @@
 //! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`,
-//! and `key new` (make an API key).
+//! and `key new` (make an API key); `bench` is `orq_bench`'s.
+//!
+//! The doc comments of the clap types below are the command line's `--help` text, written for a
+//! terminal: `[[key]]` and `<master-name>` there are literal text, not rustdoc links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use crate::api::{app, AppState};
 use crate::auth::{ApiKeys, Auth, Scope};
@@ -61,58 +65,7 @@ pub enum Command {
     /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
     /// keys of queues named ob-<id>-*, and deletes them at the end; it also reports each
     /// primary's script calls, script time and CPU from INFO) or the embedded store.
-    Bench(BenchArgs),
-}
-
-/// `orq bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Redis URL (redis://host:port/, redis+cluster://host:port[,host:port...] for a Redis
-    /// Cluster, or redis+sentinel://host:port[,host:port...]/<master-name> for a primary found
-    /// through Sentinel); without it the bench runs on the embedded store (in this process).
-    #[arg(long, value_name = "URL")]
-    pub redis: Option<String>,
-    /// Tasks per phase (N).
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
-    pub tasks: u64,
-    /// Queues each phase's tasks are spread over, round robin (Q, 1..=64); the worker pool
-    /// serves them all. Their names are chosen so their hash slots spread evenly over a Redis
-    /// Cluster's slots: with Q a multiple of the primaries, each primary serves Q / primaries.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=crate::bench::QUEUES_MAX as u64))]
-    pub queues: u64,
-    /// Tasks per submit call (B).
-    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub batch: u64,
-    /// Handlers running at once in the worker pool (C).
-    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
-    pub concurrency: u64,
-    /// Lanes the pool's slots are split into, each with its own lease loop and completer (as
-    /// `orq worker --lanes`).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=16))]
-    pub lanes: u64,
-    /// Tenants the tasks are spread over, round robin (T).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub tenants: u64,
-    /// Priorities the tasks are spread over, round robin: task k gets priority k mod P (P; 1 =
-    /// every task at the default priority 0, as plain BullMQ jobs in bench/compare.py).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=10))]
-    pub priorities: u8,
-    /// Delayed tasks in the delayed phase (D; 0 skips the phase).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-    pub delayed: u64,
-    /// Delay of the first delayed task (ms).
-    #[arg(long = "delay-ms", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
-    pub delay_ms: u64,
-    /// The delays are spread evenly from --delay-ms to --delay-ms + this (ms).
-    #[arg(long = "delay-spread-ms", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
-    pub delay_spread_ms: u64,
-    /// Write the report as JSON to FILE (submit_per_s, complete_per_s, wait_ms and lateness_ms
-    /// as {p50, p99, max}, mem_bytes_per_task, script_calls_per_task, redis_work, ...).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// No progress bar (for logs and CI).
-    #[arg(long = "no-progress")]
-    pub no_progress: bool,
+    Bench(orq_bench::BenchArgs),
 }
 
 /// `orq key ...`.
@@ -720,7 +673,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         return Ok(());
     }
     if let Command::Bench(a) = &cli.command {
-        return crate::bench::cli(a).await;
+        return orq_bench::cli(a).await;
     }
     match &cli.command {
         Command::Serve(a) => check_web(&a.web)?,

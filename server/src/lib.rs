@@ -5,7 +5,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod bench;
 pub mod cli;
 pub mod dashboard;
 pub mod dashboard_files;

@@ -11,7 +11,7 @@ use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{ApiQuery, NoQuery, QueuePath};
-use crate::names::check_name;
+use crate::names::Name;
 use crate::openapi::QueueName;
 use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
 use axum::extract::State;
@@ -261,8 +261,8 @@ async fn poll_once(
 #[into_params(parameter_in = Query)]
 pub struct EventsParams {
     /// Only this queue's events (default: every queue).
-    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    queue: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    queue: Option<Name>,
 }
 
 /// `Last-Event-ID: <queue>/<stream-id>`, validated.
@@ -329,7 +329,6 @@ pub async fn events(
 ) -> Result<Response, ApiError> {
     let p = q;
     if let Some(queue) = &p.queue {
-        check_name("queue", queue)?;
         caller.check_queue(queue)?;
     }
     let last = last_event_id(&headers)?;
@@ -337,7 +336,7 @@ pub async fn events(
         caller.check_queue(lq)?;
     }
     if let (Some(want), Some((lq, _))) = (&p.queue, &last) {
-        if want != lq {
+        if want.as_str() != lq {
             return Err(ApiError::bad_request(format!(
                 "Last-Event-ID: names queue {lq} but this stream is of queue {want}"
             )));
@@ -362,7 +361,7 @@ pub async fn events(
         None => Vec::new(),
     };
     let filter = EventFilter {
-        queue: p.queue,
+        queue: p.queue.map(String::from),
         caller,
     };
     let stream = messages(resent, rx, filter, s.shutdown.clone(), Some(slot));

@@ -1,10 +1,11 @@
 //! The API's JSON shapes: request bodies (strict: unknown fields are rejected, errors name the
 //! field) here, the task representation (times as RFC 3339 UTC with milliseconds) and the other
-//! answers in [`answers`] (re-exported). Each derives its OpenAPI schema ([`crate::openapi`]); the constraints written in
+//! answers in `answers.rs` (re-exported). Each derives its OpenAPI schema ([`crate::openapi`]); the constraints written in
 //! `#[schema(...)]` are the ones the conversions below enforce (the `openapi` tests compare the
 //! two for the shared limits).
 
 use crate::error::ApiError;
+use crate::names::Name;
 use orq::task::{
     Backoff, Task, TaskSpec, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, DELAY_MS_MAX, LEASE_MS_MAX,
     LEASE_MS_MIN, MAX_RETRIES_MAX, PAYLOAD_MAX_BYTES, PRIORITY_MAX, TIMEOUT_MS_MAX,
@@ -365,15 +366,15 @@ pub struct BatchBody {
 #[serde(deny_unknown_fields)]
 pub struct BulkReplayBody {
     /// Queue (default `default`).
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    pub queue: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub queue: Option<Name>,
     /// Only this tenant's tasks.
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    pub tenant: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub tenant: Option<Name>,
     /// Only tasks of this type.
     #[serde(rename = "type")]
-    #[schema(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    pub task_type: Option<String>,
+    #[schema(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub task_type: Option<Name>,
     /// Most tasks to replay (default 1000, at most 10000).
     #[schema(minimum = 1, maximum = 10_000)]
     #[serde(default, deserialize_with = "opt_int")]

@@ -53,15 +53,6 @@ impl Name {
     }
 }
 
-/// Ok when `v` is a valid name, else the 400 of [`Name::parse`].
-pub fn check_name(field: &str, v: &str) -> Result<(), ApiError> {
-    if is_valid_name(v) {
-        Ok(())
-    } else {
-        Err(ApiError::bad_request(format!("{field}: {InvalidName}")))
-    }
-}
-
 impl Deref for Name {
     type Target = str;
     fn deref(&self) -> &str {
@@ -108,8 +99,6 @@ mod tests {
         let e = Name::parse("tenant", "a b").unwrap_err();
         assert_eq!(e.status().as_u16(), 400);
         assert_eq!(e.message, "tenant: must match [A-Za-z0-9._-]{1,64}");
-        let e = check_name("queue", "").unwrap_err();
-        assert_eq!(e.message, "queue: must match [A-Za-z0-9._-]{1,64}");
         let e = serde_json::from_str::<Name>("\"a b\"").unwrap_err();
         assert!(e.to_string().starts_with("must match"), "{e}");
     }

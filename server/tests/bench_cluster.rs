@@ -3,7 +3,7 @@
 //! report has one entry, the server. No timing is asserted (a loaded machine must not fail these).
 
 use orq::testing::{RedisCluster, RedisServer};
-use orq_server::bench::queue_names;
+use orq_bench::queue_names;
 use serde_json::Value;
 use std::process::Command;
 

@@ -2,6 +2,12 @@
 //! command line, a real `orq api` process): the static files at `/` with their cache headers,
 //! the event stream (SSE), the workers and metrics views, and the simulation timelines; with the
 //! bad inputs of each (a typed 4xx, never a 500).
+//!
+//! Why this file is long (about 970 lines): it covers the four things the dashboard uses (static
+//! files and their build with npm, about 300 lines; the event stream, about 190; workers and
+//! metrics, about 200; timelines, about 135) plus the real `orq api` process that wires them.
+//! Each file under `tests/` is its own binary linking the whole server, so they stay together
+//! instead of adding binaries.
 
 mod common;
 

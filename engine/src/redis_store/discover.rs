@@ -17,7 +17,7 @@ impl RedisStore {
     /// - A single-server URL: always `Ok` (the server may come up later; every call retries).
     ///
     /// Errors: a message naming each node or sentinel asked (without credentials) and what it
-    /// answered. Bounded: each node gets [`CONNECTION_TIMEOUT`] (5 s) to connect and as long
+    /// answered. Bounded: each node gets `CONNECTION_TIMEOUT` (5 s) to connect and as long
     /// to answer; each sentinel the sentinel timeout (2 s). A found deployment may still be
     /// unable to serve for a while (CLUSTERDOWN, a primary being failed over): those are
     /// transient, and the store's calls retry them.

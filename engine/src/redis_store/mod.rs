@@ -65,7 +65,7 @@ const CLUSTER_RETRY_WAIT_MAX_MS: u64 = 1_000;
 /// call touches one slot, served by one primary; the NOSCRIPT fall-back's EVAL goes to the same
 /// slot and so caches the script on that primary. The client follows MOVED and ASK, refreshes
 /// its slot map when the topology changes, and retries TRYAGAIN and CLUSTERDOWN a few times
-/// ([`CLUSTER_RETRIES`]); a refusal that outlasts the retries reaches the engine as the error
+/// (`CLUSTER_RETRIES`); a refusal that outlasts the retries reaches the engine as the error
 /// reply it is (`Resp::Error("TRYAGAIN ...")`), which engine/src/failure.rs classifies as
 /// transient.
 ///

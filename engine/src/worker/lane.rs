@@ -1,7 +1,8 @@
-//! The lease loop of one lane: it takes tasks from the completer's refills, stands back while
-//! the completer refills, lingers for more free slots, reads the queue list, leases from each
-//! queue in turn into free slots (backing off a refused queue and a store outage), waits idle for
-//! a wake-up, a freed slot or its poll, and at shutdown lets handlers finish within the grace
+//! The lease loop of one lane: [`Worker::run_lane`] is its outline, over the lane's state
+//! ([`Lane`]) whose methods are its steps. It takes tasks from the completer's refills, stands
+//! back while the completer refills, lingers for more free slots, reads the queue list, leases
+//! from each queue in turn into free slots (the leasing pass, `lease_pass.rs`), waits idle for a
+//! wake-up, a freed slot or its poll, and at shutdown lets handlers finish within the grace
 //! before releasing the rest. What to do at each step is decided by `decide`; this file only
 //! sequences the calls.
 
@@ -77,17 +78,106 @@ async fn wake(
     }
 }
 
+/// One lane's lease loop between rounds: what [`Worker::run_lane`] sequences. The handlers it
+/// runs, the completer beside it, the queues it serves and their wake-ups, and what the last
+/// rounds left (idle, rotation, refused queues, a store outage, standing back).
+pub(super) struct Lane<'w> {
+    /// The pool.
+    pub(super) worker: &'w Worker,
+    /// This lane's number (0 is the first lane, which polls while the pool is idle).
+    lane: usize,
+    /// Cancelled when shutdown begins.
+    shutdown: CancellationToken,
+    /// Cancelled when the shutdown grace is over: the handlers still running are aborted.
+    pub(super) hard_stop: CancellationToken,
+    /// The tasks whose handler runs or whose outcome is being reported.
+    pub(super) in_flight: JoinSet<()>,
+    /// The completer lives in a set of its own, so that it stops when the lane's future is
+    /// dropped.
+    completer: JoinSet<()>,
+    /// Outcomes to the completer.
+    pub(super) done_tx: mpsc::UnboundedSender<PendingCompletion>,
+    /// Tasks the completer leased for this lane.
+    leased_rx: mpsc::UnboundedReceiver<Refilled>,
+    /// The lane's handler slots.
+    pub(super) slots: Arc<Slots>,
+    /// What the completer needs to refill the slots it frees, and the queue it may refill from.
+    pub(super) refill: Arc<Refill>,
+    /// The queues served (the configured ones, or every known queue when none is configured).
+    pub(super) queues: Vec<String>,
+    /// When the queue list was last read (local ms; 0: read it at the next round).
+    queues_refreshed_ms: u64,
+    /// No queue configured: serve every known queue, and new ones.
+    all_queues: bool,
+    /// The store's wake-ups for the queues served (None: the store gives none), and the queue
+    /// list they were asked for.
+    wake_rx: Option<tokio::sync::watch::Receiver<u64>>,
+    wake_for: Option<Vec<String>>,
+    /// Whether the last round leased nothing (the pool is idle).
+    idle: bool,
+    /// Which queue the next round asks first.
+    pub(super) rotate: usize,
+    /// Queues whose lease calls were refused (not a store outage).
+    pub(super) refused: Refused,
+    /// A run of transient store failures of this lane's lease calls (logged at its start and
+    /// end; the lane retries after a doubling wait instead of its idle poll).
+    pub(super) outage: Episode,
+    /// While the loop leaves the free slots to the completer: the timer that bounds it, and
+    /// whether it has run out (the loop then leases itself until the wait is over).
+    stand_back: Option<BoxFuture<'static, ()>>,
+    stood_back: bool,
+}
+
+/// What a leasing pass over the queues did ([`Lane::lease_round`]).
+pub(super) struct Round {
+    /// It leased at least one task.
+    pub(super) leased_any: bool,
+    /// How long to wait idle before the next round when it leased none (ms).
+    pub(super) wait_ms: u64,
+}
+
 impl Worker {
     /// Lane `lane` of [`Worker::run`]: this pool's whole concurrency, one lease loop, one
-    /// completer.
+    /// completer. Each round: run what the completer handed over; stand back while it refills
+    /// the slots; wait for a free slot, or linger for more; read the queue list when due;
+    /// lease from each queue in turn into the free slots; if nothing came, wait idle. At
+    /// shutdown, [`Lane::stop`].
     pub(super) async fn run_lane(&self, lane: usize, shutdown: CancellationToken) {
-        let inner = &self.inner;
-        let hard_stop = CancellationToken::new();
-        let mut in_flight: JoinSet<()> = JoinSet::new();
-        // The completer lives in a set of its own, so that it stops when this future is dropped.
+        let mut l = Lane::start(self, lane, shutdown);
+        tracing::debug!(worker = %self.inner.config.id, lane, concurrency = self.inner.config.concurrency, "lane started");
+        while !l.shutdown.is_cancelled() {
+            l.run_handed_over().await;
+            if l.stand_back().await {
+                continue;
+            }
+            let free = l.free();
+            if free == 0 {
+                l.wait_for_a_slot().await;
+                continue;
+            }
+            let free = l.linger(free).await;
+            if free == 0 {
+                continue;
+            }
+            let now = self.inner.clock.now_ms();
+            let poll_ms = decide::poll_ms(self.inner.config.idle_poll_ms, l.wake_rx.is_some());
+            l.refresh_queues(now, poll_ms).await;
+            l.listen();
+            let round = l.lease_round(free, now, poll_ms).await;
+            l.end_round(round).await;
+        }
+        l.stop().await;
+        tracing::debug!(worker = %self.inner.config.id, lane, "lane stopped");
+    }
+}
+
+impl<'w> Lane<'w> {
+    /// Lane `lane` of `worker`'s pool, its completer started.
+    fn start(worker: &'w Worker, lane: usize, shutdown: CancellationToken) -> Lane<'w> {
+        let inner = &worker.inner;
         let mut completer: JoinSet<()> = JoinSet::new();
         let (done_tx, done_rx) = mpsc::unbounded_channel();
-        let (leased_tx, mut leased_rx) = mpsc::unbounded_channel::<Refilled>();
+        let (leased_tx, leased_rx) = mpsc::unbounded_channel::<Refilled>();
         let slots = Arc::new(Slots::default());
         let refill = Arc::new(Refill {
             slots: slots.clone(),
@@ -105,303 +195,273 @@ impl Worker {
             done_rx,
             refill.clone(),
         ));
-        let mut queues: Vec<String> = inner.config.queues.clone();
-        let mut queues_refreshed_ms = 0u64;
-        // The store's wake-ups for the queues served (None: the store gives none), and the queue
-        // list they were asked for.
-        let all_queues = inner.config.queues.is_empty();
-        let mut wake_rx: Option<tokio::sync::watch::Receiver<u64>> = None;
-        let mut wake_for: Option<Vec<String>> = None;
-        // Whether the last round leased nothing (the pool is idle).
-        let mut idle = true;
-        let mut rotate = 0usize;
-        // Queues whose lease calls were refused (not a store outage).
-        let mut refused = Refused::default();
-        // A run of transient store failures of this lane's lease calls (logged at its start and
-        // end; the lane retries after a doubling wait instead of its idle poll).
-        let mut outage = Episode::default();
-        tracing::debug!(worker = %inner.config.id, lane, concurrency = inner.config.concurrency, "lane started");
-        let concurrency = inner.config.concurrency;
-        // While the loop leaves the free slots to the completer: the timer that bounds it, and
-        // whether it has run out (the loop then leases itself until the wait is over).
-        let mut stand_back: Option<BoxFuture<'static, ()>> = None;
-        let mut stood_back = false;
-        while !shutdown.is_cancelled() {
-            while in_flight.try_join_next().is_some() {}
-            while let Ok(r) = leased_rx.try_recv() {
-                self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                    .await;
-            }
-            // While the completer refills the slots (one queue, ready work left), the loop
-            // stands back as long as completions are on their way to it (tasks whose handler
-            // returned and whose outcome is being reported); it leases again itself once none
-            // are, so slots freed by failures or long handlers never wait for a success.
-            // It stands back for at most the linger plus an idle poll in a row (one timer, so a
-            // clock that stands still cannot keep it waiting), so a completion call that hangs
-            // does not hold the free slots.
-            let refilling = refill.queue.lock().map(|q| q.is_some()).unwrap_or(false);
-            if decide::stands_back(in_flight.len(), slots.handlers(), refilling) {
-                if stand_back.is_none() {
-                    let ms = decide::stand_back_ms(
-                        inner.config.lease_linger_ms,
-                        inner.config.idle_poll_ms,
-                    );
-                    stand_back = Some(inner.clock.sleep(ms));
-                }
-            } else {
-                stand_back = None;
-                stood_back = false;
-            }
-            if let (Some(timer), false) = (stand_back.as_mut(), stood_back) {
-                match wake(
-                    &mut in_flight,
-                    &mut leased_rx,
-                    &slots,
-                    &shutdown,
-                    Some(timer),
-                )
-                .await
-                {
-                    Wake::Refilled(r) => {
-                        self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                            .await
-                    }
-                    Wake::Timer => stood_back = true,
-                    Wake::Other => {}
-                }
-                continue;
-            }
-            // Free slots: handlers not running. Tasks whose handler returned but whose outcome is
-            // still being recorded hold none, but at most `concurrency` of them may wait.
-            let free_now = |in_flight: &JoinSet<()>| {
-                decide::free_slots(
-                    concurrency,
-                    slots.running.load(Ordering::SeqCst),
-                    in_flight.len(),
-                )
-            };
-            let mut free = free_now(&in_flight);
-            if free == 0 {
-                if let Wake::Refilled(r) =
-                    wake(&mut in_flight, &mut leased_rx, &slots, &shutdown, None).await
-                {
-                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                        .await;
-                }
-                continue;
-            }
-            // Lease batching (WorkerConfig::lease_linger_ms): busy, with handlers running, wait
-            // a moment for more slots to free so that the next call carries more tasks.
-            let linger = inner.config.lease_linger_ms;
-            let running = slots.running.load(Ordering::SeqCst);
-            if decide::lingers(idle, linger, free, concurrency, running) {
-                let until = inner.clock.sleep(linger);
-                tokio::pin!(until);
-                while free < concurrency {
-                    let mut got = None;
-                    tokio::select! {
-                        biased;
-                        _ = shutdown.cancelled() => break,
-                        _ = &mut until => break,
-                        // Tasks the completer leased meanwhile run at once.
-                        r = leased_rx.recv() => got = r,
-                        _ = slots.freed.notified() => {}
-                        _ = in_flight.join_next(), if !in_flight.is_empty() => {}
-                    }
-                    if let Some(r) = got {
-                        self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                            .await;
-                    }
-                    free = free_now(&in_flight);
-                }
-                free = free_now(&in_flight);
-                if free == 0 {
-                    continue;
-                }
-            }
-            let now = inner.clock.now_ms();
-            let poll_ms = decide::poll_ms(inner.config.idle_poll_ms, wake_rx.is_some());
-            let refresh_ms = decide::queue_refresh_ms(idle, inner.config.idle_poll_ms, poll_ms);
-            if decide::refresh_queues(
-                all_queues,
-                queues.len(),
-                now,
-                queues_refreshed_ms,
-                refresh_ms,
-            ) {
-                match inner.client.queues().await {
-                    Ok(q) => {
-                        queues = q;
-                        queues_refreshed_ms = now;
-                    }
-                    // Part of the lane's outage episode: logged at its start only.
-                    Err(e) if e.is_unavailable() => {
-                        if outage.failed(now).started {
-                            tracing::warn!(worker = %inner.config.id, error = %e,
-                                "cannot list queues; backing off until the store answers");
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot list queues"),
-                }
-            }
-            if wake_for.as_ref() != Some(&queues) {
-                wake_rx = inner.store.wake(&wake_channels(&queues, all_queues));
-                wake_for = Some(queues.clone());
-            }
-            // Seen: a wake-up published from here on (during this round's calls too) ends the
-            // idle wait below at once.
-            if let Some(rx) = wake_rx.as_mut() {
-                rx.borrow_and_update();
-            }
-            let mut wait_ms = poll_ms;
-            let mut leased_any = false;
-            for k in 0..queues.len() {
-                if free == 0 {
-                    break;
-                }
-                let queue = &queues[(rotate + k) % queues.len()];
-                if refused.waiting(queue, now) {
-                    continue;
-                }
-                // Reserved before the call (and only what is still free now), so the completer
-                // cannot lease these slots too.
-                let mut reserved = Slot::reserve(&slots, decide::lease_ask(free), concurrency);
-                let n = reserved.len();
-                if n == 0 {
-                    break;
-                }
-                let bits = inner.entropy.token_bits();
-                match ops::lease(
-                    &*inner.store,
-                    queue,
-                    &inner.config.id,
-                    n,
-                    &bits,
-                    inner.entropy.unit(),
-                )
-                .await
-                {
-                    Ok(batch) => {
-                        refused.answered(queue);
-                        if let Some((failures, lasted_ms)) = outage.recovered(now) {
-                            tracing::info!(worker = %inner.config.id, failures, lasted_ms,
-                                "the store takes lease calls again");
-                        }
-                        // The completer refills this queue's slots while it has ready work and
-                        // is the pool's only queue (with several, this loop's rotation keeps
-                        // them fair).
-                        let more = decide::ready_work_left(batch.now_ms, batch.next_ms);
-                        refill.set(decide::refills(more, queues.len()).then(|| queue.clone()));
-                        for bad in batch.corrupt {
-                            self.fail_corrupt(queue, bad).await;
-                        }
-                        wait_ms = decide::wait_until_due(wait_ms, batch.now_ms, batch.next_ms);
-                        for task in batch.tasks {
-                            leased_any = true;
-                            free -= 1;
-                            let slot = match reserved.pop() {
-                                Some(s) => s.assign(),
-                                None => Slot::take(&slots),
-                            };
-                            self.spawn_task(
-                                &mut in_flight,
-                                task,
-                                slot,
-                                now,
-                                batch.now_ms,
-                                &hard_stop,
-                                &done_tx,
-                            );
-                        }
-                    }
-                    Err(e) if e.is_unavailable() => {
-                        let retry = outage.failed(now);
-                        if retry.started {
-                            tracing::warn!(worker = %inner.config.id, queue = %queue, error = %e,
-                                "the store refused a lease call; backing off until it answers");
-                        }
-                        wait_ms = wait_ms.min(retry.wait_ms);
-                        // The store refuses now: the other queues wait for the next round.
-                        reserved.into_iter().for_each(Slot::give_back);
-                        break;
-                    }
-                    Err(e) => {
-                        let (refusals, wait) =
-                            refused.refused(queue, now, inner.config.idle_poll_ms);
-                        tracing::warn!(queue = %queue, error = %e, refusals, wait_ms = wait,
-                            "lease refused; asking this queue again later");
-                    }
-                }
-                reserved.into_iter().for_each(Slot::give_back);
-            }
-            rotate = rotate.wrapping_add(1);
-            idle = !leased_any;
-            if lane == 0 {
-                inner
-                    .lanes
-                    .first_polling
-                    .store(!leased_any, Ordering::SeqCst);
-            }
-            if leased_any {
-                // Work has come: the pool's idle lanes ask too.
-                inner.lanes.wake.notify_waiters();
-            } else {
-                // An idle lane other than the first polls LANE_IDLE_FACTOR times less often
-                // while the first one polls too and nothing is due sooner: the first lane's
-                // polls find new work and wake it, so a pool of lanes asks an idle store about
-                // as often as one lane does. (While the first lane is busy, the others poll as
-                // usual, so new work never waits for a busy lane.)
-                let first_polling = inner.lanes.first_polling.load(Ordering::SeqCst);
-                let wait_ms =
-                    decide::idle_wait_ms(lane, wait_ms, inner.config.idle_poll_ms, first_polling);
-                let sleep = inner.clock.sleep(wait_ms);
-                let mut got = None;
-                tokio::select! {
-                    biased;
-                    _ = sleep => {}
-                    _ = shutdown.cancelled() => {}
-                    r = leased_rx.recv() => got = r,
-                    _ = slots.freed.notified() => {}
-                    _ = inner.lanes.wake.notified() => {}
-                    // The store's wake-up: work was made ready, or (serving every queue) a
-                    // queue is new, so the list is read again.
-                    _ = woken(&mut wake_rx) => {
-                        if all_queues {
-                            queues_refreshed_ms = 0;
-                        }
-                    }
-                    Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
-                }
-                if let Some(r) = got {
-                    self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
-                        .await;
-                }
-            }
+        Lane {
+            worker,
+            lane,
+            shutdown,
+            hard_stop: CancellationToken::new(),
+            in_flight: JoinSet::new(),
+            completer,
+            done_tx,
+            leased_rx,
+            slots,
+            refill,
+            queues: inner.config.queues.clone(),
+            queues_refreshed_ms: 0,
+            all_queues: inner.config.queues.is_empty(),
+            wake_rx: None,
+            wake_for: None,
+            idle: true,
+            rotate: 0,
+            refused: Refused::default(),
+            outage: Episode::default(),
+            stand_back: None,
+            stood_back: false,
         }
-        self.stop_lane(in_flight, leased_rx, hard_stop, done_tx, completer)
+    }
+
+    /// Forget the finished tasks, and run the ones the completer leased meanwhile.
+    async fn run_handed_over(&mut self) {
+        while self.in_flight.try_join_next().is_some() {}
+        while let Ok(r) = self.leased_rx.try_recv() {
+            self.run_refilled(r).await;
+        }
+    }
+
+    /// Run the tasks of a refill ([`Worker::spawn_refilled`]).
+    async fn run_refilled(&mut self, r: Refilled) {
+        self.worker
+            .spawn_refilled(r, &mut self.in_flight, &self.hard_stop, &self.done_tx)
             .await;
-        tracing::debug!(worker = %inner.config.id, lane, "lane stopped");
+    }
+
+    /// While the completer refills the slots (one queue, ready work left), the loop stands back
+    /// as long as completions are on their way to it (tasks whose handler returned and whose
+    /// outcome is being reported); it leases again itself once none are, so slots freed by
+    /// failures or long handlers never wait for a success. It stands back for at most the
+    /// linger plus an idle poll in a row (one timer, so a clock that stands still cannot keep
+    /// it waiting), so a completion call that hangs does not hold the free slots. True when it
+    /// stood back (waited for the completer, a slot, shutdown or the timer): the round is over.
+    async fn stand_back(&mut self) -> bool {
+        let config = &self.worker.inner.config;
+        let refilling = self
+            .refill
+            .queue
+            .lock()
+            .map(|q| q.is_some())
+            .unwrap_or(false);
+        if decide::stands_back(self.in_flight.len(), self.slots.handlers(), refilling) {
+            if self.stand_back.is_none() {
+                let ms = decide::stand_back_ms(config.lease_linger_ms, config.idle_poll_ms);
+                self.stand_back = Some(self.worker.inner.clock.sleep(ms));
+            }
+        } else {
+            self.stand_back = None;
+            self.stood_back = false;
+        }
+        let (Some(timer), false) = (self.stand_back.as_mut(), self.stood_back) else {
+            return false;
+        };
+        match wake(
+            &mut self.in_flight,
+            &mut self.leased_rx,
+            &self.slots,
+            &self.shutdown,
+            Some(timer),
+        )
+        .await
+        {
+            Wake::Refilled(r) => self.run_refilled(r).await,
+            Wake::Timer => self.stood_back = true,
+            Wake::Other => {}
+        }
+        true
+    }
+
+    /// Free slots: handlers not running. Tasks whose handler returned but whose outcome is
+    /// still being recorded hold none, but at most `concurrency` of them may wait.
+    fn free(&self) -> usize {
+        decide::free_slots(
+            self.worker.inner.config.concurrency,
+            self.slots.running.load(Ordering::SeqCst),
+            self.in_flight.len(),
+        )
+    }
+
+    /// No slot is free: wait until the completer hands over tasks (run them), a task finishes,
+    /// a slot is freed or shutdown begins.
+    async fn wait_for_a_slot(&mut self) {
+        if let Wake::Refilled(r) = wake(
+            &mut self.in_flight,
+            &mut self.leased_rx,
+            &self.slots,
+            &self.shutdown,
+            None,
+        )
+        .await
+        {
+            self.run_refilled(r).await;
+        }
+    }
+
+    /// Lease batching (WorkerConfig::lease_linger_ms): busy, with handlers running, wait a
+    /// moment for more slots to free so that the next call carries more tasks (tasks the
+    /// completer leased meanwhile run at once). The free slots after it (`free` when it does
+    /// not linger).
+    async fn linger(&mut self, mut free: usize) -> usize {
+        let inner = &self.worker.inner;
+        let concurrency = inner.config.concurrency;
+        let linger = inner.config.lease_linger_ms;
+        let running = self.slots.running.load(Ordering::SeqCst);
+        if !decide::lingers(self.idle, linger, free, concurrency, running) {
+            return free;
+        }
+        let until = inner.clock.sleep(linger);
+        tokio::pin!(until);
+        while free < concurrency {
+            let mut got = None;
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break,
+                _ = &mut until => break,
+                // Tasks the completer leased meanwhile run at once.
+                r = self.leased_rx.recv() => got = r,
+                _ = self.slots.freed.notified() => {}
+                _ = self.in_flight.join_next(), if !self.in_flight.is_empty() => {}
+            }
+            if let Some(r) = got {
+                self.run_refilled(r).await;
+            }
+            free = self.free();
+        }
+        self.free()
+    }
+
+    /// Read the queue list again when due (serving every queue: when it is empty, or its
+    /// refresh interval has passed; a wake-up about a new queue makes it due). A store outage
+    /// is part of the lane's outage episode.
+    async fn refresh_queues(&mut self, now: u64, poll_ms: u64) {
+        let inner = &self.worker.inner;
+        let refresh_ms = decide::queue_refresh_ms(self.idle, inner.config.idle_poll_ms, poll_ms);
+        if !decide::refresh_queues(
+            self.all_queues,
+            self.queues.len(),
+            now,
+            self.queues_refreshed_ms,
+            refresh_ms,
+        ) {
+            return;
+        }
+        match inner.client.queues().await {
+            Ok(q) => {
+                self.queues = q;
+                self.queues_refreshed_ms = now;
+            }
+            // Part of the lane's outage episode: logged at its start only.
+            Err(e) if e.is_unavailable() => {
+                if self.outage.failed(now).started {
+                    tracing::warn!(worker = %inner.config.id, error = %e,
+                        "cannot list queues; backing off until the store answers");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list queues"),
+        }
+    }
+
+    /// Listen for the store's wake-ups of the queues served (asked again when the list
+    /// changed), and take the ones so far as seen: a wake-up published from here on (during
+    /// this round's calls too) ends the idle wait of [`Lane::end_round`] at once.
+    fn listen(&mut self) {
+        if self.wake_for.as_ref() != Some(&self.queues) {
+            self.wake_rx = self
+                .worker
+                .inner
+                .store
+                .wake(&wake_channels(&self.queues, self.all_queues));
+            self.wake_for = Some(self.queues.clone());
+        }
+        if let Some(rx) = self.wake_rx.as_mut() {
+            rx.borrow_and_update();
+        }
+    }
+
+    /// After a leasing pass: the next round starts at the next queue. Work has come: the
+    /// pool's idle lanes ask too. None: wait idle until the round's wait is over, or a
+    /// wake-up, a handed-over refill (run it), a freed slot or a finished task, or shutdown.
+    async fn end_round(&mut self, round: Round) {
+        let inner = &self.worker.inner;
+        self.rotate = self.rotate.wrapping_add(1);
+        self.idle = !round.leased_any;
+        if self.lane == 0 {
+            inner
+                .lanes
+                .first_polling
+                .store(!round.leased_any, Ordering::SeqCst);
+        }
+        if round.leased_any {
+            inner.lanes.wake.notify_waiters();
+            return;
+        }
+        // An idle lane other than the first polls LANE_IDLE_FACTOR times less often while the
+        // first one polls too and nothing is due sooner: the first lane's polls find new work
+        // and wake it, so a pool of lanes asks an idle store about as often as one lane does.
+        // (While the first lane is busy, the others poll as usual, so new work never waits for
+        // a busy lane.)
+        let first_polling = inner.lanes.first_polling.load(Ordering::SeqCst);
+        let wait_ms = decide::idle_wait_ms(
+            self.lane,
+            round.wait_ms,
+            inner.config.idle_poll_ms,
+            first_polling,
+        );
+        let sleep = inner.clock.sleep(wait_ms);
+        let mut got = None;
+        tokio::select! {
+            biased;
+            _ = sleep => {}
+            _ = self.shutdown.cancelled() => {}
+            r = self.leased_rx.recv() => got = r,
+            _ = self.slots.freed.notified() => {}
+            _ = inner.lanes.wake.notified() => {}
+            // The store's wake-up: work was made ready, or (serving every queue) a queue is
+            // new, so the list is read again.
+            _ = woken(&mut self.wake_rx) => {
+                if self.all_queues {
+                    self.queues_refreshed_ms = 0;
+                }
+            }
+            Some(_) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {}
+        }
+        if let Some(r) = got {
+            self.run_refilled(r).await;
+        }
     }
 
     /// The end of a lane once shutdown began: let its handlers (and those of tasks the
     /// completer leased meanwhile) finish within [`super::WorkerConfig::shutdown_grace_ms`], then
     /// abort the rest (their tasks are released); stop the completer, and release what its last
     /// call leased after the last handler finished.
-    async fn stop_lane(
-        &self,
-        mut in_flight: JoinSet<()>,
-        mut leased_rx: mpsc::UnboundedReceiver<Refilled>,
-        hard_stop: CancellationToken,
-        done_tx: mpsc::UnboundedSender<PendingCompletion>,
-        mut completer: JoinSet<()>,
-    ) {
+    async fn stop(self) {
+        let Lane {
+            worker,
+            mut in_flight,
+            mut leased_rx,
+            hard_stop,
+            done_tx,
+            mut completer,
+            ..
+        } = self;
         // Graceful shutdown: wait for in-flight handlers, then abort and release the rest.
-        let grace = self.inner.clock.sleep(self.inner.config.shutdown_grace_ms);
+        let grace = worker
+            .inner
+            .clock
+            .sleep(worker.inner.config.shutdown_grace_ms);
         tokio::pin!(grace);
         // Tasks the completer leased in a call that was in flight when shutdown began run too.
         loop {
             while let Ok(r) = leased_rx.try_recv() {
-                self.spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
+                worker
+                    .spawn_refilled(r, &mut in_flight, &hard_stop, &done_tx)
                     .await;
             }
             if in_flight.is_empty() {
@@ -423,12 +483,12 @@ impl Worker {
         leased_rx.close();
         while let Ok(r) = leased_rx.try_recv() {
             for bad in r.leased.corrupt {
-                self.fail_corrupt(&r.queue, bad).await;
+                worker.fail_corrupt(&r.queue, bad).await;
             }
             for task in r.leased.tasks {
                 if let Some(lease) = &task.lease {
                     if let Err(e) =
-                        ops::release(&*self.inner.store, &r.queue, &task.id, &lease.token).await
+                        ops::release(&*worker.inner.store, &r.queue, &task.id, &lease.token).await
                     {
                         tracing::warn!(task = %task.id, error = %e, "release at shutdown failed");
                     }
@@ -436,11 +496,13 @@ impl Worker {
             }
         }
     }
+}
 
+impl Worker {
     /// Run one leased task in `in_flight`, holding `slot`. Its lease deadline by the local clock
     /// is `local_ms` (just before the lease call) plus the lease's length by the store's clock.
     #[allow(clippy::too_many_arguments)]
-    fn spawn_task(
+    pub(super) fn spawn_task(
         &self,
         in_flight: &mut JoinSet<()>,
         task: Task,

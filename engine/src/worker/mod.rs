@@ -7,8 +7,9 @@
 //! This file holds the public surface ([`Worker`], [`WorkerConfig`], [`Handler`], [`Outcome`],
 //! the pool's limits); the rest is one concern per file:
 //!
-//! - `lane`: the lease loop of one lane (lanes, wake-ups, idle poll, refusal backoff, shutdown);
-//!   it only sequences I/O, deciding through `decide`.
+//! - `lane`: the lease loop of one lane (lanes, wake-ups, idle poll, shutdown); it only
+//!   sequences I/O, deciding through `decide`.
+//! - `lease_pass`: a lane's leasing pass over its queues (refusal backoff, store outages).
 //! - `decide`: the lease loop's plain decision functions.
 //! - `slots`: the handler slots a lane leases into.
 //! - `execute`: the run of one task (its handler under heartbeats, timeout and cancellation).
@@ -19,6 +20,7 @@ mod completer;
 mod decide;
 mod execute;
 mod lane;
+mod lease_pass;
 mod report;
 mod slots;
 

@@ -131,15 +131,8 @@ pub(crate) async fn submit_batch(
 #[into_params(parameter_in = Query)]
 pub(crate) struct ById {
     /// The task's queue (without it, every known queue is searched).
-    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    queue: Option<String>,
-}
-
-fn by_id(q: ById) -> Result<Option<String>, ApiError> {
-    if let Some(queue) = &q.queue {
-        check_name("queue", queue)?;
-    }
-    Ok(q.queue)
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    queue: Option<Name>,
 }
 
 /// The task `id` (in `queue` when given) if the caller may see it; otherwise the same 404 as for
@@ -179,7 +172,7 @@ pub(crate) async fn get_task(
     ApiQuery(q): ApiQuery<ById>,
     TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
-    let queue = by_id(q)?;
+    let queue = q.queue;
     let task = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
 }
@@ -202,7 +195,7 @@ pub(crate) async fn cancel_task(
     ApiQuery(q): ApiQuery<ById>,
     TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
-    let queue = by_id(q)?;
+    let queue = q.queue;
     // A task's queue and tenant never change, so the check stays true for the cancel.
     let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     let task = s.client.cancel(Some(&found.queue), &id).await?;
@@ -215,18 +208,18 @@ pub(crate) async fn cancel_task(
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
     /// Queue (default `default`).
-    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    queue: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    queue: Option<Name>,
     /// Only this tenant's tasks.
-    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    tenant: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    tenant: Option<Name>,
     /// Only tasks in this status.
     #[param(value_type = Option<crate::openapi::StatusName>)]
     status: Option<String>,
     /// Only tasks of this type.
     #[serde(rename = "type")]
-    #[param(pattern = "^[A-Za-z0-9._-]{1,64}$")]
-    task_type: Option<String>,
+    #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    task_type: Option<Name>,
     /// Page size (default 50).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
     limit: Option<String>,
@@ -240,15 +233,12 @@ async fn list_common(
     mut p: ListParams,
     status: Option<Status>,
 ) -> ApiResult {
-    let queue = p.queue.take().unwrap_or_else(|| "default".into());
-    check_name("queue", &queue)?;
+    let queue = p
+        .queue
+        .take()
+        .map_or_else(|| "default".into(), String::from);
     caller.check_queue(&queue)?;
-    p.tenant = caller.tenant_for("tenant", p.tenant)?;
-    for (field, v) in [("tenant", &p.tenant), ("type", &p.task_type)] {
-        if let Some(v) = v {
-            check_name(field, v)?;
-        }
-    }
+    let tenant = caller.tenant_for("tenant", p.tenant.take().map(String::from))?;
     let limit = match p.limit.as_deref() {
         None => LIST_LIMIT_DEFAULT,
         Some(l) => l
@@ -276,8 +266,8 @@ async fn list_common(
         .list(&ListQuery {
             queue,
             status,
-            tenant: p.tenant,
-            task_type: p.task_type,
+            tenant,
+            task_type: p.task_type.map(String::from),
             limit,
             cursor: p.cursor.filter(|c| !c.is_empty()),
         })
@@ -395,7 +385,7 @@ pub(crate) async fn replay_one(
     ApiQuery(q): ApiQuery<ById>,
     TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
-    let queue = by_id(q)?;
+    let queue = q.queue;
     let found = visible_task(&s, &caller, queue.as_deref(), &id).await?;
     let task = s.client.replay(Some(&found.queue), &id).await?;
     Ok(Json(TaskJson::from(task)).into_response())
@@ -419,15 +409,12 @@ pub(crate) async fn replay_bulk(
     _: NoQuery,
     ApiJson(mut b): ApiJson<BulkReplayBody, SMALL_BODY_MAX_BYTES>,
 ) -> ApiResult {
-    let queue = b.queue.take().unwrap_or_else(|| "default".into());
-    check_name("queue", &queue)?;
+    let queue = b
+        .queue
+        .take()
+        .map_or_else(|| "default".into(), String::from);
     caller.check_queue(&queue)?;
-    b.tenant = caller.tenant_for("tenant", b.tenant)?;
-    for (field, v) in [("tenant", &b.tenant), ("type", &b.task_type)] {
-        if let Some(v) = v {
-            check_name(field, v)?;
-        }
-    }
+    let tenant = caller.tenant_for("tenant", b.tenant.take().map(String::from))?;
     let limit = b.limit.unwrap_or(REPLAY_LIMIT_DEFAULT);
     if limit == 0 || limit > orq::client::REPLAY_LIMIT_MAX {
         return Err(ApiError::bad_request(format!(
@@ -437,7 +424,7 @@ pub(crate) async fn replay_bulk(
     }
     let r = s
         .client
-        .replay_bulk(&queue, b.tenant.as_deref(), b.task_type.as_deref(), limit)
+        .replay_bulk(&queue, tenant.as_deref(), b.task_type.as_deref(), limit)
         .await?;
     Ok(Json(ReplayedJson {
         queue,
@@ -466,7 +453,7 @@ pub(crate) async fn purge_one(
     TaskIdPath(id): TaskIdPath,
 ) -> ApiResult {
     caller.require_admin("purging a dead task")?;
-    let queue = by_id(q)?;
+    let queue = q.queue;
     s.client.purge(queue.as_deref(), &id).await?;
     Ok(Json(PurgedJson { id, purged: true }).into_response())
 }

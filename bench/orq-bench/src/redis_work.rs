@@ -2,7 +2,7 @@
 //! script time and CPU, as deltas of `INFO commandstats` and `INFO cpu` (the counters are never
 //! reset), and the probes that read them.
 
-use super::queues::tasks_of_queue;
+use crate::queues::tasks_of_queue;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -302,6 +302,6 @@ mod tests {
             (25.0, Some(75.0))
         );
         assert_eq!(w.primaries.len(), 2);
-        assert!(crate::bench::tests::table_of_work_lists_each_primary(&w));
+        assert!(crate::report::tests::table_of_work_lists_each_primary(&w));
     }
 }
