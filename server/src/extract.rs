@@ -82,7 +82,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
         Query::<T>::from_request_parts(parts, state)
             .await
             .map(|Query(v)| ApiQuery(v))
-            .map_err(|r| ApiError::bad_request(format!("query: {}", r.body_text())))
+            .map_err(|r| ApiError::bad_request(format!("query: {}", query_problem(&r))))
+    }
+}
+
+/// What is wrong with a query string, without axum's "Failed to deserialize query string: "
+/// (so a bad parameter reads as a bad body field does: `queue: must match ...`).
+fn query_problem(r: &axum::extract::rejection::QueryRejection) -> String {
+    use axum::extract::rejection::QueryRejection;
+    match r {
+        QueryRejection::FailedToDeserializeQueryString(e) => std::error::Error::source(e)
+            .map(|inner| inner.to_string())
+            .unwrap_or_else(|| e.body_text()),
+        other => other.body_text(),
     }
 }
 

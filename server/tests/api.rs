@@ -738,6 +738,11 @@ async fn more_bad_inputs_and_tenant_scoped_idempotency() {
         assert_eq!(s, StatusCode::BAD_REQUEST, "{path}: {e}");
         assert!(message(&e).starts_with("query"), "{e}");
     }
+    // A bad name in a query reads as in a body: the parameter, then the rule (no extractor
+    // wording between them).
+    let (s, e) = app.call(GET, "/api/v1/tasks?queue=bad%20name", None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    assert!(message(&e).starts_with("query: queue: "), "{e}");
     for headers in [
         r#"{"Host": "evil.example"}"#,
         r#"{"content-length": "0"}"#,
