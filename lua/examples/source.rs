@@ -1,5 +1,5 @@
-//! Prints the source orq sends to Redis for one script (the generated prelude, `lib.lua`, then
-//! the script): `cargo run -q -p orq-lua --example source -- enqueue`. Tools outside Rust
+//! Prints the source orq sends to Redis for one script (the generated prelude, the lib files it
+//! uses, then the script): `cargo run -q -p orq-lua --example source -- enqueue`. Tools outside Rust
 //! (`bench/instructions.py`) read the scripts this way, so the generated lines stay written once.
 
 fn main() {

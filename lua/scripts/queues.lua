@@ -26,6 +26,11 @@
 --   probe and format.
 -- Emits: nothing. Publishes: the queue's name on `<KEYS[1]>:wake` (orq:queues:wake) when mode add
 --   recorded a new name (design note 27).
+--
+-- Uses: format, keys
+
+local now_ms, istr = Format.now_ms, Format.istr
+local type_error = Keys.type_error
 
 local now = now_ms()
 local want_keys = ARGV[1] == 'format' and 2 or 1
