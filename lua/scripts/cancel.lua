@@ -27,14 +27,7 @@
 --
 -- Uses: ctx, format, args, keys, events, status, task, ready
 
-local now_ms, istr, num = Format.now_ms, Format.istr, Format.num
-local require_args = Args.require_args
-local check_keys, task_key, tenant_error = Keys.check_keys, Keys.task_key, Keys.tenant_error
-local emit = Events.emit
-local set_status = Status.set_status
-local priority_of, fields, task_view = Task.priority_of, Task.fields, Task.task_view
-local from_ready = Ready.from_ready
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id = ARGV[1]

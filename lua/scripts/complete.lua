@@ -29,12 +29,7 @@
 --
 -- Uses: ctx, format, args, keys, maintenance, outcome
 
-local now_ms = Format.now_ms
-local arg_int, require_args = Args.arg_int, Args.require_args
-local check_keys = Keys.check_keys
-local trim_finished = Maintenance.trim_finished
-local complete_task = Outcome.complete_task
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id, token, result = ARGV[1], ARGV[2], ARGV[3]

@@ -43,15 +43,7 @@
 --
 -- Uses: ctx, format, args, keys, counters, events, maintenance, outcome, lease
 
-local now_ms, istr = Format.now_ms, Format.istr
-local arg_int = Args.arg_int
-local check_keys = Keys.check_keys
-local defer_counts, flush_counts = Counters.defer_counts, Counters.flush_counts
-local defer_events, flush_events = Events.defer_events, Events.flush_events
-local trim_finished = Maintenance.trim_finished
-local count_completed, complete_task = Outcome.count_completed, Outcome.complete_task
-local lease_args, LEASE_KEYS, lease_tasks = Lease.lease_args, Lease.LEASE_KEYS, Lease.lease_tasks
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local BATCH_MAX = 100
 local GROUP = 3

@@ -41,12 +41,7 @@
 --
 -- Uses: ctx, format, args, keys, events, park
 
-local now_ms, istr, fstr, num = Format.now_ms, Format.istr, Format.fstr, Format.num
-local arg_int, arg_num = Args.arg_int, Args.arg_num
-local type_error, check_keys, tenant_key = Keys.type_error, Keys.check_keys, Keys.tenant_key
-local emit = Events.emit
-local wake, unpark = Park.wake, Park.unpark
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local mode = ARGV[1]

@@ -63,19 +63,7 @@
 --
 -- Uses: ctx, format, args, keys, counters, events, park, task, ready
 
-local now_ms, istr, fstr = Format.now_ms, Format.istr, Format.fstr
-local arg_int, arg_num = Args.arg_int, Args.arg_num
-local key_type, type_error, check_keys = Keys.key_type, Keys.type_error, Keys.check_keys
-local task_key, ready_key, tenant_key = Keys.task_key, Keys.ready_key, Keys.tenant_key
-local tenant_error = Keys.tenant_error
-local defer_counts, count = Counters.defer_counts, Counters.count
-local flush_counts, count_status = Counters.flush_counts, Counters.count_status
-local has_separator, defer_events, emit = Events.has_separator, Events.defer_events, Events.emit
-local flush_events = Events.flush_events
-local queue_vtime, wake = Park.queue_vtime, Park.wake
-local TASK_DEFAULTS, task_view = Task.TASK_DEFAULTS, Task.task_view
-local rp_parse, mark_ready = Ready.rp_parse, Ready.mark_ready
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local GROUP = 6
 -- Settings packed into an item's sixth value.

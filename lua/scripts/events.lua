@@ -20,10 +20,7 @@
 --
 -- Uses: ctx, format, args, keys
 
-local now_ms = Format.now_ms
-local arg_int = Args.arg_int
-local check_keys = Keys.check_keys
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bad = check_keys(c, {12})

@@ -28,13 +28,7 @@
 --
 -- Uses: ctx, format, args, keys, task, retry, outcome
 
-local now_ms, num = Format.now_ms, Format.num
-local arg_int, arg_num, require_args = Args.arg_int, Args.arg_num, Args.require_args
-local check_keys, task_key = Keys.check_keys, Keys.task_key
-local fields = Task.fields
-local FAIL_FIELDS, fail_attempt = Retry.FAIL_FIELDS, Retry.fail_attempt
-local check_lease = Outcome.check_lease
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id, token, err = ARGV[1], ARGV[2], ARGV[3]

@@ -15,11 +15,7 @@
 --
 -- Uses: ctx, format, args, keys, task
 
-local now_ms = Format.now_ms
-local require_args = Args.require_args
-local check_keys = Keys.check_keys
-local fields, task_view = Task.fields, Task.task_view
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local missing = require_args(ARGV, {'id'})
 if missing then return missing end

@@ -21,13 +21,7 @@
 --
 -- Uses: ctx, format, args, keys, task, workers, outcome
 
-local now_ms, istr, num = Format.now_ms, Format.istr, Format.num
-local arg_int, require_args = Args.arg_int, Args.require_args
-local check_keys, task_key = Keys.check_keys, Keys.task_key
-local LEASE_MS_DEFAULT = Task.LEASE_MS_DEFAULT
-local note_worker = Workers.note_worker
-local check_lease = Outcome.check_lease
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]

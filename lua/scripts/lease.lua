@@ -59,10 +59,7 @@
 --
 -- Uses: ctx, format, keys, lease
 
-local now_ms = Format.now_ms
-local check_keys = Keys.check_keys
-local lease_args, LEASE_KEYS, lease_tasks = Lease.lease_args, Lease.LEASE_KEYS, Lease.lease_tasks
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local a, e = lease_args(ARGV, 0)

@@ -35,11 +35,7 @@
 --
 -- Uses: ctx, format, args, keys, task
 
-local now_ms, istr = Format.now_ms, Format.istr
-local arg_int = Args.arg_int
-local check_keys, ready_key = Keys.check_keys, Keys.ready_key
-local fields, task_view = Task.fields, Task.task_view
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bad = check_keys(c, {4, 5, 6, 7, 8, 13})

@@ -25,12 +25,7 @@
 --
 -- Uses: ctx, format, args, keys, events, maintenance
 
-local now_ms = Format.now_ms
-local arg_int = Args.arg_int
-local check_keys = Keys.check_keys
-local defer_events, flush_events = Events.defer_events, Events.flush_events
-local promote_due, first_score = Maintenance.promote_due, Maintenance.first_score
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)

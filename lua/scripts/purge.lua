@@ -21,13 +21,7 @@
 --
 -- Uses: ctx, format, keys, counters, events, task
 
-local now_ms, num = Format.now_ms, Format.num
-local type_error, check_keys, task_key = Keys.type_error, Keys.check_keys, Keys.task_key
-local tenant_key = Keys.tenant_key
-local hincr = Counters.hincr
-local emit = Events.emit
-local fields = Task.fields
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 if #ARGV < 1 or #ARGV > 1000 then

@@ -29,9 +29,6 @@
 --
 -- Uses: format, keys
 
-local now_ms, istr = Format.now_ms, Format.istr
-local type_error = Keys.type_error
-
 local now = now_ms()
 local want_keys = ARGV[1] == 'format' and 2 or 1
 if #KEYS ~= want_keys then

@@ -31,13 +31,7 @@
 --
 -- Uses: ctx, format, args, keys, events, maintenance
 
-local now_ms = Format.now_ms
-local arg_int, arg_num = Args.arg_int, Args.arg_num
-local check_keys = Keys.check_keys
-local defer_events, flush_events = Events.defer_events, Events.flush_events
-local reap_expired, trim_finished = Maintenance.reap_expired, Maintenance.trim_finished
-local first_score = Maintenance.first_score
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)

@@ -25,14 +25,7 @@
 --
 -- Uses: ctx, format, args, keys, events, task, ready, outcome
 
-local now_ms, istr, num = Format.now_ms, Format.istr, Format.num
-local require_args = Args.require_args
-local check_keys, task_key, tenant_error = Keys.check_keys, Keys.task_key, Keys.tenant_error
-local emit = Events.emit
-local priority_of, fields = Task.priority_of, Task.fields
-local to_ready = Ready.to_ready
-local check_lease = Outcome.check_lease
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]

@@ -37,14 +37,7 @@
 --
 -- Uses: ctx, format, args, keys, counters, events, task, ready
 
-local now_ms, istr = Format.now_ms, Format.istr
-local arg_int = Args.arg_int
-local check_keys, task_key, tenant_error = Keys.check_keys, Keys.task_key, Keys.tenant_error
-local hincr = Counters.hincr
-local emit = Events.emit
-local priority_of, fields = Task.priority_of, Task.fields
-local to_ready = Ready.to_ready
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 

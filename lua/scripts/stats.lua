@@ -31,10 +31,7 @@
 --
 -- Uses: ctx, format, args, keys
 
-local now_ms = Format.now_ms
-local arg_int = Args.arg_int
-local check_keys, ready_key, tenant_key = Keys.check_keys, Keys.ready_key, Keys.tenant_key
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bad = check_keys(c, {4, 5, 6, 7, 8, 11, 13, 14, 15})

@@ -20,11 +20,7 @@
 --
 -- Uses: ctx, format, args, keys, task
 
-local now_ms, num = Format.now_ms, Format.num
-local arg_int = Args.arg_int
-local check_keys = Keys.check_keys
-local fields = Task.fields
-local c = Ctx.new(KEYS)
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bad = check_keys(c, {5, 16})

@@ -5,10 +5,11 @@
 //! a header that is its contract: the keys (`KEYS[i]` with pattern and Redis type), the arguments
 //! (`ARGV[i]` with type and unit), the reply shapes, the error codes and the events it emits.
 //!
-//! Shared helpers live in the library `lua/scripts/lib/`, one concern per file, each defining one
-//! module table (`lib/events.lua` defines `Events`) and keeping no state between calls: a
-//! script makes a per-call context (`local c = Ctx.new(KEYS)`, `lib/ctx.lua`) and passes it to
-//! the helpers that read the queue keys or keep state for the call. Each script's header names
+//! Shared helpers live in the library `lua/scripts/lib/`, one concern per file, each declaring
+//! the names it provides on its first line of code (`lib/events.lua`: `local has_separator,
+//! defer_events, emit, flush_events`) and keeping no state between calls: a script makes a
+//! per-call context (`local c = new_ctx(KEYS)`, `lib/ctx.lua`) and passes it to the helpers
+//! that read the queue keys or keep state for the call. Each script's header names
 //! the lib files it uses (`-- Uses: ctx, format, keys`); see [`library`]. The source sent to
 //! Redis (and hashed) is the facts line ([`facts::lua_table`]: the limits and sentinels written
 //! once in `facts.rs`), the stored field names line ([`fields::lua_table`]), the lib files the

@@ -1,13 +1,14 @@
 //! The shared helper library, `lua/scripts/lib/*.lua`, and which of its files a script gets.
 //!
-//! Each lib file holds one concern and defines one module table, named as the file with a
-//! capital (`events.lua` defines `Events`); its header says what it provides, the files it needs
+//! Each lib file holds one concern. Its header says what it provides, the files it needs
 //! (`-- Needs: format, keys`, or `nothing`) and the per-call state it keeps in the context
-//! (`lib/ctx.lua`). Each script declares the files it uses in its header (`-- Uses: ctx, keys`).
-//! A script's source holds exactly the closure of its declared files under `Needs`, in the
-//! canonical order of [`LIB_FILES`]. The declarations are checked against the code by the tests
-//! of `crate::uses` (a file or script referring to a module it does not declare, or declaring one
-//! it does not refer to, fails).
+//! (`lib/ctx.lua`); its first line of code declares the names it provides (`local emit,
+//! defer_events, flush_events`), and one `do` block defines them, its other locals private.
+//! Each script declares the files it uses in its header (`-- Uses: ctx, keys`). A script's
+//! source holds exactly the closure of its declared files under `Needs`, in the canonical order
+//! of [`LIB_FILES`]. The declarations are checked against the code by the tests of `crate::uses`
+//! (a file or script naming what a file provides without declaring that file, or declaring a
+//! file whose names it does not use, fails).
 
 /// One file of the shared helper library, `lua/scripts/lib/<name>.lua`.
 #[derive(Debug)]
@@ -19,11 +20,18 @@ pub struct LibFile {
 }
 
 impl LibFile {
-    /// The module table the file defines: its name with a capital (`"Events"`).
-    pub fn module(&self) -> String {
-        let mut m = self.name.to_string();
-        m[..1].make_ascii_uppercase();
-        m
+    /// The names the file provides: those of its first `local` statement at the top level
+    /// (which may go on over indented lines), before its `do` block.
+    pub fn provides(&self) -> Vec<&'static str> {
+        let mut lines = self.source.lines().skip_while(|l| !l.starts_with("local "));
+        let mut names = Vec::new();
+        if let Some(first) = lines.next() {
+            let rest = lines.take_while(|l| l.starts_with(' '));
+            for part in std::iter::once(&first["local ".len()..]).chain(rest) {
+                names.extend(part.split(',').map(str::trim).filter(|n| !n.is_empty()));
+            }
+        }
+        names
     }
 
     /// The lib files this file needs, from its `-- Needs:` header line.

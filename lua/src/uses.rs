@@ -1,13 +1,20 @@
 //! Tests that the library's declarations are the code's: every script's `-- Uses:` line and every
-//! lib file's `-- Needs:` line name exactly the lib modules its code refers to, and every lib
-//! file defines its module and nothing else at its top level.
+//! lib file's `-- Needs:` line name exactly the lib files whose names its code uses, and every
+//! lib file defines what it provides and nothing else at its top level.
 
 use crate::{all, LibFile, LIB_FILES};
 use std::collections::BTreeSet;
 
-/// The identifiers of Lua source `src` that are names in their own right (not a field after `.`
-/// or a method after `:`), outside comments and strings, in order.
-fn names(src: &str) -> Vec<&str> {
+/// One token of Lua source: a name, or any other character (spaces, numbers, comments and the
+/// contents of strings are skipped).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Tok<'a> {
+    Name(&'a str),
+    Punct(u8),
+}
+
+/// The tokens of Lua source `src`.
+fn tokens(src: &str) -> Vec<Tok<'_>> {
     let b = src.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;
@@ -18,10 +25,11 @@ fn names(src: &str) -> Vec<&str> {
             return None;
         }
         let close = format!("]{}]", "=".repeat(eq));
-        let end = src[at..]
-            .find(&close)
-            .map_or(b.len(), |e| at + e + close.len());
-        Some(end)
+        Some(
+            src[at..]
+                .find(&close)
+                .map_or(b.len(), |e| at + e + close.len()),
+        )
     };
     while i < b.len() {
         let c = b[i];
@@ -36,35 +44,96 @@ fn names(src: &str) -> Vec<&str> {
                 i += if b[i] == b'\\' { 2 } else { 1 };
             }
             i += 1;
-        } else if c == b'[' && long(i).is_some() {
-            i = long(i).unwrap_or(b.len());
+            out.push(Tok::Punct(b'"'));
+        } else if let Some(end) = (c == b'[').then(|| long(i)).flatten() {
+            i = end;
+            out.push(Tok::Punct(b'"'));
         } else if c.is_ascii_alphabetic() || c == b'_' {
             let start = i;
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
                 i += 1;
             }
-            let before = src[..start].trim_end_matches([' ', '\t']);
-            let field = (before.ends_with('.') && !before.ends_with("..")) || before.ends_with(':');
-            if !field {
-                out.push(&src[start..i]);
-            }
+            out.push(Tok::Name(&src[start..i]));
         } else if c.is_ascii_digit() {
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.') {
                 i += 1;
             }
         } else {
+            if !c.is_ascii_whitespace() {
+                out.push(Tok::Punct(c));
+            }
             i += 1;
         }
     }
     out
 }
 
-/// The lib files whose module `src` refers to, other than `own`, in the order of [`LIB_FILES`].
+/// The names `src` uses in their own right: not a field after `.`, a method after `:` or a key
+/// of a table constructor.
+fn used(src: &str) -> Vec<&str> {
+    let t = tokens(src);
+    let mut out = Vec::new();
+    for (k, tok) in t.iter().enumerate() {
+        let Tok::Name(n) = *tok else { continue };
+        let before = |d: usize| k.checked_sub(d).map(|j| t[j]);
+        let after = |d: usize| t.get(k + d).copied();
+        let field = before(1) == Some(Tok::Punct(b':'))
+            || (before(1) == Some(Tok::Punct(b'.')) && before(2) != Some(Tok::Punct(b'.')));
+        // A key of a table constructor, `{fields = ...}`.
+        let key = matches!(before(1), Some(Tok::Punct(b'{' | b',')))
+            && after(1) == Some(Tok::Punct(b'='))
+            && after(2) != Some(Tok::Punct(b'='));
+        if !field && !key {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// The names of the list `a, b, c` of `t` starting at token `k`, into `out`.
+fn name_list<'a>(t: &[Tok<'a>], mut k: usize, out: &mut BTreeSet<&'a str>) {
+    while let Some(Tok::Name(n)) = t.get(k) {
+        out.insert(*n);
+        if t.get(k + 1) != Some(&Tok::Punct(b',')) {
+            break;
+        }
+        k += 2;
+    }
+}
+
+/// The names `src` declares itself: after `local` (and `local function`), the parameters of its
+/// functions, and the variables of its `for` loops.
+fn declared_here(src: &str) -> BTreeSet<&str> {
+    let t = tokens(src);
+    let mut out = BTreeSet::new();
+    for k in 0..t.len() {
+        match t[k] {
+            Tok::Name("local") if t.get(k + 1) == Some(&Tok::Name("function")) => {
+                name_list(&t, k + 2, &mut out)
+            }
+            Tok::Name("local") | Tok::Name("for") => name_list(&t, k + 1, &mut out),
+            Tok::Name("function") => {
+                if let Some(open) = t[k..].iter().position(|x| *x == Tok::Punct(b'(')) {
+                    name_list(&t, k + open + 1, &mut out);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The lib files other than `own` whose provided names `src` uses (and does not declare
+/// itself), in the order of [`LIB_FILES`].
 fn referenced(src: &str, own: Option<&str>) -> Vec<&'static str> {
-    let used: BTreeSet<&str> = names(src).into_iter().collect();
+    let mine = declared_here(src);
+    let names: BTreeSet<&str> = used(src)
+        .into_iter()
+        .filter(|n| !mine.contains(n))
+        .collect();
     LIB_FILES
         .iter()
-        .filter(|f| Some(f.name) != own && used.contains(f.module().as_str()))
+        .filter(|f| Some(f.name) != own && f.provides().iter().any(|p| names.contains(p)))
         .map(|f| f.name)
         .collect()
 }
@@ -77,19 +146,24 @@ fn mismatch(what: &str, line: &str, declared: &[&str], code: &[&str]) -> Option<
         return None;
     }
     Some(format!(
-        "{what}: its `{line}` line says {declared:?} but its code refers to the modules of \
-         {code:?}: add {missing:?}, remove {extra:?}"
+        "{what}: its `{line}` line says {declared:?} but its code uses names of {code:?}: \
+         add {missing:?}, remove {extra:?}"
     ))
 }
 
-// Goal: the tokenizer finds names and skips strings, comments and fields.
+// Goal: the tokenizer finds names and skips strings, comments and fields; a file's own
+// declarations are found.
 #[test]
 fn the_tokenizer_skips_strings_comments_and_fields() {
-    let src = "local a = Keys.b .. 'Events' .. \"Park\" -- Ready\n--[[ Task ]] x:Lease(y) --[==[ Z\n]==] [[Q]] c . d";
-    assert_eq!(names(src), ["local", "a", "Keys", "x", "y", "c"]);
+    let src = "local a = k.b .. 'emit' .. \"wake\" -- istr\n--[[ fields ]] x:y(z) --[==[ w\n]==] [[q]] c . d";
+    assert_eq!(used(src), ["local", "a", "k", "x", "z", "c"]);
+    assert_eq!(used("t = {e = f, g, h == i}"), ["t", "f", "g", "h", "i"]);
+    let src = "local function f(p, q) for i, v in pairs(q) do end end local m, n = 1";
+    let d: Vec<&str> = declared_here(src).into_iter().collect();
+    assert_eq!(d, ["f", "i", "m", "n", "p", "q", "v"]);
 }
 
-// Goal: each script declares exactly the lib files whose modules its code names, so its source
+// Goal: each script declares exactly the lib files whose names its code uses, so its source
 // holds what it needs and nothing it does not (smaller scripts pay less to run their top level).
 #[test]
 fn every_script_declares_the_lib_files_it_uses() {
@@ -107,11 +181,13 @@ fn every_script_declares_the_lib_files_it_uses() {
     assert!(errors.is_empty(), "\n{}", errors.join("\n"));
 }
 
-// Goal: each lib file declares exactly the lib files whose modules it names, and only files
-// before it in the canonical order (so the closure, in that order, defines before it uses).
+// Goal: each lib file declares exactly the lib files whose names it uses, and only files before
+// it in the canonical order (so the closure, in that order, defines before it uses); no two
+// files provide one name.
 #[test]
 fn every_lib_file_declares_the_lib_files_it_needs() {
     let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
     for (i, f) in LIB_FILES.iter().enumerate() {
         let code = referenced(f.source, Some(f.name));
         let what = format!("lib/{}.lua", f.name);
@@ -120,6 +196,13 @@ fn every_lib_file_declares_the_lib_files_it_needs() {
             if !LIB_FILES[..i].iter().any(|g| g.name == n) {
                 errors.push(format!(
                     "{what} needs {n}, which is not before it in LIB_FILES"
+                ));
+            }
+        }
+        for p in f.provides() {
+            if !seen.insert(p) {
+                errors.push(format!(
+                    "{what} provides {p}, which an earlier file provides"
                 ));
             }
         }
@@ -136,26 +219,30 @@ fn top_level(f: &LibFile) -> Vec<&'static str> {
 }
 
 // Goal: no lib file keeps state between calls or reads a call's KEYS or ARGV when it is loaded:
-// its top level is `local <Module>` and one `do` block that defines constants and functions
-// (the statements at the block's own level are `local` definitions and the module table) and
-// reads KEYS and ARGV only as parameters of its functions. (The bounded pure memos of
-// format.lua and events.lua are the exception, documented there.)
+// its top level is the `local` of the names it provides and one `do` block that defines them,
+// constants and functions (the statements at the block's own level are `local` definitions and
+// the definitions of the provided names), and it reads KEYS and ARGV only as parameters of its
+// functions. (The bounded pure memos of format.lua and events.lua are the exception,
+// documented there.)
 #[test]
-fn lib_files_define_one_module_and_keep_no_call_state() {
+fn lib_files_define_what_they_provide_and_keep_no_call_state() {
     for f in LIB_FILES {
-        let m = f.module();
-        assert_eq!(
-            top_level(f),
-            [format!("local {m}").as_str(), "do", "end"],
-            "lib/{}.lua: its top level must be `local {m}`, `do` ... `end`",
-            f.name
-        );
-        let export = format!("  {m} = {{");
+        let provides = f.provides();
+        let top = top_level(f);
         assert!(
-            f.source.contains(&export),
-            "lib/{}.lua: no `{export}`",
+            top.len() == 3 && top[0].starts_with("local ") && top[1] == "do" && top[2] == "end",
+            "lib/{}.lua: its top level must be `local <names>`, `do` ... `end`: {top:?}",
             f.name
         );
+        for p in &provides {
+            let defined = f.source.contains(&format!("\n  function {p}("))
+                || f.source.contains(&format!("\n  {p} = "));
+            assert!(
+                defined,
+                "lib/{}.lua provides {p} but does not define it",
+                f.name
+            );
+        }
         for l in f.source.lines() {
             let Some(stmt) = l.strip_prefix("  ") else {
                 continue;
@@ -163,14 +250,16 @@ fn lib_files_define_one_module_and_keep_no_call_state() {
             if stmt.starts_with([' ', '\t', '-']) || stmt.is_empty() {
                 continue;
             }
-            let ok = stmt.starts_with("local ")
-                || stmt.starts_with("end")
-                || stmt.starts_with('}')
-                || stmt.starts_with(&format!("{m} = {{"));
+            let ok = ["local ", "function ", "end", "}"]
+                .iter()
+                .any(|s| stmt.starts_with(s))
+                || provides
+                    .iter()
+                    .any(|p| stmt.starts_with(&format!("{p} = ")));
             assert!(ok, "lib/{}.lua: a statement at load time: {l:?}", f.name);
         }
         for word in ["KEYS", "ARGV"] {
-            if names(f.source).contains(&word) {
+            if used(f.source).contains(&word) {
                 assert!(
                     f.source.contains(&format!("({word}")),
                     "lib/{}.lua reads {word} other than as a function parameter",

@@ -4,12 +4,10 @@
 -- Needs: format
 -- Per-call state: none.
 
-local Args
+local arg_int, arg_num, require_args
 do
-  local istr, fstr = Format.istr, Format.fstr
-
   -- Parse ARGV[i] as an integer in [lo, hi]; on failure return nil and an INVALID message.
-  local function arg_int(v, name, lo, hi)
+  function arg_int(v, name, lo, hi)
     local n = tonumber(v)
     if n == nil or n ~= math.floor(n) or n < lo or n > hi then
       return nil, 'INVALID ' .. name .. ' must be an integer in [' .. istr(lo) .. ', ' .. istr(hi) .. ']'
@@ -17,7 +15,7 @@ do
     return n
   end
 
-  local function arg_num(v, name, lo, hi)
+  function arg_num(v, name, lo, hi)
     local n = tonumber(v)
     if n == nil or n ~= n or n < lo or n > hi then
       return nil, 'INVALID ' .. name .. ' must be a number in [' .. fstr(lo) .. ', ' .. fstr(hi) .. ']'
@@ -27,7 +25,7 @@ do
 
   -- An INVALID error reply naming the first of `names` whose ARGV value is missing or empty, or
   -- nil when all are present (scripts validate before they write: Redis does not roll back).
-  local function require_args(ARGV, names)
+  function require_args(ARGV, names)
     for i = 1, #names do
       if ARGV[i] == nil or ARGV[i] == '' then
         return redis.error_reply('INVALID ' .. names[i] .. ' is required')
@@ -35,6 +33,4 @@ do
     end
     return nil
   end
-
-  Args = {arg_int = arg_int, arg_num = arg_num, require_args = require_args}
 end

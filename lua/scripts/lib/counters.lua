@@ -6,16 +6,13 @@
 -- Per-call state: c.counts (the deferred increments, false when not deferred), c.status_fields
 -- and c.tenant_keys (memos of counter fields and tenant hash keys).
 
-local Counters
+local hincr, next_count, repaired, defer_counts, count, flush_counts, count_status
 do
-  local istr = Format.istr
-  local tenant_key = Keys.tenant_key
-
   -- Add `delta` to the integer counter `field` of the hash `key` and return the new value. A
   -- counter that holds garbage (or would overflow) is reset to `delta` and the reset counted in
   -- the stats hash's `total:repaired`: a counter is never worth stopping a transition for. The caller
   -- has checked that `key` is a hash (or absent).
-  local function hincr(c, key, field, delta)
+  function hincr(c, key, field, delta)
     local v = redis.pcall('HINCRBY', key, field, delta)
     if type(v) == 'table' and v.err then
       redis.call('HSET', key, field, istr(delta))
@@ -30,7 +27,7 @@ do
   -- What `HINCRBY key field 1` would answer when the field holds `stored` (nil: absent), without
   -- the call when `stored` is a plain integer; otherwise (garbage) the call is made, through
   -- `hincr`, which repairs the field. The caller writes the returned value to the field.
-  local function next_count(c, key, field, stored)
+  function next_count(c, key, field, stored)
     if stored == nil then
       return 1
     end
@@ -42,7 +39,7 @@ do
   end
 
   -- Count `n` repairs of corrupt or foreign state in the stats hash (see the header).
-  local function repaired(c, n)
+  function repaired(c, n)
     hincr(c, c.K_STATS, 'total:repaired', n)
   end
 
@@ -51,12 +48,12 @@ do
   -- are the same on every store (c.counts). Off (false) until the script calls `defer_counts`;
   -- only counters that nothing reads before the flush are deferred (the status counters of
   -- `set_status`).
-  local function defer_counts(c)
+  function defer_counts(c)
     c.counts = {keys = {}, by_key = {}}
   end
 
   -- Add `delta` to the counter now, or at the flush when counters are deferred.
-  local function count(c, key, field, delta)
+  function count(c, key, field, delta)
     if not c.counts then
       hincr(c, key, field, delta)
       return
@@ -75,7 +72,7 @@ do
   end
 
   -- Apply the deferred counter increments (nothing when none are deferred).
-  local function flush_counts(c)
+  function flush_counts(c)
     if not c.counts then return end
     for i = 1, #c.counts.keys do
       local key = c.counts.keys[i]
@@ -105,7 +102,7 @@ do
   -- Move the count of `n` tasks (default 1) of `tenant` from status `old` (nil for new tasks) to
   -- `new`, in the queue's stats hash and the tenant's hash (deferred to the end of the call when
   -- counters are deferred). Batch scripts call it once per tenant with the batch's count.
-  local function count_status(c, tenant, old, new, n)
+  function count_status(c, tenant, old, new, n)
     n = n or 1
     local tk = c.tenant_keys[tenant]
     if not tk then
@@ -121,9 +118,4 @@ do
     count(c, c.K_STATS, f, n)
     count(c, tk, f, n)
   end
-
-
-  Counters = {hincr = hincr, next_count = next_count, repaired = repaired,
-    defer_counts = defer_counts, count = count, flush_counts = flush_counts,
-    count_status = count_status}
 end

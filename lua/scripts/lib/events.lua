@@ -4,13 +4,10 @@
 -- Needs: format, counters
 -- Per-call state: the pending batch (c.ev_buf, false unless the call defers its events;
 -- c.ev_len, c.ev_count, c.ev_now) and the entries written (c.ev_last_ms, c.ev_last_n, c.ev_entries). Kept across
--- calls: repeated_has_separator's memo (pure, bounded by Format.MEMO_MAX).
+-- calls: repeated_has_separator's memo (pure, bounded by format.lua's MEMO_MAX).
 
-local Events
+local has_separator, defer_events, emit, flush_events
 do
-  local istr, MEMO_MAX = Format.istr, Format.MEMO_MAX
-  local repaired = Counters.repaired
-
   -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
   -- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
   local EVENTS_MAX = 10000
@@ -46,11 +43,11 @@ do
 
   -- Whether `s` holds a space or a newline (which separate the values of a batch entry). Plain
   -- searches: a pattern class costs Redis ~250 instructions a byte.
-  local function has_separator(s)
+  function has_separator(s)
     return string.find(s, ' ', 1, true) ~= nil or string.find(s, '\n', 1, true) ~= nil
   end
 
-  -- `has_separator`, memoised (pure, bounded: Format.MEMO_MAX) for the values calls repeat
+  -- `has_separator`, memoised (pure, bounded: MEMO_MAX) for the values calls repeat
   -- (worker ids and tenants read from task hashes that damage may have written with a space).
   local separator_memo, separator_n = {}, 0
   local function repeated_has_separator(s)
@@ -157,14 +154,14 @@ do
   end
 
   -- Write this call's events once, at its end (see `flush_events`); a second call changes nothing.
-  local function defer_events(c)
+  function defer_events(c)
     if not c.ev_buf then c.ev_buf = {} end
   end
 
   -- Record one event for the queue's stream: `k1, v1, k2, v2, k3, v3` are up to three extra
   -- name/value pairs (strings; a nil name ends them). Written at once as a plain entry, or
   -- (deferred) by `flush_events` as lines of a batch entry.
-  local function emit(c, now, kind, id, tenant, attempt, k1, v1, k2, v2, k3, v3)
+  function emit(c, now, kind, id, tenant, attempt, k1, v1, k2, v2, k3, v3)
     local a = istr(attempt)
     -- The context's fields are read once each and written once each (a field of the context
     -- costs Redis about 60 instructions more than a local; this runs once per event).
@@ -216,11 +213,8 @@ do
   end
 
   -- Write the events this call deferred (nothing when there are none), then record and trim.
-  local function flush_events(c)
+  function flush_events(c)
     write_batch(c)
     finish_events(c)
   end
-
-  Events = {has_separator = has_separator, defer_events = defer_events, emit = emit,
-    flush_events = flush_events}
 end

@@ -53,7 +53,7 @@
 -- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
 -- their defaults.
 
-local Keys
+local key_type, type_error, check_keys, task_key, ready_key, tenant_key, tenant_error
 do
   -- The Redis type each queue key holds (the prefixes KEYS[1], KEYS[2], KEYS[9] and KEYS[10] are
   -- checked per key, by the scripts that append to them).
@@ -62,12 +62,12 @@ do
     [16] = 'zset'}
 
   -- The Redis type of `key` ('none' when it does not exist).
-  local function key_type(key)
+  function key_type(key)
     return redis.call('TYPE', key)['ok']
   end
 
   -- A CORRUPT error reply when `key` exists with another type than `want`, else nil.
-  local function type_error(key, want)
+  function type_error(key, want)
     local t = key_type(key)
     if t ~= 'none' and t ~= want then
       return redis.error_reply('CORRUPT ' .. key .. ' holds a ' .. t .. ', not a ' .. want)
@@ -78,7 +78,7 @@ do
   -- Check the queue key set before the first write: exactly the 16 queue keys, all distinct (INVALID
   -- otherwise), and each KEYS[i] for i in `idx` absent or of orq's type (CORRUPT otherwise).
   -- Returns the error reply, or nil when all is well.
-  local function check_keys(c, idx)
+  function check_keys(c, idx)
     if #c.KEYS ~= 16 then
       return redis.error_reply('INVALID expected the 16 queue keys, got ' .. #c.KEYS)
     end
@@ -99,17 +99,17 @@ do
     return nil
   end
 
-  local function task_key(c, id)
+  function task_key(c, id)
     return c.K_TASK .. id
   end
 
   -- The ready list of `tenant`'s queued tasks of priority `p` (0..9).
-  local function ready_key(c, tenant, p)
+  function ready_key(c, tenant, p)
     -- p + 0: a priority parsed from '-0' is -0, which would print as '-0'.
     return c.K_READY .. (p + 0) .. ':' .. tenant
   end
 
-  local function tenant_key(c, tenant)
+  function tenant_key(c, tenant)
     return c.K_TENANT .. tenant
   end
 
@@ -129,7 +129,7 @@ do
   -- A CORRUPT error reply when one of the tenant's own keys holds another Redis type than orq's,
   -- or the tenant name is missing; else nil. The keys: its hash, and its ready list of priority
   -- `p` (none when `p` is nil: the caller writes no ready list).
-  local function tenant_error(c, tenant, p)
+  function tenant_error(c, tenant, p)
     if not tenant or tenant == '' then
       return redis.error_reply('CORRUPT task has no tenant')
     end
@@ -144,7 +144,4 @@ do
     end
     return nil
   end
-
-  Keys = {key_type = key_type, type_error = type_error, check_keys = check_keys,
-    task_key = task_key, ready_key = ready_key, tenant_key = tenant_key, tenant_error = tenant_error}
 end

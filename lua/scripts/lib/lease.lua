@@ -4,27 +4,8 @@
 -- Needs: format, args, keys, counters, events, park, task, ready, workers, maintenance, limits
 -- Per-call state: none of its own (the other files' in the context).
 
-local Lease
+local lease_args, LEASE_KEYS, lease_tasks
 do
-  local istr, fstr, num = Format.istr, Format.fstr, Format.num
-  local arg_int, arg_num = Args.arg_int, Args.arg_num
-  local task_key, ready_key, tenant_key = Keys.task_key, Keys.ready_key, Keys.tenant_key
-  local tenant_error = Keys.tenant_error
-  local next_count, repaired = Counters.next_count, Counters.repaired
-  local defer_counts, count = Counters.defer_counts, Counters.count
-  local flush_counts, count_status = Counters.flush_counts, Counters.count_status
-  local has_separator, defer_events, emit = Events.has_separator, Events.defer_events, Events.emit
-  local flush_events = Events.flush_events
-  local PARKED_CAPPED, queue_vtime = Park.PARKED_CAPPED, Park.queue_vtime
-  local unpark_due = Park.unpark_due
-  local LEASE_MS_DEFAULT = Task.LEASE_MS_DEFAULT
-  local POW2, rp_parse, rp_has, rp_store = Ready.POW2, Ready.rp_parse, Ready.rp_has, Ready.rp_store
-  local rp_exact = Ready.rp_exact
-  local note_worker = Workers.note_worker
-  local promote_due, reap_expired = Maintenance.promote_due, Maintenance.reap_expired
-  local first_score = Maintenance.first_score
-  local bucket_tokens = Limits.bucket_tokens
-
   -- The queue's starvation-bound step (ms; 0 = strict priority). A stored value outside the range
   -- `configure` accepts reads as 0.
   local function aging_step(c)
@@ -45,7 +26,7 @@ do
   -- The lease arguments at ARGV[base + 1 .. base + 6] (the `lease` script's ARGV[1..6], see its
   -- header): a table {worker, n, bits, seed, promote_bound, reap_bound}, or nil and an INVALID
   -- error reply. Read and checked before a call writes anything.
-  local function lease_args(ARGV, base)
+  function lease_args(ARGV, base)
     local a = {worker = ARGV[base + 1]}
     local e
     a.n, e = arg_int(ARGV[base + 2], 'n', 1, LEASE_MAX)
@@ -68,7 +49,7 @@ do
   end
 
   -- The queue keys a lease writes or reads by type (check_keys before the first write).
-  local LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
+  LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
 
   -- When the task `id` became ready (ms): its last change, or its creation when never changed
   -- (`now` when its hash is gone or not a hash: lease drops such an entry).
@@ -152,7 +133,7 @@ do
   -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
   -- says: promote due tasks, record the worker, reap expired leases, unpark due tenants, then
   -- serve tenants by fair share. Returns the reply's {task, ...} and next_ms.
-  local function lease_tasks(c, a, now)
+  function lease_tasks(c, a, now)
     local worker, n, bits = a.worker, a.n, a.bits
     defer_events(c)
     if a.promote_bound > 0 then promote_due(c, now, a.promote_bound) end
@@ -342,6 +323,4 @@ do
     end
     return out, next_ms
   end
-
-  Lease = {lease_args = lease_args, LEASE_KEYS = LEASE_KEYS, lease_tasks = lease_tasks}
 end

@@ -2,14 +2,12 @@
 -- Needs: format
 -- Per-call state: none.
 
-local Limits
+local bucket_tokens
 do
-  local num = Format.num
-
   -- A tenant's rate-limit tokens at `now` (token bucket refilled at rate_per_s, capped at burst),
   -- and its rate; nil when the tenant has no rate limit. `th` holds the tenant's hash fields.
   -- A clock that stepped back refills nothing (and takes nothing away).
-  local function bucket_tokens(th, now)
+  function bucket_tokens(th, now)
     local rate = num(th.rate_per_s, 0)
     if rate <= 0 then
       return nil, nil
@@ -28,6 +26,4 @@ do
     end
     return tokens, rate
   end
-
-  Limits = {bucket_tokens = bucket_tokens}
 end

@@ -4,16 +4,8 @@
 -- Needs: format, keys, counters, events, task, ready, retry
 -- Per-call state: none of its own.
 
-local Maintenance
+local promote_due, reap_expired, trim_finished, first_score
 do
-  local istr, num = Format.istr, Format.num
-  local task_key, tenant_key, tenant_error = Keys.task_key, Keys.tenant_key, Keys.tenant_error
-  local hincr, repaired = Counters.hincr, Counters.repaired
-  local emit = Events.emit
-  local priority_of, fields = Task.priority_of, Task.fields
-  local to_ready = Ready.to_ready
-  local FAIL_FIELDS, fail_attempt = Retry.FAIL_FIELDS, Retry.fail_attempt
-
   -- Whether a task read from an index can be acted on: its hash exists, its status is one of
   -- `statuses` (a set), and it has a tenant whose keys are of orq's types. An entry that fails is
   -- dropped from its index by the caller and counted as repaired (see the header).
@@ -28,7 +20,7 @@ do
   local PROMOTE_FIELDS = {'tenant', 'priority', 'status', 'attempt'}
 
   -- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.
-  local function promote_due(c, now, bound)
+  function promote_due(c, now, bound)
     local due = redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)
     for i = 1, #due do
       local id = due[i]
@@ -46,7 +38,7 @@ do
 
   -- Expire up to `bound` leases whose deadline has passed: each counts as a failed attempt.
   -- `seed` in [0, 1) spreads the jitter of the retries. Returns the count.
-  local function reap_expired(c, now, bound, seed)
+  function reap_expired(c, now, bound, seed)
     local expired = redis.call('ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, bound)
     for i = 1, #expired do
       local id = expired[i]
@@ -67,7 +59,7 @@ do
 
   -- Delete completed and cancelled tasks older than `retention_ms`, at most `bound` of each:
   -- the hash and the index entry go together. Returns the count.
-  local function trim_finished(c, now, retention_ms, bound)
+  function trim_finished(c, now, retention_ms, bound)
     local n = 0
     local idx = {{c.K_COMPLETED, 'completed'}, {c.K_CANCELLED, 'cancelled'}}
     for j = 1, 2 do
@@ -92,14 +84,11 @@ do
   end
 
   -- Score of the earliest entry of a ZSET, or -1 when it is empty.
-  local function first_score(key)
+  function first_score(key)
     local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     if #r == 0 then
       return -1
     end
     return tonumber(r[2])
   end
-
-  Maintenance = {promote_due = promote_due, reap_expired = reap_expired,
-    trim_finished = trim_finished, first_score = first_score}
 end

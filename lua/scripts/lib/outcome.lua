@@ -4,15 +4,8 @@
 -- Needs: format, keys, counters, events, park, task
 -- Per-call state: c.unpark_checked (the tenants whose parked state a completion checked).
 
-local Outcome
+local count_completed, check_lease, complete_task
 do
-  local istr, num = Format.istr, Format.num
-  local task_key, tenant_key, tenant_error = Keys.task_key, Keys.tenant_key, Keys.tenant_error
-  local hincr, count, count_status = Counters.hincr, Counters.count, Counters.count_status
-  local emit = Events.emit
-  local PARKED_CAPPED, unpark = Park.PARKED_CAPPED, Park.unpark
-  local fields = Task.fields
-
   -- Count a completion in the tenant's one-minute windows (fields c_win = window number,
   -- c_cur = completions in it, c_prev = in the window before), from which readers estimate the
   -- recent throughput with a sliding window: (c_prev x (1 - elapsed fraction) + c_cur) / 60 s.
@@ -32,7 +25,7 @@ do
 
   -- Count `n` completions of `tenant`'s leased tasks: the queue's total, the status counters
   -- (leased -> completed) and the tenant's completion window.
-  local function count_completed(c, tenant, now, n)
+  function count_completed(c, tenant, now, n)
     count(c, c.K_STATS, 'total:completed', n)
     count_completion(c, tenant, now, n)
     count_status(c, tenant, 'leased', 'completed', n)
@@ -45,7 +38,7 @@ do
   -- With `need_tenant`, a live lease whose task has no tenant, or whose tenant's keys are of
   -- another type, is CORRUPT (the transition would update the tenant's counters).
   local LEASE_FIELDS = {'status', 'token', 'outcome', 'tenant'}
-  local function check_lease(c, id, token, op, need_tenant, names)
+  function check_lease(c, id, token, op, need_tenant, names)
     local t, bad = fields(c, id, names or LEASE_FIELDS)
     if bad then
       return bad
@@ -93,7 +86,7 @@ do
   -- leases set to the completed set in one call each; without it both happen here.
   -- Returns 'completed', 'again' (the same token completed it before), or an error reply
   -- (NOTFOUND, STALE, CANCELLED, CORRUPT; nothing written).
-  local function complete_task(c, id, token, result, now, per_tenant)
+  function complete_task(c, id, token, result, now, per_tenant)
     local state, t = check_lease(c, id, token, 'completed', true, COMPLETE_FIELDS)
     if state ~= 'ok' then
       return state
@@ -134,8 +127,4 @@ do
     emit(c, now, 'completed', id, t.tenant, num(t.attempt, 0), 'w', t.worker or '', 'run_ms', istr(run))
     return 'completed'
   end
-
-
-  Outcome = {count_completed = count_completed, check_lease = check_lease,
-    complete_task = complete_task}
 end

@@ -4,25 +4,19 @@
 -- Needs: format, keys, counters, park, status
 -- Per-call state: c.tenant_rps (tenant -> its mask as last read or stored in this call).
 
-local Ready
+local POW2, rp_parse, rp_has, rp_store, mark_ready, to_ready, rp_exact, from_ready
 do
-  local istr, fstr = Format.istr, Format.fstr
-  local task_key, ready_key, tenant_key = Keys.task_key, Keys.ready_key, Keys.tenant_key
-  local repaired = Counters.repaired
-  local queue_vtime, wake = Park.queue_vtime, Park.wake
-  local set_status = Status.set_status
-
   -- The ready-list mask: bit p of the tenant hash's `rp` field is set exactly while the tenant's
   -- ready list of priority p holds ids, so lease and cancel touch only those lists. Every push
   -- sets its bit (mark_ready) and every call that empties a list clears it (a lease pass, cancel).
   -- An absent or garbage `rp` (a tenant from before the mask, or a damaged field) is "unknown":
   -- lease then looks at all ten lists and stores the exact mask.
   local RP_UNKNOWN = -1
-  local POW2 = {[0] = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
+  POW2 = {[0] = 1, 2, 4, 8, 16, 32, 64, 128, 256, 512}
   -- c.tenant_rps: tenant -> the mask as stored (RP_UNKNOWN when absent or garbage), memoised for
   -- the call.
 
-  local function rp_parse(v)
+  function rp_parse(v)
     local m = tonumber(v)
     if not m or m < 0 or m > 1023 or m ~= math.floor(m) then
       return RP_UNKNOWN
@@ -31,7 +25,7 @@ do
   end
 
   -- Whether bit p of mask m is set (an unknown mask has every bit set).
-  local function rp_has(m, p)
+  function rp_has(m, p)
     return m == RP_UNKNOWN or math.floor(m / POW2[p]) % 2 == 1
   end
 
@@ -46,7 +40,7 @@ do
   end
 
   -- Store the tenant's mask `m` (an exact one) when it differs from the stored one.
-  local function rp_store(c, tenant, m)
+  function rp_store(c, tenant, m)
     if rp_get(c, tenant) ~= m then
       redis.call('HSET', tenant_key(c, tenant), 'rp', istr(m))
       c.tenant_rps[tenant] = m
@@ -54,7 +48,7 @@ do
   end
 
   -- Record that the tenant's ready list of priority p is about to receive ids.
-  local function mark_ready(c, tenant, p)
+  function mark_ready(c, tenant, p)
     local m = rp_get(c, tenant)
     if not rp_has(m, p) then
       rp_store(c, tenant, m + POW2[p])
@@ -64,7 +58,7 @@ do
   -- Put a task at the tail of its tenant's ready list of its priority (status queued), and make the
   -- tenant eligible for fair share at the current virtual time if it was idle (a parked tenant
   -- stays parked). The caller has checked the list's type (tenant_error with the priority).
-  local function to_ready(c, id, tenant, priority, old, now)
+  function to_ready(c, id, tenant, priority, old, now)
     wake(c)
     mark_ready(c, tenant, priority)
     redis.call('RPUSH', ready_key(c, tenant, priority), id)
@@ -78,7 +72,7 @@ do
   -- The exact ready-list mask of `tenant`, read from the lists (LLEN) where `m` is unknown. With
   -- `count`, a list of another type is counted in `total:repaired` (it counts as empty either
   -- way: nothing is leased from it, and submits to it are refused).
-  local function rp_exact(c, tenant, m, count)
+  function rp_exact(c, tenant, m, count)
     if m ~= RP_UNKNOWN then
       return m
     end
@@ -97,7 +91,7 @@ do
   -- Remove a queued task of priority `priority` from its tenant's ready list (LREM: O(N) in the
   -- list's length), dropping the tenant from the fair-share set (or the parked set) when it has
   -- no ready work left.
-  local function from_ready(c, id, tenant, priority)
+  function from_ready(c, id, tenant, priority)
     local key = ready_key(c, tenant, priority)
     redis.call('LREM', key, 1, id)
     local m = rp_exact(c, tenant, rp_get(c, tenant))
@@ -110,8 +104,4 @@ do
       redis.call('ZREM', c.K_PARKED, tenant)
     end
   end
-
-
-  Ready = {POW2 = POW2, rp_parse = rp_parse, rp_has = rp_has, rp_store = rp_store,
-    mark_ready = mark_ready, to_ready = to_ready, rp_exact = rp_exact, from_ready = from_ready}
 end

@@ -3,15 +3,8 @@
 -- Needs: format, keys, counters, events, status, task
 -- Per-call state: none of its own.
 
-local Retry
+local FAIL_FIELDS, fail_attempt
 do
-  local istr, num, truncate = Format.istr, Format.num, Format.truncate
-  local task_key = Keys.task_key
-  local hincr = Counters.hincr
-  local emit = Events.emit
-  local set_status = Status.set_status
-  local ERROR_MAX, add_history = Task.ERROR_MAX, Task.add_history
-
   -- Longest backoff ever computed (ms): a year, whatever the stored fields say.
   local BACKOFF_MS_MAX = 31622400000
 
@@ -36,13 +29,13 @@ do
     return math.floor(d)
   end
 
-  local FAIL_FIELDS = {'tenant', 'attempt', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'worker',
+  FAIL_FIELDS = {'tenant', 'attempt', 'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'worker',
     'status'}
 
   -- A leased task's attempt failed (handler error, timeout or lease expiry): schedule a retry with
   -- backoff, or move it to the DLQ when retries are spent or the error is permanent.
   -- Returns the new status ('retrying' or 'dead'). The caller has already removed the lease.
-  local function fail_attempt(c, id, t, now, err, retryable, r, outcome)
+  function fail_attempt(c, id, t, now, err, retryable, r, outcome)
     local attempt = num(t.attempt, 1)
     local max_retries = num(t.max_retries, 0)
     local key = task_key(c, id)
@@ -66,6 +59,4 @@ do
     emit(c, now, 'dead', id, t.tenant, attempt, 'm', err)
     return 'dead'
   end
-
-  Retry = {FAIL_FIELDS = FAIL_FIELDS, fail_attempt = fail_attempt}
 end

@@ -3,16 +3,12 @@
 -- Needs: keys, counters, park
 -- Per-call state: none of its own (counters.lua's, park.lua's).
 
-local Status
+local set_status
 do
-  local task_key = Keys.task_key
-  local count_status = Counters.count_status
-  local PARKED_CAPPED, unpark = Park.PARKED_CAPPED, Park.unpark
-
   -- Move a task's status counter from `old` (may be nil for a new task) to `new` and record the
   -- status on the task (a queued task stores none: F). A lease that ends unparks its tenant when
   -- the tenant was parked at its max_inflight.
-  local function set_status(c, id, tenant, old, new)
+  function set_status(c, id, tenant, old, new)
     count_status(c, tenant, old, new)
     if new == 'queued' then
       redis.call('HDEL', task_key(c, id), F.status)
@@ -23,6 +19,4 @@ do
       unpark(c, tenant)
     end
   end
-
-  Status = {set_status = set_status}
 end

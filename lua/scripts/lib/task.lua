@@ -4,13 +4,10 @@
 -- Needs: format, keys
 -- Per-call state: c.stored_args (the HMGET arguments of each names table read).
 
-local Task
+local ERROR_MAX, add_history, priority_of, TASK_DEFAULTS, LEASE_MS_DEFAULT, fields, task_view
 do
-  local num, truncate = Format.num, Format.truncate
-  local key_type, task_key = Keys.key_type, Keys.task_key
-
   -- Longest a stored error message or history line may be (bytes).
-  local ERROR_MAX = 2048
+  ERROR_MAX = 2048
   -- Attempt history lines kept on a task (older lines are dropped).
   local HISTORY_MAX = 20
 
@@ -24,7 +21,7 @@ do
   -- record has) reads as 'queued'.
 
   -- Append a line to the task's attempt history, keeping the last HISTORY_MAX lines.
-  local function add_history(c, id, line)
+  function add_history(c, id, line)
     local key = task_key(c, id)
     local h = redis.call('HGET', key, F.history)
     local lines = {}
@@ -42,7 +39,7 @@ do
   end
 
   -- A task's priority from its stored field: 0..9 (garbage reads as 0).
-  local function priority_of(v)
+  function priority_of(v)
     local p = num(v, 0)
     if p < 0 or p > 9 or p ~= math.floor(p) then
       return 0
@@ -56,9 +53,9 @@ do
   -- conformance test `a_default_task_stores_only_what_differs_from_the_defaults` checks both).
   -- `id` and `queue` are not stored either: the key names both (`task_view` adds the id to replies,
   -- the client knows the queue), and an absent `updated_at` or `run_at` is `created_at`.
-  local TASK_DEFAULTS = FACTS.task_defaults
+  TASK_DEFAULTS = FACTS.task_defaults
   -- A task's lease length when its own is absent or not a valid one (ms).
-  local LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
+  LEASE_MS_DEFAULT = tonumber(TASK_DEFAULTS.lease_ms)
 
   -- c.stored_args: names table -> its HMGET arguments (the stored names, then 'c'), memoised for
   -- the call; callers that read in a loop pass the same table each time.
@@ -66,7 +63,7 @@ do
   -- (absent fields read as their TASK_DEFAULTS value, or false; an absent status of a record that
   -- has `c` reads as 'queued'). When the key holds another Redis type, returns nil and a CORRUPT
   -- error reply instead; a missing hash reads as absent fields (callers test `status`).
-  local function fields(c, id, names)
+  function fields(c, id, names)
     local key = task_key(c, id)
     local args = c.stored_args[names]
     if not args then
@@ -99,7 +96,7 @@ do
   -- A task as replies show it: its hash, flat (HGETALL, in the stored names: F), then `id`, <id>;
   -- empty when there is no such hash. Absent fields stay absent (the reader fills in
   -- TASK_DEFAULTS, and 'queued' for an absent status).
-  local function task_view(c, id)
+  function task_view(c, id)
     local key = task_key(c, id)
     local flat = redis.call('HGETALL', key)
     if #flat > 0 then
@@ -108,8 +105,4 @@ do
     end
     return flat
   end
-
-  Task = {ERROR_MAX = ERROR_MAX, add_history = add_history, priority_of = priority_of,
-    TASK_DEFAULTS = TASK_DEFAULTS, LEASE_MS_DEFAULT = LEASE_MS_DEFAULT, fields = fields,
-    task_view = task_view}
 end
