@@ -18,8 +18,9 @@ With --refill, lease and complete are one phase, as a worker pool whose completi
 slots runs them: one lease call, then complete_batch calls that each complete the previous
 call's tasks and lease --lease more (the last one only completes).
 Prints one line per phase: calls, instructions per call, per task; then the sum per task.
-The scripts are read from lua/scripts (lib.lua prepended, as orq-lua does), so a change to a
-script is measured without a build. Needs valgrind (callgrind_control) and redis-server.
+The scripts are read from lua/scripts and lua/scripts/lib, assembled as orq-lua does (the
+prelude, the lib files each script uses, the script), so a change to a script is measured
+without building orq itself. Needs valgrind (callgrind_control) and redis-server.
 """
 
 import argparse
@@ -43,7 +44,7 @@ CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 def source(name):
-    """The source orq sends for script `name` (the generated prelude, lib.lua, the script), as
+    """The source orq sends for script `name` (the generated prelude, the lib files it uses, the script), as
     the orq-lua crate builds it: `cargo run -p orq-lua --example source -- NAME`."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(

@@ -66,7 +66,7 @@ pub fn field_map(op: &'static str, flat: &[Resp]) -> Result<HashMap<String, Stri
     Ok(map)
 }
 
-/// A task of queue `queue` from its fields as lib.lua's `task_view` gives them: the compact
+/// A task of queue `queue` from its fields as lib/task.lua's `task_view` gives them: the compact
 /// hash in its stored names ([`crate::task::STORED_NAMES`]), flat, then `id`. An absent setting
 /// is its default ([`crate::task::DEFAULT_MAX_RETRIES`], [`crate::task::DEFAULT_LEASE_MS`],
 /// [`Backoff::default`], priority, attempt and epoch 0); an absent `updated_at` or `run_at` is
@@ -175,9 +175,9 @@ pub fn stream_id(id: &str) -> Option<(u64, u64)> {
     Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
-/// The events of one entry of a queue's event stream (`orq:{q}:events`), in order, as lib.lua
-/// writes them (its "event stream" comment): `entry_id` is the entry's stream ID, `flat` its
-/// fields. Two shapes, which may be mixed:
+/// The events of one entry of a queue's event stream (`orq:{q}:events`), in order, as
+/// lib/events.lua writes them (its "event stream" comment): `entry_id` is the entry's stream ID,
+/// `flat` its fields. Two shapes, which may be mixed:
 /// - plain fields: `ts`, then an event's `k`, `id`, `t`, `a` and kind-specific pairs;
 /// - a batch: `ts`, then `e`, whose value is events joined by `" \n "`, each its kind, id,
 ///   tenant, attempt, then names and values, joined by single spaces.

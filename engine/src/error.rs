@@ -5,7 +5,7 @@ use crate::failure::Transient;
 /// What went wrong in an engine operation. `op` names the operation (`"complete"`, `"submit"`).
 ///
 /// Script error replies map to variants by their code word (`NOTFOUND`, `STALE`, `CANCELLED`,
-/// `CONFLICT`, `INVALID`, `LIMITED`; see `lua/scripts/lib.lua`). A refusal of Redis's own that
+/// `CONFLICT`, `INVALID`, `LIMITED`; see `lua/scripts/lib/keys.lua`). A refusal of Redis's own that
 /// passes (`OOM`, `LOADING`, `READONLY`, ...: [`crate::failure`] decides) is
 /// [`Error::Unavailable`], like an unreachable store. `CORRUPT` (a key holds foreign or damaged
 /// data) and any other reply that is not a script's own error (a Redis error such as

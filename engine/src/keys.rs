@@ -1,8 +1,8 @@
 //! Redis key names and the validation of every user-supplied part of them.
 //!
 //! Every key of a queue carries the hash tag `{<queue>}` so one script touches one Redis Cluster
-//! slot. The order of [`queue_keys`] is the queue key set documented in `lua/scripts/lib.lua`; a
-//! test checks the two agree.
+//! slot. The order of [`queue_keys`] is the queue key set documented in
+//! `lua/scripts/lib/keys.lua`; a test checks the two agree.
 
 /// The registry, one of the two keys outside every queue's slot: SET of queue names.
 pub const QUEUES_KEY: &str = "orq:queues";
@@ -17,7 +17,7 @@ pub const FORMAT_KEY: &str = "orq:format:{orq:queues}";
 /// The Redis pub/sub channel `queues.lua` publishes a new queue's name on (design note 27).
 pub const QUEUES_WAKE_CHANNEL: &str = "orq:queues:wake";
 
-/// The Redis pub/sub channel of `queue`'s wake-ups, `orq:{<queue>}:wake` (lib.lua's `wake`:
+/// The Redis pub/sub channel of `queue`'s wake-ups, `orq:{<queue>}:wake` (lib/park.lua's `wake`:
 /// the task key prefix without its `task:`). Not a key: nothing is stored under it.
 pub fn wake_channel(queue: &str) -> String {
     format!("{}wake", queue_prefix(queue))
@@ -51,7 +51,7 @@ pub fn is_valid_task_id(s: &str) -> bool {
     s.len() == 26 && ulid::Ulid::from_string(s).is_ok()
 }
 
-/// The queue key set for `queue` (a valid name), in the order of `lib.lua`:
+/// The queue key set for `queue` (a valid name), in the order of `lib/keys.lua`:
 ///
 /// | `KEYS[i]` | key | Redis type |
 /// |---|---|---|
@@ -173,9 +173,9 @@ const QUEUE_KEY_SUFFIXES: [&str; 16] = [
 mod tests {
     use super::*;
 
-    // Goal: the Rust key builder and the layout documented in lib.lua are the same list.
+    // Goal: the Rust key builder and the layout documented in lib/keys.lua are the same list.
     #[test]
-    fn queue_keys_match_the_layout_in_lib_lua() {
+    fn queue_keys_match_the_layout_in_lib_keys_lua() {
         let keys = queue_keys("q");
         let layout = orq_lua::queue_key_layout();
         assert_eq!(layout.len(), keys.len());

@@ -1,8 +1,8 @@
-//! Prints the source orq sends to Redis for one script (the generated prelude, `lib.lua`, then
-//! the script): `cargo run -q -p orq-lua --example source -- enqueue`; with `--library`, the
-//! Redis Functions library of every script (`FUNCTION LOAD`'s code). Tools outside Rust
-//! (`bench/instructions.py`, `bench/functions.py`) read the scripts this way, so the generated
-//! lines stay written once.
+//! Prints the source orq sends to Redis for one script (the generated prelude, the lib files it
+//! uses, then the script): `cargo run -q -p orq-lua --example source -- enqueue`; with
+//! `--library`, the Redis Functions library of every script (`FUNCTION LOAD`'s code). Tools
+//! outside Rust (`bench/instructions.py`, `bench/functions.py`) read the scripts this way, so the
+//! generated lines stay written once.
 
 fn main() {
     if std::env::args().nth(1).as_deref() == Some("--library") {

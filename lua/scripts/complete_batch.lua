@@ -8,7 +8,7 @@
 -- answers 'again' and changes nothing. Status counters are added once per call, the event stream
 -- is trimmed once per call, and finished tasks past retention are trimmed once (bounded).
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
 --   KEYS[5]  orq:{q}:leases      ZSET score=lease deadline ms
@@ -40,6 +40,10 @@
 --   nothing written).
 -- Emits: completed (w worker, run_ms), one per completed item; when it also leases, what `lease`
 --   emits.
+--
+-- Uses: ctx, format, args, keys, counters, events, maintenance, outcome, lease
+
+local c = new_ctx(KEYS)
 
 local BATCH_MAX = 100
 local GROUP = 3
@@ -55,7 +59,7 @@ n, e = arg_int(ARGV[3], 'count', 1, BATCH_MAX)
 if not n then return redis.error_reply(e) end
 local lease_a = nil
 if #ARGV == 3 + n * GROUP + 6 then
-  lease_a, e = lease_args(3 + n * GROUP)
+  lease_a, e = lease_args(ARGV, 3 + n * GROUP)
   if not lease_a then return e end
 elseif #ARGV ~= 3 + n * GROUP then
   return redis.error_reply('INVALID expected ' .. istr(3 + n * GROUP) .. ' arguments, or '
@@ -67,20 +71,20 @@ for i = 1, n do
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id and token are required')
   end
 end
-local bad = check_keys({3, 5, 7, 8, 11, 12, 15})
+local bad = check_keys(c, {3, 5, 7, 8, 11, 12, 15})
 if bad then return bad end
 if lease_a then
-  bad = check_keys(LEASE_KEYS)
+  bad = check_keys(c, LEASE_KEYS)
   if bad then return bad end
 end
 
-defer_events()
-defer_counts()
+defer_events(c)
+defer_counts(c)
 local out = {}
 local per_tenant = {ids = {}, tenants = {}, counts = {}}
 for i = 1, n do
   local b = 3 + (i - 1) * GROUP
-  local state = complete_task(ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, per_tenant)
+  local state = complete_task(c, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], now, per_tenant)
   if type(state) == 'table' then
     out[i] = state.err
   else
@@ -89,24 +93,24 @@ for i = 1, n do
 end
 local done = per_tenant.ids
 if #done > 0 then
-  redis.call('ZREM', K_LEASES, unpack(done))
+  redis.call('ZREM', c.K_LEASES, unpack(done))
   local scored = {}
   for i = 1, #done do
     scored[#scored + 1] = istr(now)
     scored[#scored + 1] = done[i]
   end
-  redis.call('ZADD', K_COMPLETED, unpack(scored))
+  redis.call('ZADD', c.K_COMPLETED, unpack(scored))
 end
 for i = 1, #per_tenant.tenants do
   local tenant = per_tenant.tenants[i]
-  count_completed(tenant, now, per_tenant.counts[tenant])
+  count_completed(c, tenant, now, per_tenant.counts[tenant])
 end
-flush_counts()
-if trim > 0 then trim_finished(now, retention, trim) end
+flush_counts(c)
+if trim > 0 then trim_finished(c, now, retention, trim) end
 if lease_a then
   -- The lease's events join the completions' in the same entries (lease_tasks writes them).
-  local tasks, next_ms = lease_tasks(lease_a, now)
+  local tasks, next_ms = lease_tasks(c, lease_a, now)
   return {now, out, tasks, next_ms}
 end
-flush_events()
+flush_events(c)
 return {now, out}

@@ -4,7 +4,7 @@
 -- Transition: none for tasks. Pausing stops leasing (submits, promotion and reaping go on);
 -- resuming lets leasing go on. A tenant's new rate limit starts with a full bucket.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant> (weight, max_inflight,
 --                                   max_queued, rate_per_s, burst, tokens, tokens_at)
@@ -19,7 +19,7 @@
 --   ARGV[2]  string   paused: '1' pause, '0' resume, '' keep
 --   ARGV[3]  integer  aging_step_ms: 0 strict priority, 1..FACTS.aging_step_ms_max the
 --                     starvation bound step, '' keep. It orders the ready tasks as lease reads
---                     them, so a change applies at once to the tasks already queued (lib.lua,
+--                     them, so a change applies at once to the tasks already queued (lib/lease.lua,
 --                     pop_ready)
 --   ARGV[4]  bytes    defaults: the queue's default task options as JSON (validated by the
 --                     caller, at most 4096 bytes), '' keep, '-' remove
@@ -37,7 +37,11 @@
 -- Errors: INVALID <field ...> (nothing written); CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
 --   written).
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
--- Publishes: the queue's wake-up on resume, and when a tenant's new limits unpark it (lib.lua, wake).
+-- Publishes: the queue's wake-up on resume, and when a tenant's new limits unpark it (lib/park.lua, wake).
+--
+-- Uses: ctx, format, args, keys, events, park
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local mode = ARGV[1]
@@ -60,7 +64,7 @@ local function opt(v, name, lo, hi, int)
   return x, nil
 end
 
-local bad = check_keys({3, 11, 12, 13, 14, 15})
+local bad = check_keys(c, {3, 11, 12, 13, 14, 15})
 if bad then return bad end
 
 if mode == 'queue' then
@@ -77,19 +81,19 @@ if mode == 'queue' then
   end
   local kind = 'configured'
   if paused ~= '' then
-    redis.call('HSET', K_CONFIG, 'paused', paused)
-    if paused == '1' then kind = 'paused' else kind = 'resumed' wake() end
+    redis.call('HSET', c.K_CONFIG, 'paused', paused)
+    if paused == '1' then kind = 'paused' else kind = 'resumed' wake(c) end
   end
   if step ~= '' then
-    redis.call('HSET', K_CONFIG, 'aging_step_ms', istr(step))
+    redis.call('HSET', c.K_CONFIG, 'aging_step_ms', istr(step))
   end
   if defaults == '-' then
-    redis.call('HDEL', K_CONFIG, 'defaults')
+    redis.call('HDEL', c.K_CONFIG, 'defaults')
   elseif defaults ~= '' then
-    redis.call('HSET', K_CONFIG, 'defaults', defaults)
+    redis.call('HSET', c.K_CONFIG, 'defaults', defaults)
   end
-  emit(now, kind, '', '', 0)
-  return {now, redis.call('HGETALL', K_CONFIG)}
+  emit(c, now, kind, '', '', 0)
+  return {now, redis.call('HGETALL', c.K_CONFIG)}
 elseif mode == 'tenant' then
   local tenant = ARGV[2]
   if not tenant or tenant == '' then return redis.error_reply('INVALID tenant is required') end
@@ -107,7 +111,7 @@ elseif mode == 'tenant' then
     if v == nil then return redis.error_reply(e) end
     vals[f[1]] = v
   end
-  local key = tenant_key(tenant)
+  local key = tenant_key(c, tenant)
   bad = type_error(key, 'hash')
   if bad then return bad end
   for i = 1, #spec do
@@ -131,10 +135,10 @@ elseif mode == 'tenant' then
       redis.call('HSET', key, 'burst', istr(math.max(1, math.ceil(rate))))
     end
   end
-  redis.call('ZADD', K_KNOWN, 0, tenant)
+  redis.call('ZADD', c.K_KNOWN, 0, tenant)
   -- New limits are judged by the next lease call, not by the reason the tenant was parked.
-  unpark(tenant)
-  emit(now, 'tenant_configured', '', tenant, 0)
+  unpark(c, tenant)
+  emit(c, now, 'tenant_configured', '', tenant, 0)
   return {now, redis.call('HGETALL', key)}
 end
 return redis.error_reply('INVALID mode must be queue or tenant')

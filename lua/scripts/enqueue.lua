@@ -3,7 +3,7 @@
 -- Transition: (new) -> queued, or (new) -> scheduled when run_at is in the future.
 -- All items are validated before anything is written, so a bad item rejects the whole batch.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
 --   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work, score=virtual time
@@ -22,7 +22,7 @@
 --   means that default and costs the script no parsing or validation (the client sends '' for
 --   every setting left at its default):
 --     id           string   ULID made by the client (no space or newline: the event stream's
---                           batch entries separate values with spaces, lib.lua)
+--                           batch entries separate values with spaces, lib/events.lua)
 --     tenant       string   tenant name (validated by the caller: [A-Za-z0-9._-]{1,64}; no
 --                           space or newline)
 --     type         string   handler name
@@ -33,7 +33,7 @@
 --                           joined by commas, in this order, each '' for its default:
 --     run_at       integer  ms since epoch, or '' to use delay
 --     delay        integer  ms from the store's now, used when run_at is '' (default 0)
---     max_retries  integer  0..100 (default 3, lib.lua TASK_DEFAULTS)
+--     max_retries  integer  0..100 (default 3, lib/task.lua TASK_DEFAULTS)
 --     b_init       integer  first backoff, ms, 0..FACTS.backoff_initial_ms_max (default 1000)
 --     b_mult       number   backoff multiplier, 1..100 (default 2)
 --     b_max        integer  backoff cap, ms, 0..604800000 (default 300000)
@@ -50,7 +50,7 @@
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {1, status, run_at_ms}
 --   for a new task (status queued or scheduled; the rest of the record is what the caller sent,
 --   with created_at = updated_at = now_ms, so it is not sent back), or {0, fields} when an
---   idempotency key (or the id) matched an existing task, fields being that task as lib.lua's
+--   idempotency key (or the id) matched an existing task, fields being that task as lib/task.lua's
 --   `task_view` gives it (the compact hash, flat, then id); fresh is 1 when the
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
 --   or the first since the store lost its data, so the caller records the queue in the registry
@@ -59,12 +59,16 @@
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
 --   it would read or write holds another Redis type than orq's; nothing written).
 -- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
---   (lib.lua, wake).
+--   (lib/park.lua, wake).
+--
+-- Uses: ctx, format, args, keys, counters, events, park, task, ready
+
+local c = new_ctx(KEYS)
 
 local GROUP = 6
 -- Settings packed into an item's sixth value.
 local SETTINGS = 11
--- The retry-policy settings, stored only when they differ from lib.lua's TASK_DEFAULTS (as
+-- The retry-policy settings, stored only when they differ from lib/task.lua's TASK_DEFAULTS (as
 -- numbers); priority, stored the same way, is handled on its own.
 local POLICY = {'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
 local POLICY_DEFAULTS = {}
@@ -168,7 +172,7 @@ for i = 1, n do
   items[i] = it
 end
 
--- Ids and tenants appear in the event stream's batch entries, space-separated (lib.lua): none
+-- Ids and tenants appear in the event stream's batch entries, space-separated (lib/events.lua): none
 -- may hold a space or a newline. One search over all of them, then (only when it finds one) a
 -- search per item to name it.
 local names = {}
@@ -185,13 +189,13 @@ if has_separator(table.concat(names)) then
   end
 end
 
-local bad = check_keys({3, 4, 11, 12, 13, 14, 15})
+local bad = check_keys(c, {3, 4, 11, 12, 13, 14, 15})
 if bad then return bad end
 
 -- Every task this store ever created wrote the stats hash (total:enqueued), so its absence marks
 -- a queue new to this store.
 local fresh = 0
-if redis.call('EXISTS', K_STATS) == 0 then
+if redis.call('EXISTS', c.K_STATS) == 0 then
   fresh = 1
 end
 
@@ -199,7 +203,7 @@ end
 -- ULIDs) no item pays for its own TYPE call. Only when one exists does each item check its key.
 local task_keys = {}
 for i = 1, n do
-  task_keys[i] = task_key(items[i].id)
+  task_keys[i] = task_key(c, items[i].id)
 end
 local any_task_key = redis.call('EXISTS', unpack(task_keys)) > 0
 local created_ids = {}    -- ids created by earlier items of this batch
@@ -209,17 +213,17 @@ local created_ids = {}    -- ids created by earlier items of this batch
 -- another Redis type than orq's.
 local function existing_task(it)
   if it.idem ~= '' then
-    local ik = K_IDEM .. it.tenant .. ':' .. it.idem
+    local ik = c.K_IDEM .. it.tenant .. ':' .. it.idem
     local prior = redis.pcall('GET', ik)
     if type(prior) == 'table' then
       return nil, type_error(ik, 'string')
     end
     if prior then
-      local pt = key_type(task_key(prior))
+      local pt = key_type(task_key(c, prior))
       if pt == 'hash' then
         return prior, nil
       elseif pt ~= 'none' then
-        return nil, type_error(task_key(prior), 'hash')
+        return nil, type_error(task_key(c, prior), 'hash')
       end
     end
   end
@@ -229,11 +233,11 @@ local function existing_task(it)
   if not any_task_key then
     return nil, nil
   end
-  local t = key_type(task_key(it.id))
+  local t = key_type(task_key(c, it.id))
   if t == 'hash' then
     return it.id, nil
   elseif t ~= 'none' then
-    return nil, type_error(task_key(it.id), 'hash')
+    return nil, type_error(task_key(c, it.id), 'hash')
   end
   return nil, nil
 end
@@ -246,7 +250,7 @@ local seen_idem = {}
 for i = 1, n do
   local it = items[i]
   -- The tenant's hash and the ready list of the item's priority (memoised per call).
-  bad = tenant_error(it.tenant, it.priority)
+  bad = tenant_error(c, it.tenant, it.priority)
   if bad then return bad end
   local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
   if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
@@ -263,10 +267,10 @@ for i = 1, n do
   local add = adding[tenant]
   if add then
     adding[tenant] = nil
-    local f = redis.call('HMGET', tenant_key(tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying',
+    local f = redis.call('HMGET', tenant_key(c, tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying',
       'rp')
-    -- The tenant's ready-list mask (lib.lua), read here with the admission fields.
-    if tenant_rps[tenant] == nil then tenant_rps[tenant] = rp_parse(f[5]) end
+    -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
+    if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
     local cap = tonumber(f[1])
     if cap and cap >= 0 then
       local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
@@ -279,9 +283,9 @@ end
 
 -- The writes. Per task: one HSET of the whole record (its status too, unless queued), one XADD;
 -- per call: the ready lists (one RPUSH per tenant and priority), the scheduled set, the known
--- tenants and the status counters (deferred, lib.lua), and one trim of the event stream.
-defer_events()
-defer_counts()
+-- tenants and the status counters (deferred, lib/counters.lua), and one trim of the event stream.
+defer_events(c)
+defer_counts(c)
 local vtime = nil
 local ready = {}          -- ready list key -> {id, ...}, keys in first-use order
 local scheduled = {}      -- {score, id, ...}
@@ -301,14 +305,14 @@ for i = 1, n do
     existing = it.existed or (created_ids[it.id] and it.id)
   end
   if existing then
-    out[i] = {0, task_view(existing)}
+    out[i] = {0, task_view(c, existing)}
   else
-    local key = task_key(it.id)
+    local key = task_keys[i]
     local status = 'queued'
     if it.run_at > now then
       status = 'scheduled'
     end
-    -- The compact record (lib.lua, TASK_DEFAULTS and F, in the stored names): no id or queue
+    -- The compact record (lib/task.lua, TASK_DEFAULTS and F, in the stored names): no id or queue
     -- (the key names both), no updated_at (it is created_at until the first change), no run_at
     -- when it is created_at, a policy field only where it differs from the default, and no
     -- status when queued.
@@ -342,7 +346,7 @@ for i = 1, n do
     if it.idem ~= '' then
       fieldsv[#fieldsv + 1] = F.idem
       fieldsv[#fieldsv + 1] = it.idem
-      redis.call('SET', K_IDEM .. it.tenant .. ':' .. it.idem, it.id, 'PX', it.idem_ttl)
+      redis.call('SET', c.K_IDEM .. it.tenant .. ':' .. it.idem, it.id, 'PX', it.idem_ttl)
     end
     if status ~= 'queued' then
       fieldsv[#fieldsv + 1] = F.status
@@ -352,7 +356,7 @@ for i = 1, n do
     created_ids[it.id] = true
     if not known[it.tenant] then
       known[it.tenant] = true
-      redis.call('ZADD', K_KNOWN, 0, it.tenant)
+      redis.call('ZADD', c.K_KNOWN, 0, it.tenant)
     end
     -- Counted once per (tenant, status) at the end, in first-seen order.
     local by_status = added_n[it.tenant]
@@ -360,35 +364,35 @@ for i = 1, n do
       by_status = {}
       added_n[it.tenant] = by_status
     end
-    local c = by_status[status]
-    if not c then
+    local so_far = by_status[status]
+    if not so_far then
       added[#added + 1] = {it.tenant, status}
       by_status[status] = 1
     else
-      by_status[status] = c + 1
+      by_status[status] = so_far + 1
     end
     total_added = total_added + 1
     if status == 'scheduled' then
       scheduled[#scheduled + 1] = istr(it.run_at)
       scheduled[#scheduled + 1] = it.id
-      emit(now, 'scheduled', it.id, it.tenant, 0, 'run_at', istr(it.run_at))
+      emit(c, now, 'scheduled', it.id, it.tenant, 0, 'run_at', istr(it.run_at))
     else
-      local rk = ready_key(it.tenant, it.priority)
+      local rk = ready_key(c, it.tenant, it.priority)
       local r = ready[rk]
       if not r then
         r = {}
         ready[rk] = r
         ready[#ready + 1] = rk
-        mark_ready(it.tenant, it.priority)
+        mark_ready(c, it.tenant, it.priority)
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
         -- idle (a parked tenant stays parked). ZADD NX: once per tenant and priority is cheap.
-        if not redis.call('ZSCORE', K_PARKED, it.tenant) then
-          if vtime == nil then vtime = fstr(queue_vtime()) end
-          redis.call('ZADD', K_TENANTS, 'NX', vtime, it.tenant)
+        if not redis.call('ZSCORE', c.K_PARKED, it.tenant) then
+          if vtime == nil then vtime = fstr(queue_vtime(c)) end
+          redis.call('ZADD', c.K_TENANTS, 'NX', vtime, it.tenant)
         end
       end
       r[#r + 1] = it.id
-      emit(now, 'queued', it.id, it.tenant, 0)
+      emit(c, now, 'queued', it.id, it.tenant, 0)
     end
     out[i] = {1, status, it.run_at}
   end
@@ -398,17 +402,17 @@ for j = 1, #ready do
   redis.call('RPUSH', rk, unpack(ready[rk]))
 end
 if #scheduled > 0 then
-  redis.call('ZADD', K_SCHEDULED, unpack(scheduled))
+  redis.call('ZADD', c.K_SCHEDULED, unpack(scheduled))
 end
 if total_added > 0 then
   -- Ready tasks for idle workers, or a scheduled one that may be due before what they wait for.
-  wake()
-  count(K_STATS, 'total:enqueued', total_added)
+  wake(c)
+  count(c, c.K_STATS, 'total:enqueued', total_added)
   for j = 1, #added do
     local a = added[j]
-    count_status(a[1], nil, a[2], added_n[a[1]][a[2]])
+    count_status(c, a[1], nil, a[2], added_n[a[1]][a[2]])
   end
 end
-flush_counts()
-flush_events()
+flush_counts(c)
+flush_events(c)
 return {now, out, fresh}

@@ -2,8 +2,8 @@
 --
 -- Transition: none (a read; a script so that the simulator covers it).
 --
--- KEYS: the queue key set (lib.lua); this script uses
---   KEYS[12] orq:{q}:events  STREAM the events of each call (lib.lua: an entry of plain fields
+-- KEYS: the queue key set (lib/keys.lua); this script uses
+--   KEYS[12] orq:{q}:events  STREAM the events of each call (lib/events.lua: an entry of plain fields
 --                            ts, k, id, t, a, ..., or a batch: fields ts and e)
 --
 -- ARGV:
@@ -17,9 +17,13 @@
 --   reader (`orq::decode::stream_events`) names the events and drops those up to `after`.
 -- Errors: INVALID (bad after id or count); CORRUPT (the events key holds another Redis type).
 -- Emits: nothing.
+--
+-- Uses: ctx, format, args, keys
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
-local bad = check_keys({12})
+local bad = check_keys(c, {12})
 if bad then return bad end
 local after = ARGV[1] or ''
 -- The largest unsigned 64-bit integer, the largest part of a stream id.
@@ -51,7 +55,7 @@ if after ~= '' then
   end
   start = '(' .. after
 end
--- An entry `<ms>-<n>` of m events holds events `<ms>-<n - m + 1>` .. `<ms>-<n>` (lib.lua), so
+-- An entry `<ms>-<n>` of m events holds events `<ms>-<n - m + 1>` .. `<ms>-<n>` (lib/events.lua), so
 -- the first entry after `after` holds its next event. Fetched in chunks until the entries hold
 -- `count` events after `after` (a plain entry holds one, a batch entry one per
 -- ' \n '-separated part of its `e`), or the stream ends.
@@ -64,7 +68,7 @@ local out = {}
 local events = 0
 while events < count do
   local want = count - events
-  local chunk = redis.call('XRANGE', K_EVENTS, start, '+', 'COUNT', want)
+  local chunk = redis.call('XRANGE', c.K_EVENTS, start, '+', 'COUNT', want)
   for i = 1, #chunk do
     local fields = chunk[i][2]
     local m = 0

@@ -3,7 +3,7 @@
 -- Transition: leased -> leased (the deadline moves to now + extend_ms; hb_at records the call).
 -- Not a status change, so no event is emitted (heartbeats would flood the stream).
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:   prefix of HASH orq:{q}:task:<id>
 --   KEYS[5]  orq:{q}:leases  ZSET score=lease deadline ms
 --   KEYS[16] orq:{q}:workers ZSET workers seen, score=last call ms (the lease holder is noted)
@@ -18,16 +18,20 @@
 --   cancelled while leased: the worker should abort the handler); INVALID; CORRUPT (a key it
 --   writes holds foreign data; nothing written).
 -- Emits: nothing.
+--
+-- Uses: ctx, format, args, keys, task, workers, outcome
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local id, token = ARGV[1], ARGV[2]
-local missing = require_args({'id', 'token'})
+local missing = require_args(ARGV, {'id', 'token'})
 if missing then return missing end
 local ext, e = arg_int(ARGV[3], 'extend_ms', 0, FACTS.lease_ms_max)
 if not ext then return redis.error_reply(e) end
-local bad = check_keys({5, 16})
+local bad = check_keys(c, {5, 16})
 if bad then return bad end
-local state = check_lease(id, token, 'heartbeat', false)
+local state = check_lease(c, id, token, 'heartbeat', false)
 if state ~= 'ok' then
   if state == 'again' then
     return redis.error_reply('STALE lease ended')
@@ -35,13 +39,13 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = num(redis.call('HGET', task_key(id), F.lease_ms), LEASE_MS_DEFAULT)
+  ext = num(redis.call('HGET', task_key(c, id), F.lease_ms), LEASE_MS_DEFAULT)
   if ext < FACTS.lease_ms_min or ext > FACTS.lease_ms_max then ext = LEASE_MS_DEFAULT end
   ext = math.floor(ext)
 end
 local exp = now + ext
-redis.call('ZADD', K_LEASES, istr(exp), id)
-redis.call('HSET', task_key(id), F.lease_exp, istr(exp), F.hb_at, istr(now))
-local worker = redis.call('HGET', task_key(id), F.worker)
-if worker and worker ~= '' then note_worker(worker, now) end
+redis.call('ZADD', c.K_LEASES, istr(exp), id)
+redis.call('HSET', task_key(c, id), F.lease_exp, istr(exp), F.hb_at, istr(now))
+local worker = redis.call('HGET', task_key(c, id), F.worker)
+if worker and worker ~= '' then note_worker(c, worker, now) end
 return {now, exp}

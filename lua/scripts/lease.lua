@@ -17,7 +17,7 @@
 -- The lease token is "<epoch>-<random>": epoch grows by one with every lease of the task (the
 -- fencing epoch given to handlers), the random part comes from the caller.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:      prefix of HASH orq:{q}:task:<id>
 --   KEYS[2]  orq:{q}:ready:     prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants    ZSET tenants with ready work, score=virtual time
@@ -41,7 +41,7 @@
 --
 -- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields, epoch, attempt}:
 --   fields is the task's compact hash as it was before this lease (flat, as HGETALL gives it, in
---   the stored names of lib.lua's F), then id; the lease wrote epoch, attempt, token =
+--   the stored names of F, lib/task.lua), then id; the lease wrote epoch, attempt, token =
 --   "<epoch>-<ARGV[3]>", worker = ARGV[1], lease_exp = expires_at_ms, updated_at = now_ms (the
 --   lease's start while it is held) and status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched
 --   into the record, cost Redis ~27,000 instructions per task. It writes no outcome (that of
@@ -52,15 +52,19 @@
 --   hold work back).
 -- Errors: INVALID <message>; CORRUPT <key> (a queue key of another Redis type; nothing written).
 --   Entries met in the scheduled set, the leases set, a ready set or the tenants set that cannot
---   be acted on (lib.lua: corrupt or foreign state) are dropped and counted in stats `total:repaired`.
+--   be acted on (lib/keys.lua: corrupt or foreign state) are dropped and counted in stats `total:repaired`.
 -- Emits: queued (promoted; from = scheduled | retrying), retrying / dead (reaped), leased (w worker,
 --   epoch, wait_ms = time the task waited in its ready set, ms). Records the worker as seen
 --   (KEYS[16]).
+--
+-- Uses: ctx, format, keys, lease
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
-local a, e = lease_args(0)
+local a, e = lease_args(ARGV, 0)
 if not a then return e end
-local bad = check_keys(LEASE_KEYS)
+local bad = check_keys(c, LEASE_KEYS)
 if bad then return bad end
-local out, next_ms = lease_tasks(a, now)
+local out, next_ms = lease_tasks(c, a, now)
 return {now, out, next_ms}

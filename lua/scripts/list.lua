@@ -8,7 +8,7 @@
 -- can be short (or empty) with a cursor to continue. The cursor is an offset: under concurrent changes a page may repeat or skip
 -- a task, like any offset pagination.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id>
 --   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
@@ -26,15 +26,19 @@
 --   ARGV[5]  integer  page size (1..1000)
 --   ARGV[6]  integer  most index entries examined (1..100000)
 --
--- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task as lib.lua's `task_view`
+-- Returns: {now_ms, {fields, ...}, next_cursor} where each fields is a task as lib/task.lua's `task_view`
 --   gives it (the hash, flat, then id), and
 --   next_cursor is '' when the listing is complete.
 -- Errors: INVALID; CORRUPT <key> (an index holds another Redis type than a ZSET). Entries whose
 --   task hash is missing or of another type, and ready lists of another type, are skipped.
 -- Emits: nothing.
+--
+-- Uses: ctx, format, args, keys, task
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
-local bad = check_keys({4, 5, 6, 7, 8, 13})
+local bad = check_keys(c, {4, 5, 6, 7, 8, 13})
 if bad then return bad end
 local status, tenant, ttype = ARGV[1], ARGV[2], ARGV[3]
 local limit, e = arg_int(ARGV[5], 'limit', 1, 1000)
@@ -46,11 +50,11 @@ if not scan then return redis.error_reply(e) end
 -- Sources in listing order: {index key or false for ready lists, reverse order, status filter set}.
 local SOURCES = {
   {false, false, {queued = true}},
-  {K_SCHEDULED, false, {scheduled = true, retrying = true}},
-  {K_LEASES, false, {leased = true}},
-  {K_DEAD, true, {dead = true}},
-  {K_COMPLETED, true, {completed = true}},
-  {K_CANCELLED, true, {cancelled = true}},
+  {c.K_SCHEDULED, false, {scheduled = true, retrying = true}},
+  {c.K_LEASES, false, {leased = true}},
+  {c.K_DEAD, true, {dead = true}},
+  {c.K_COMPLETED, true, {completed = true}},
+  {c.K_CANCELLED, true, {cancelled = true}},
 }
 local SOURCE_OF = {queued = 1, scheduled = 2, retrying = 2, leased = 3, dead = 4, completed = 5,
   cancelled = 6}
@@ -66,9 +70,9 @@ end
 
 local src, sub, off = first, 0, 0
 if ARGV[4] ~= '' then
-  local a, b, c = string.match(ARGV[4], '^(%d+):(%d+):(%d+)$')
+  local a, b, o = string.match(ARGV[4], '^(%d+):(%d+):(%d+)$')
   if not a then return redis.error_reply('INVALID cursor: malformed') end
-  src, sub, off = tonumber(a), tonumber(b), tonumber(c)
+  src, sub, off = tonumber(a), tonumber(b), tonumber(o)
   -- Offsets past any index orq keeps (and past what ZRANGE accepts as an integer).
   if sub > CURSOR_MAX or off > CURSOR_MAX then return redis.error_reply('INVALID cursor: malformed') end
   if src < first or src > last then return redis.error_reply('INVALID cursor: does not belong to this status') end
@@ -83,12 +87,12 @@ local function index_key(s, u)
   end
   local rank, p = math.floor(u / 10), 9 - u % 10
   if tenant ~= '' then
-    if rank == 0 then return ready_key(tenant, p) end
+    if rank == 0 then return ready_key(c, tenant, p) end
     return nil
   end
-  local name = redis.call('ZRANGE', K_KNOWN, rank, rank)
+  local name = redis.call('ZRANGE', c.K_KNOWN, rank, rank)
   if #name == 0 then return nil end
-  return ready_key(name[1], p)
+  return ready_key(c, name[1], p)
 end
 
 -- The ids of `key` from rank `from` to `to` (reversed when `rev`); none when `key` holds
@@ -121,12 +125,12 @@ while #out < limit and scanned < scan and src <= last do
         local id = ids[i]
         scanned = scanned + 1
         off = off + 1
-        local t = fields(id, LIST_FIELDS) or {}
+        local t = fields(c, id, LIST_FIELDS) or {}
         local want_status = SOURCES[src][3]
         if status ~= '' then want_status = {[status] = true} end
         if t.status and want_status[t.status] and (tenant == '' or t.tenant == tenant)
             and (ttype == '' or t.type == ttype) then
-          out[#out + 1] = task_view(id)
+          out[#out + 1] = task_view(c, id)
           if #out >= limit then break end
         end
       end

@@ -3,7 +3,7 @@
 -- Transition: scheduled -> queued, retrying -> queued (run_at <= now by the store's clock),
 -- at most `bound` per call; callers repeat while the reply says more are due.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
 --   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
@@ -19,16 +19,20 @@
 --
 -- Returns: {now_ms, promoted_count, next_run_at_ms (-1 when nothing is scheduled)}
 -- Errors: INVALID; CORRUPT <key> (a queue key of another Redis type; nothing written). Due
---   entries that cannot be promoted (lib.lua: corrupt or foreign state) are dropped and counted
+--   entries that cannot be promoted (lib/keys.lua: corrupt or foreign state) are dropped and counted
 --   in stats `total:repaired`.
 -- Emits: queued (from = scheduled | retrying), one per promoted task.
+--
+-- Uses: ctx, format, args, keys, events, maintenance
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
 if not bound then return redis.error_reply(e) end
-local bad = check_keys({3, 4, 11, 12, 14, 15})
+local bad = check_keys(c, {3, 4, 11, 12, 14, 15})
 if bad then return bad end
-defer_events()
-local n = promote_due(now, bound)
-flush_events()
-return {now, n, first_score(K_SCHEDULED)}
+defer_events(c)
+local n = promote_due(c, now, bound)
+flush_events(c)
+return {now, n, first_score(c.K_SCHEDULED)}

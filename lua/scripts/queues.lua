@@ -26,6 +26,8 @@
 --   probe and format.
 -- Emits: nothing. Publishes: the queue's name on `<KEYS[1]>:wake` (orq:queues:wake) when mode add
 --   recorded a new name (design note 27).
+--
+-- Uses: format, keys
 
 local now = now_ms()
 local want_keys = ARGV[1] == 'format' and 2 or 1

@@ -4,7 +4,7 @@
 -- that kills every worker ends in the DLQ); completed / cancelled -> deleted after retention.
 -- Bounded per call; callers repeat while the reply says more are expired.
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work (a tenant unparked re-enters)
 --   KEYS[4]  orq:{q}:scheduled   ZSET score=run_at ms
@@ -25,9 +25,13 @@
 --
 -- Returns: {now_ms, reaped_count, trimmed_count, next_deadline_ms (-1 when nothing is leased)}
 -- Errors: INVALID; CORRUPT <key> (a queue key of another Redis type; nothing written). Expired or
---   trimmed entries that cannot be acted on (lib.lua: corrupt or foreign state) are dropped and
+--   trimmed entries that cannot be acted on (lib/keys.lua: corrupt or foreign state) are dropped and
 --   counted in stats `total:repaired`.
 -- Emits: retrying or dead, one per reaped lease.
+--
+-- Uses: ctx, format, args, keys, events, maintenance
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 local bound, e = arg_int(ARGV[1], 'bound', 1, 1000)
@@ -41,11 +45,11 @@ if not retention then return redis.error_reply(e) end
 local trim
 trim, e = arg_int(ARGV[4], 'trim bound', 0, 1000)
 if not trim then return redis.error_reply(e) end
-local bad = check_keys({3, 4, 5, 6, 7, 8, 11, 12, 15})
+local bad = check_keys(c, {3, 4, 5, 6, 7, 8, 11, 12, 15})
 if bad then return bad end
-defer_events()
-local reaped = reap_expired(now, bound, seed)
+defer_events(c)
+local reaped = reap_expired(c, now, bound, seed)
 local trimmed = 0
-if trim > 0 then trimmed = trim_finished(now, retention, trim) end
-flush_events()
-return {now, reaped, trimmed, first_score(K_LEASES)}
+if trim > 0 then trimmed = trim_finished(c, now, retention, trim) end
+flush_events(c)
+return {now, reaped, trimmed, first_score(c.K_LEASES)}

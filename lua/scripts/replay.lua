@@ -5,7 +5,7 @@
 -- kept.
 -- Two modes: by ids, or by filter over the DLQ (oldest first, bounded scan).
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[1]  orq:{q}:task:       prefix of HASH orq:{q}:task:<id>
 --   KEYS[2]  orq:{q}:ready:      prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[3]  orq:{q}:tenants     ZSET tenants with ready work
@@ -34,38 +34,42 @@
 --   tenant's keys hold foreign data answers 'corrupt' in mode ids, and is skipped in mode
 --   filter).
 -- Emits: replayed, one per task.
+--
+-- Uses: ctx, format, args, keys, counters, events, task, ready
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
 
 local REPLAY_FIELDS = {'status', 'tenant', 'priority', 'type'}
 
 local function replay_one(id)
-  local t = fields(id, REPLAY_FIELDS)
+  local t = fields(c, id, REPLAY_FIELDS)
   if not t then
     return 'corrupt'
   end
   if not t.status then
-    redis.call('ZREM', K_DEAD, id)
+    redis.call('ZREM', c.K_DEAD, id)
     return 'notfound'
   end
   if t.status ~= 'dead' then
     return t.status
   end
-  if tenant_error(t.tenant, priority_of(t.priority)) then
+  if tenant_error(c, t.tenant, priority_of(t.priority)) then
     return 'corrupt'
   end
-  redis.call('ZREM', K_DEAD, id)
-  hincr(task_key(id), F.replays, 1)
+  redis.call('ZREM', c.K_DEAD, id)
+  hincr(c, task_key(c, id), F.replays, 1)
   -- Due again now: run_at says when the task became due (Task::run_at_ms).
-  redis.call('HSET', task_key(id), F.attempt, '0', F.finished_at, '', F.outcome, 'replayed',
+  redis.call('HSET', task_key(c, id), F.attempt, '0', F.finished_at, '', F.outcome, 'replayed',
     F.run_at, istr(now))
-  to_ready(id, t.tenant, priority_of(t.priority), 'dead', now)
-  hincr(K_STATS, 'total:replayed', 1)
-  emit(now, 'replayed', id, t.tenant, 0)
+  to_ready(c, id, t.tenant, priority_of(t.priority), 'dead', now)
+  hincr(c, c.K_STATS, 'total:replayed', 1)
+  emit(c, now, 'replayed', id, t.tenant, 0)
   return 'replayed'
 end
 
-local bad = check_keys({3, 6, 11, 12, 14, 15})
+local bad = check_keys(c, {3, 6, 11, 12, 14, 15})
 if bad then return bad end
 
 if ARGV[1] == 'ids' then
@@ -84,7 +88,7 @@ elseif ARGV[1] == 'filter' then
   local scan
   scan, e = arg_int(ARGV[5], 'scan', 1, 100000)
   if not scan then return redis.error_reply(e) end
-  local ids = redis.call('ZRANGE', K_DEAD, 0, scan - 1)
+  local ids = redis.call('ZRANGE', c.K_DEAD, 0, scan - 1)
   local filter_fields = {'tenant', 'type'}
   local n = 0
   local examined = 0
@@ -92,14 +96,14 @@ elseif ARGV[1] == 'filter' then
     if n >= limit then break end
     examined = i
     local id = ids[i]
-    local t = fields(id, filter_fields) or {}
+    local t = fields(c, id, filter_fields) or {}
     if (tenant == '' or t.tenant == tenant) and (ttype == '' or t.type == ttype) then
       if replay_one(id) == 'replayed' then n = n + 1 end
     end
   end
   -- Entries left unexamined: the rest of this window, or any beyond it (replayed ones are gone).
   local more = 0
-  if examined < #ids or redis.call('ZCARD', K_DEAD) + n - #ids > 0 then more = 1 end
+  if examined < #ids or redis.call('ZCARD', c.K_DEAD) + n - #ids > 0 then more = 1 end
   return {now, n, more}
 end
 return redis.error_reply('INVALID mode must be ids or filter')

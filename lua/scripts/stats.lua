@@ -2,7 +2,7 @@
 --
 -- Transition: none (a read).
 --
--- KEYS: the queue key set (lib.lua); this script uses
+-- KEYS: the queue key set (lib/keys.lua); this script uses
 --   KEYS[2]  orq:{q}:ready:         prefix of LIST orq:{q}:ready:<priority>:<tenant>
 --   KEYS[4]  orq:{q}:scheduled      ZSET
 --   KEYS[5]  orq:{q}:leases         ZSET
@@ -28,29 +28,33 @@
 -- Errors: INVALID; CORRUPT <key> (a queue key holds another Redis type). A tenant whose own keys
 --   hold another type is reported with no fields and no ready tasks.
 -- Emits: nothing.
+--
+-- Uses: ctx, format, args, keys
+
+local c = new_ctx(KEYS)
 
 local now = now_ms()
-local bad = check_keys({4, 5, 6, 7, 8, 11, 13, 14, 15})
+local bad = check_keys(c, {4, 5, 6, 7, 8, 11, 13, 14, 15})
 if bad then return bad end
 local max, e = arg_int(ARGV[1], 'tenants', 0, 10000)
 if not max then return redis.error_reply(e) end
 local tenants = {}
 if max > 0 then
-  local names = redis.call('ZRANGE', K_KNOWN, 0, max - 1)
+  local names = redis.call('ZRANGE', c.K_KNOWN, 0, max - 1)
   for i = 1, #names do
     local t = names[i]
-    local h = redis.pcall('HGETALL', tenant_key(t))
+    local h = redis.pcall('HGETALL', tenant_key(c, t))
     if h.err then h = {} end
     -- Its ten ready lists (a list of another type counts 0).
     local ready = 0
     for p = 0, 9 do
-      local c = redis.pcall('LLEN', ready_key(t, p))
-      if type(c) == 'number' then ready = ready + c end
+      local len = redis.pcall('LLEN', ready_key(c, t, p))
+      if type(len) == 'number' then ready = ready + len end
     end
-    tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', K_PARKED, t)) or -1}
+    tenants[i] = {t, h, ready, tonumber(redis.call('ZSCORE', c.K_PARKED, t)) or -1}
   end
 end
-local sizes = {redis.call('ZCARD', K_SCHEDULED), redis.call('ZCARD', K_LEASES),
-  redis.call('ZCARD', K_DEAD), redis.call('ZCARD', K_COMPLETED), redis.call('ZCARD', K_CANCELLED)}
-return {now, redis.call('HGETALL', K_STATS), tenants, sizes, redis.call('ZCARD', K_KNOWN),
-  redis.call('HGETALL', K_CONFIG)}
+local sizes = {redis.call('ZCARD', c.K_SCHEDULED), redis.call('ZCARD', c.K_LEASES),
+  redis.call('ZCARD', c.K_DEAD), redis.call('ZCARD', c.K_COMPLETED), redis.call('ZCARD', c.K_CANCELLED)}
+return {now, redis.call('HGETALL', c.K_STATS), tenants, sizes, redis.call('ZCARD', c.K_KNOWN),
+  redis.call('HGETALL', c.K_CONFIG)}

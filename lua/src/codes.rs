@@ -26,7 +26,7 @@ mod tests {
     use super::ERROR_CODES;
 
     // Goal: the list is exactly the codes the scripts answer with. Method: collect the first
-    // word of every literal `error_reply('<WORD>` in the scripts and lib.lua; it must equal the
+    // word of every literal `error_reply('<WORD>` in the scripts and the lib files; it must equal the
     // list, so a code added on one side alone fails here.
     #[test]
     fn the_codes_are_those_the_scripts_answer_with() {
@@ -34,7 +34,7 @@ mod tests {
         let sources = crate::all()
             .iter()
             .map(|s| s.body)
-            .chain([crate::LIB_SOURCE]);
+            .chain(crate::LIB_FILES.iter().map(|f| f.source));
         for src in sources {
             for (i, _) in src.match_indices("error_reply('") {
                 let rest = &src[i + "error_reply('".len()..];

@@ -4,7 +4,7 @@
 //! `FACTS`, declared on the first line of the source sent to Redis ([`lua_table`], prepended by
 //! [`crate::Script`]), so a script never writes one of these numbers itself (a test in this
 //! crate fails when one does). One table rather than one local per fact: Lua 5.1 allows a chunk
-//! 200 locals, and `enqueue` with `lib.lua` is near that.
+//! 200 locals per function.
 
 /// Shortest lease a task may ask for (ms): one second.
 pub const LEASE_MS_MIN: u64 = 1_000;
@@ -46,7 +46,7 @@ pub const DEFAULT_BACKOFF_JITTER: f64 = 0.2;
 
 /// The values a task hash does not store, as `(field name, value as stored)`: a task stores a
 /// field only where it differs (docs/design-notes.md, note 21), and the scripts read an absent
-/// one as this (`FACTS.task_defaults`, lib.lua's `TASK_DEFAULTS`). A new task's priority,
+/// one as this (`FACTS.task_defaults`, lib/task.lua's `TASK_DEFAULTS`). A new task's priority,
 /// attempt and epoch are 0.
 pub fn task_defaults() -> [(&'static str, String); 9] {
     [
@@ -63,9 +63,10 @@ pub fn task_defaults() -> [(&'static str, String); 9] {
 }
 
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 9] = [
+pub const ALL: [(&str, u64); 10] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
+    ("lease_ms_default", DEFAULT_LEASE_MS),
     ("timeout_ms_max", TIMEOUT_MS_MAX),
     ("backoff_initial_ms_max", BACKOFF_INITIAL_MS_MAX),
     ("aging_step_ms_max", AGING_STEP_MS_MAX),
@@ -91,7 +92,7 @@ pub fn lua_table() -> String {
 mod tests {
     use super::*;
 
-    // Goal: no script or lib.lua writes a fact's number itself: each uses `FACTS.<name>`, so
+    // Goal: no script or lib file writes a fact's number itself: each uses `FACTS.<name>`, so
     // the number lives here alone. Method: scan every script's own text for each value that is
     // distinctive (100,000 or more: a 1000 is also a default backoff, a divisor, ...).
     #[test]
@@ -99,10 +100,12 @@ mod tests {
         for s in crate::all() {
             for (name, value) in ALL.into_iter().filter(|(_, v)| *v >= 100_000) {
                 let found = s.body.contains(&value.to_string())
-                    || crate::LIB_SOURCE.contains(&value.to_string());
+                    || crate::LIB_FILES
+                        .iter()
+                        .any(|f| f.source.contains(&value.to_string()));
                 assert!(
                     !found,
-                    "{value} ({name}) is written in {}.lua or lib.lua: use FACTS.{name}",
+                    "{value} ({name}) is written in {}.lua or a lib file: use FACTS.{name}",
                     s.name
                 );
             }
@@ -126,7 +129,10 @@ mod tests {
     fn the_task_defaults_are_generated_not_written() {
         let t = lua_table();
         assert!(t.contains("task_defaults = {priority = '0', attempt = '0', epoch = '0', max_retries = '3', b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}"), "{t}");
-        assert!(crate::LIB_SOURCE.contains("local TASK_DEFAULTS = FACTS.task_defaults"));
-        assert!(!crate::LIB_SOURCE.contains("TASK_DEFAULTS = {"));
+        let lib = crate::LIB_FILES.iter().map(|f| f.source);
+        assert!(lib
+            .clone()
+            .any(|s| s.contains("TASK_DEFAULTS = FACTS.task_defaults")));
+        assert!(!lib.clone().any(|s| s.contains("TASK_DEFAULTS = {")));
     }
 }

@@ -20,7 +20,7 @@ use std::sync::LazyLock;
 
 /// Whether the stores call the scripts as functions (`FCALL`, with the library loaded on demand)
 /// rather than by `EVALSHA`. One switch, so the paired benchmark can build both designs.
-pub const BY_FUNCTION: bool = false;
+pub const BY_FUNCTION: bool = true;
 
 /// The scripts that never write: registered `no-writes`.
 pub const READ_ONLY: &[&str] = &["get", "list", "stats", "events", "workers"];
@@ -50,8 +50,10 @@ impl Library {
     }
 }
 
-static LIBRARY: LazyLock<Library> =
-    LazyLock::new(|| build(&crate::prelude(), &[crate::LIB_SOURCE]));
+static LIBRARY: LazyLock<Library> = LazyLock::new(|| {
+    let libs: Vec<&str> = crate::LIB_FILES.iter().map(|f| f.source).collect();
+    build(&crate::prelude(), &libs)
+});
 
 /// The library of every script.
 pub fn library() -> &'static Library {

@@ -5,30 +5,41 @@
 //! a header that is its contract: the keys (`KEYS[i]` with pattern and Redis type), the arguments
 //! (`ARGV[i]` with type and unit), the reply shapes, the error codes and the events it emits.
 //!
-//! Shared helpers live in `lua/scripts/lib.lua`, which is prepended to every script: the source
-//! sent to Redis (and hashed) is the facts line ([`facts::lua_table`]: the limits and sentinels
-//! written once in `facts.rs`), the stored field names line ([`fields::lua_table`]), `lib.lua`,
-//! then the script, each followed by a newline but the last. Nothing else is added, so the SHA1
-//! here is the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
+//! Shared helpers live in the library `lua/scripts/lib/`, one concern per file, each declaring
+//! the names it provides on its first line of code (`lib/events.lua`: `local has_separator,
+//! defer_events, emit, flush_events`) and keeping no state between calls: a script makes a
+//! per-call context (`local c = new_ctx(KEYS)`, `lib/ctx.lua`) and passes it to the helpers
+//! that read the queue keys or keep state for the call. Each script's header names
+//! the lib files it uses (`-- Uses: ctx, format, keys`); see [`library`]. The source sent to
+//! Redis (and hashed) is the facts line ([`facts::lua_table`]: the limits and sentinels written
+//! once in `facts.rs`), the stored field names line ([`fields::lua_table`]), the lib files the
+//! script uses (their closure under `-- Needs:`, in the order of [`LIB_FILES`]), then the
+//! script, each followed by a newline but the last. Nothing else is added, so the SHA1 here is
+//! the SHA1 Redis computes for `SCRIPT LOAD` of [`Script::source`].
 
 pub mod codes;
 pub mod facts;
 pub mod fields;
 pub mod functions;
+pub mod library;
+#[cfg(test)]
+mod uses;
+
+pub use library::{lib_file, LibFile, LIB_FILES};
 
 use std::sync::LazyLock;
-
-/// The shared helper chunk prepended to every script.
-pub const LIB_SOURCE: &str = include_str!("../scripts/lib.lua");
 
 /// One transition (or read) script, ready to send to a store.
 #[derive(Debug)]
 pub struct Script {
     /// Short name, equal to the file name without `.lua` (`"lease"`).
     pub name: &'static str,
-    /// The script's own file, header included, without `lib.lua`.
+    /// The script's own file, header included, without the lib files.
     pub body: &'static str,
-    /// What is sent to the store: [`prelude`], a newline, `lib.lua`, a newline, then `body`.
+    /// The lib files its source holds ([`library::closure`] of its `-- Uses:` line), in order.
+    pub lib: Vec<&'static str>,
+    /// What is sent to the store: [`prelude`], then each of the `lib` files and `body`, each
+    /// after a newline.
     pub source: String,
     /// Lowercase hex SHA1 of `source`, as Redis computes it for EVALSHA.
     pub sha1: String,
@@ -36,13 +47,21 @@ pub struct Script {
 
 impl Script {
     fn new(name: &'static str, body: &'static str) -> Self {
-        let source = format!("{}\n{LIB_SOURCE}\n{body}", prelude());
+        let files = library::closure(name, body);
+        let mut source = prelude();
+        for f in &files {
+            source.push('\n');
+            source.push_str(f.source);
+        }
+        source.push('\n');
+        source.push_str(body);
         let sha1 = sha1_smol::Sha1::from(source.as_bytes())
             .digest()
             .to_string();
         Script {
             name,
             body,
+            lib: files.iter().map(|f| f.name).collect(),
             source,
             sha1,
         }
@@ -54,7 +73,7 @@ impl Script {
     }
 }
 
-/// The generated lines before `lib.lua`: the facts ([`facts::lua_table`]) and the stored field
+/// The generated lines before the lib files: the facts ([`facts::lua_table`]) and the stored field
 /// names ([`fields::lua_table`]), one line each.
 pub fn prelude() -> String {
     format!("{}\n{}", facts::lua_table(), fields::lua_table())
@@ -111,10 +130,13 @@ pub fn script(name: &str) -> &'static Script {
     get(name).unwrap_or_else(|| panic!("no transition script named {name:?}"))
 }
 
-/// The queue key set as `lib.lua` documents it: `(index, pattern)` pairs such as
-/// `(5, "orq:{q}:leases")`, read from the header of `lib.lua` so the file stays the one source.
+/// The queue key set as `lib/keys.lua` documents it: `(index, pattern)` pairs such as
+/// `(5, "orq:{q}:leases")`, read from the header of `lib/keys.lua` so the file stays the one
+/// source.
 pub fn queue_key_layout() -> Vec<(usize, String)> {
-    LIB_SOURCE
+    lib_file("keys")
+        .expect("lib/keys.lua")
+        .source
         .lines()
         .take_while(|l| l.starts_with("--"))
         .filter_map(parse_key_line)
@@ -143,7 +165,7 @@ mod tests {
     #[test]
     fn every_header_documents_keys_argv_returns_errors_emits() {
         let layout = queue_key_layout();
-        assert_eq!(layout.len(), 16, "lib.lua documents 16 queue keys");
+        assert_eq!(layout.len(), 16, "lib/keys.lua documents 16 queue keys");
         for s in all() {
             let header: Vec<&str> = s.header().collect();
             let text = header.join("\n");
@@ -170,10 +192,12 @@ mod tests {
     #[test]
     fn sha1_is_of_the_full_source() {
         let s = script("get");
-        assert!(s
-            .source
-            .starts_with(&format!("{}\n{LIB_SOURCE}", prelude())));
-        assert!(s.source.ends_with(s.body));
+        assert_eq!(s.lib, ["ctx", "format", "args", "keys", "task"]);
+        let mut want = prelude();
+        for name in &s.lib {
+            want = format!("{want}\n{}", lib_file(name).expect("a lib file").source);
+        }
+        assert_eq!(s.source, format!("{want}\n{}", s.body));
         assert_eq!(
             s.sha1,
             sha1_smol::Sha1::from(s.source.as_bytes())
@@ -182,5 +206,40 @@ mod tests {
         );
         assert_eq!(s.sha1.len(), 40);
         assert_eq!(NAMES.len(), all().len());
+    }
+
+    // Goal: a script's source holds what it declares and everything that needs, once each, in
+    // the canonical order, and nothing else.
+    #[test]
+    fn every_source_holds_the_closure_of_its_uses_in_order() {
+        for s in all() {
+            let uses = library::declared(s.body, "-- Uses:").expect("a Uses line");
+            for u in &uses {
+                assert!(s.lib.contains(u), "{}: declares {u} but lacks it", s.name);
+            }
+            for name in &s.lib {
+                for n in lib_file(name).expect("a lib file").needs() {
+                    assert!(s.lib.contains(&n), "{}: has {name} but not {n}", s.name);
+                }
+                let wanted = uses.contains(name)
+                    || s.lib
+                        .iter()
+                        .any(|o| lib_file(o).is_some_and(|f| f.needs().contains(name)));
+                assert!(
+                    wanted,
+                    "{}: holds {name}, which nothing it uses needs",
+                    s.name
+                );
+            }
+            let order: Vec<&str> = LIB_FILES
+                .iter()
+                .map(|f| f.name)
+                .filter(|n| s.lib.contains(n))
+                .collect();
+            assert_eq!(s.lib, order, "{}: not in LIB_FILES order", s.name);
+        }
+        // The smallest closures stay small: a read needs neither events nor lease.
+        assert!(!script("get").lib.contains(&"events"));
+        assert!(script("complete_batch").lib.contains(&"lease"));
     }
 }

@@ -714,7 +714,7 @@ async fn wait_dead(app: &TestApp, id: &str) -> Value {
     app.wait_task(id, "dead", |t| t["status"] == "dead").await
 }
 
-// Goal: an error message longer than the store keeps (2048 bytes, ERROR_MAX in lib.lua) is
+// Goal: an error message longer than the store keeps (2048 bytes, ERROR_MAX in lib/task.lua) is
 // stored cut to exactly that size, as the task's last_error and in its history, and the API
 // shows it (a multi-byte character cut in half shows as U+FFFD, never as a 500). Method: the
 // `http` handler calls a local server that answers 400 with a 10 KB body, which becomes the

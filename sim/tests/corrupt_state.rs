@@ -1,7 +1,7 @@
 //! Corrupt or foreign state (issue 6, part 4), on both stores: a task hash with missing or
 //! garbage fields, an index entry whose task hash is gone, a key of the wrong Redis type.
 //!
-//! What the scripts promise (lua/scripts/lib.lua, "Corrupt or foreign state"): a by-id call
+//! What the scripts promise (lua/scripts/lib/keys.lua, "Corrupt or foreign state"): a by-id call
 //! answers a typed error (`CORRUPT`, or the documented code it would answer anyway) and writes
 //! nothing; a script walking an index drops the entry it cannot act on and counts it in the
 //! stats hash's `total:repaired`; garbage counters are reset and counted; no reply is ever a raw Redis

@@ -89,7 +89,7 @@ pub struct QueueStats {
     pub counts: BTreeMap<Status, i64>,
     /// Cumulative counters since the queue was created: `enqueued`, `completed`, `failed`
     /// (attempts), `dead`, `reaped`, `replayed`, `purged`, and `repaired` (corrupt or foreign
-    /// state the scripts met and dropped or reset; see `lua/scripts/lib.lua`).
+    /// state the scripts met and dropped or reset; see `lua/scripts/lib/keys.lua`).
     pub totals: BTreeMap<String, i64>,
     /// Per tenant, in name order (at most [`STATS_TENANTS_MAX`](super::STATS_TENANTS_MAX)).
     pub tenants: Vec<TenantStats>,

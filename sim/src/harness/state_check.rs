@@ -69,7 +69,7 @@ pub fn view(w: &World) -> QueueView {
 }
 
 /// The index a task of `status`, `tenant` and stored `priority` field (absent: 0) belongs in, by
-/// key suffix: a ready list `ready:<p>:<tenant>` (lib.lua's `priority_of`: a stored priority
+/// key suffix: a ready list `ready:<p>:<tenant>` (lib/task.lua's `priority_of`: a stored priority
 /// that is not an integer 0..9 reads as 0) or a ZSET.
 fn index_of(status: &str, tenant: &str, priority: Option<&[u8]>) -> String {
     match status {
@@ -95,7 +95,8 @@ fn parse_i64(v: Option<&Vec<u8>>) -> i64 {
         .unwrap_or(-1)
 }
 
-/// Score of a tenant parked at its `max_inflight` in `orq:{q}:parked` (lib.lua's PARKED_CAPPED).
+/// Score of a tenant parked at its `max_inflight` in `orq:{q}:parked` (lib/park.lua's
+/// PARKED_CAPPED).
 const PARKED_CAPPED: f64 = 9_007_199_254_740_991.0;
 
 /// Checks 1, 3 and the cap of check 8 on the current state. Returns the first violation. Runs
@@ -233,7 +234,7 @@ pub fn check_store_state(
                 ));
             }
             // Check 3: attempt within budget, and equal to the leases the harness saw.
-            // An absent field is its default (lib.lua's TASK_DEFAULTS: the compact record).
+            // An absent field is its default (lib/task.lua's TASK_DEFAULTS: the compact record).
             let attempt = f.get(S::attempt.as_bytes()).map_or(0, |v| parse_i64(Some(v)));
             let max_retries = f
                 .get(S::max_retries.as_bytes())
@@ -285,8 +286,8 @@ pub fn check_store_state(
                 ));
             }
         }
-        // A tenant's ready-list mask (its hash's `rp`, lib.lua), when stored, says exactly which
-        // of its ready lists hold ids.
+        // A tenant's ready-list mask (its hash's `rp`, lib/ready.lua), when stored, says exactly
+        // which of its ready lists hold ids.
         for &(name, h) in &hashes {
             let Some(t) = name.strip_prefix(b"tenant:") else {
                 continue;

@@ -236,20 +236,20 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["complete", "complete_batch"] {
                 patch(
                     name,
-                    "local state, t = check_lease(id, token, 'completed', true, COMPLETE_FIELDS)",
-                    "local state, t = check_lease(id, redis.call('HGET', task_key(id), F.token) or token, \
+                    "local state, t = check_lease(c, id, token, 'completed', true, COMPLETE_FIELDS)",
+                    "local state, t = check_lease(c, id, redis.call('HGET', task_key(c, id), F.token) or token, \
                      'completed', true, COMPLETE_FIELDS)",
                 );
             }
         }
-        // The lease bugs are in lib.lua's lease code, which `complete_batch` runs too when it
-        // also leases: both scripts are patched.
+        // The lease bugs are in the lease code (lib/lease.lua, lib/maintenance.lua), which
+        // `complete_batch` runs too when it also leases: both scripts are patched.
         PlantedBug::LeaseIgnoresRunAt => {
             for name in ["lease", "complete_batch"] {
                 patch(
                     name,
-                "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
-                "redis.call('ZRANGEBYSCORE', K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
+                "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
+                "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
                 );
             }
         }
@@ -271,7 +271,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["lease", "complete_batch"] {
                 patch(
                     name,
-                    "local paused = redis.call('HGET', K_CONFIG, 'paused') == '1'",
+                    "local paused = redis.call('HGET', c.K_CONFIG, 'paused') == '1'",
                     "local paused = false",
                 );
             }
@@ -280,10 +280,10 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["lease", "reap", "complete_batch"] {
                 patch(
                     name,
-                    "fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
-                    "redis.call('HINCRBY', task_key(id), F.attempt, -1) \
+                    "fail_attempt(c, id, t, now, 'lease expired', true, r, 'expired')",
+                    "redis.call('HINCRBY', task_key(c, id), F.attempt, -1) \
                      t.attempt = tostring((tonumber(t.attempt) or 1) - 1) \
-                     fail_attempt(id, t, now, 'lease expired', true, r, 'expired')",
+                     fail_attempt(c, id, t, now, 'lease expired', true, r, 'expired')",
                 );
             }
         }
