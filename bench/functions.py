@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-from instructions import Resp, SUFFIXES, free_port, source, ulid
+from instructions import Resp, SUFFIXES, free_port, library, source, ulid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["enqueue", "lease", "complete_batch", "heartbeat", "get"]
@@ -91,13 +91,6 @@ class Counted:
         except subprocess.TimeoutExpired:
             self.vg.kill()
         shutil.rmtree(self.work, ignore_errors=True)
-
-
-def library():
-    """orq's Redis Functions library (`cargo run -p orq-lua --example source -- --library`)."""
-    return subprocess.run(
-        ["cargo", "run", "-q", "-p", "orq-lua", "--example", "source", "--", "--library"],
-        cwd=ROOT, check=True, capture_output=True, text=True).stdout
 
 
 def body(name):

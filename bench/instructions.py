@@ -6,7 +6,7 @@ the count repeats to within a fraction of a percent whatever else the machine is
 can judge a lever of a few percent on a shared, noisy machine (docs/measurements.md).
 
     python3 bench/instructions.py [--tasks 20000] [--batch 1000] [--lease 50] [--tenants 1]
-        [--redis-server PATH] [--json FILE]
+        [--eval] [--redis-server PATH] [--json FILE]
 
 Phases, each measured on its own (the counters are zeroed before and dumped after):
   enqueue   --tasks tasks in calls of --batch (payload {}, type noop, priorities 0..9 in turn,
@@ -18,9 +18,9 @@ With --refill, lease and complete are one phase, as a worker pool whose completi
 slots runs them: one lease call, then complete_batch calls that each complete the previous
 call's tasks and lease --lease more (the last one only completes).
 Prints one line per phase: calls, instructions per call, per task; then the sum per task.
-The scripts are read from lua/scripts and lua/scripts/lib, assembled as orq-lua does (the
-prelude, the lib files each script uses, the script), so a change to a script is measured
-without building orq itself. Needs valgrind (callgrind_control) and redis-server.
+The scripts are called as orq calls them, as functions of its Redis Functions library (FCALL;
+with --eval, by EVALSHA of each script's own source), read from lua/scripts and lua/scripts/lib
+and assembled as orq-lua does, so a change to a script is measured without building orq itself. Needs valgrind (callgrind_control) and redis-server.
 """
 
 import argparse
@@ -49,6 +49,14 @@ def source(name):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return subprocess.run(
         ["cargo", "run", "-q", "-p", "orq-lua", "--example", "source", "--", name],
+        cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def library():
+    """orq's Redis Functions library (`cargo run -p orq-lua --example source -- --library`)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run(
+        ["cargo", "run", "-q", "-p", "orq-lua", "--example", "source", "--", "--library"],
         cwd=root, check=True, capture_output=True, text=True).stdout
 
 
@@ -122,6 +130,9 @@ def main():
     p.add_argument("--refill", action="store_true",
                    help="lease with the completions (complete_batch with a lease), as a pool "
                         "serving one queue does")
+    p.add_argument("--eval", action="store_true",
+                   help="call the scripts by EVALSHA instead of as functions of orq's library "
+                        "(FCALL), the two designs of docs/design-notes.md note 44")
     p.add_argument("--full-args", action="store_true",
                    help="send every enqueue setting with its value (packed), as clients before "
                         "73176ca sent them")
@@ -158,7 +169,11 @@ def main():
         rng = random.Random(7)
         dumps = [0]
 
+        lib = None if a.eval else r.call("FUNCTION", "LOAD", library()).decode()
+
         def evalsha(name, argv):
+            if lib:
+                return r.call("FCALL", f"{lib}_{name}", len(keys), *keys, *argv)
             return r.call("EVALSHA", sha[name], len(keys), *keys, *argv)
 
         def measure(name, calls):

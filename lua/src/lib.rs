@@ -1,7 +1,9 @@
 //! orq's transition scripts and their registry.
 //!
 //! Every state change of a task is one of the Lua scripts in `lua/scripts/`. They run unchanged in
-//! real Redis (EVALSHA) and in the simulator's in-memory Redis model. Each script file starts with
+//! real Redis and in the simulator's in-memory Redis model, as functions of one Redis Functions
+//! library ([`functions`]: FCALL) or, where a server refuses FUNCTION, by EVALSHA of each script's
+//! own source ([`Script::source`]). Each script file starts with
 //! a header that is its contract: the keys (`KEYS[i]` with pattern and Redis type), the arguments
 //! (`ARGV[i]` with type and unit), the reply shapes, the error codes and the events it emits.
 //!

@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// one at a time and atomically, as in Redis. Each script is compiled once into a SHA1 → function
 /// cache; [`MemoryStore::flush_scripts`] empties it (a `SCRIPT FLUSH` or a restart), after which
 /// the next call of a script counts as a NOSCRIPT miss ([`MemoryStore::noscript_misses`]) and
-/// compiles it again, as `RedisStore`'s EVALSHA → NOSCRIPT → EVAL does.
+/// compiles it again, as `RedisStore`'s EVALSHA → NOSCRIPT → EVAL does. Scripts called as
+/// functions ([`orq_lua::functions::BY_FUNCTION`]) run from orq's function library, loaded by the
+/// first call that misses it (a miss counted the same way) and flushed with the script cache.
 ///
 /// Time comes from the [`StoreClock`] it is given, read once when a script starts: `TIME`, key
 /// expiry and `XADD *` IDs inside the script all use that reading (Redis freezes expiry at the

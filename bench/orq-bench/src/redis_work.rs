@@ -51,12 +51,17 @@ pub struct PrimaryWork {
     pub cpu_share_pct: f64,
 }
 
+/// The commands that run orq's scripts: as functions of its library, or by EVALSHA/EVAL where a
+/// server refuses the library (docs/design-notes.md, note 44).
+pub const SCRIPT_COMMANDS: [&str; 4] = ["fcall", "fcall_ro", "evalsha", "eval"];
+
 /// The counters of one Redis server that [`RedisWork`] takes deltas of.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RedisCounters {
-    /// `cmdstat_evalsha` + `cmdstat_eval` calls.
+    /// Script calls: `cmdstat_fcall` + `cmdstat_fcall_ro` + `cmdstat_evalsha` + `cmdstat_eval`
+    /// calls ([`SCRIPT_COMMANDS`]).
     pub script_calls: u64,
-    /// `cmdstat_evalsha` + `cmdstat_eval` usec.
+    /// The same commands' usec.
     pub script_usec: u64,
     /// Calls of every `cmdstat_*` line.
     pub calls: u64,
@@ -85,7 +90,7 @@ impl RedisCounters {
                         .unwrap_or(0)
                 };
                 c.calls += field("calls");
-                if command == "evalsha" || command == "eval" {
+                if SCRIPT_COMMANDS.contains(&command) {
                     c.script_calls += field("calls");
                     c.script_usec += field("usec");
                 }
@@ -244,6 +249,7 @@ mod tests {
     const INFO_BEFORE: &str = "# Commandstats\r\n\
         cmdstat_evalsha:calls=100,usec=2000,usec_per_call=20.00,rejected_calls=0,failed_calls=3\r\n\
         cmdstat_eval:calls=3,usec=300,usec_per_call=100.00,rejected_calls=0,failed_calls=0\r\n\
+        cmdstat_fcall:calls=7,usec=70,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n\
         cmdstat_info:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=0\r\n\
         \r\n# CPU\r\nused_cpu_sys:1.500000\r\nused_cpu_user:2.250000\r\n\
         used_cpu_sys_children:9.000000\r\nused_cpu_user_main_thread:2.000000\r\n";
@@ -255,9 +261,9 @@ mod tests {
         assert_eq!(
             c,
             RedisCounters {
-                script_calls: 103,
-                script_usec: 2300,
-                calls: 113,
+                script_calls: 110,
+                script_usec: 2370,
+                calls: 120,
                 cpu_s: 3.75,
             }
         );

@@ -51,19 +51,21 @@ const CLUSTER_RETRY_WAIT_MIN_MS: u64 = 50;
 /// Longest wait before a cluster retry (ms).
 const CLUSTER_RETRY_WAIT_MAX_MS: u64 = 1_000;
 
-/// A store on one Redis server or on a Redis Cluster. EVALSHA with a fall-back to EVAL on
-/// NOSCRIPT (which also caches the script again, so a Redis restart or `SCRIPT FLUSH` costs one
-/// extra round trip); multiplexed connections that reconnect by themselves after a drop, so
+/// A store on one Redis server or on a Redis Cluster. Each script is an FCALL of its function in
+/// orq's library, loaded where it is missing ([`functions`]: one extra round trip after a
+/// restart without persistence or `FUNCTION FLUSH`); where a server refuses the library, EVALSHA
+/// with a fall-back to EVAL on NOSCRIPT (which also caches the script again); multiplexed connections that reconnect by themselves after a drop, so
 /// concurrent calls pipeline.
 ///
 /// **One server** (`redis://`, `rediss://`): one multiplexed connection.
 ///
 /// **A cluster** (`redis+cluster://host:port[,host:port...]`, any one reachable node is
 /// enough): the `redis` crate's cluster client learns the slot map from the nodes, keeps a
-/// connection per node, and routes each EVALSHA/EVAL by the hash slot of its first key. Every key
+/// connection per node, and routes each FCALL (or EVALSHA/EVAL) by the hash slot of its first key. Every key
 /// of a script call carries its queue's hash tag `{queue}` (or is `orq:queues`, alone), so each
-/// call touches one slot, served by one primary; the NOSCRIPT fall-back's EVAL goes to the same
-/// slot and so caches the script on that primary. The client follows MOVED and ASK, refreshes
+/// call touches one slot, served by one primary; the library is loaded on the primary of the
+/// call that missed it (each primary once; replicas get it by replication), and the NOSCRIPT
+/// fall-back's EVAL goes to the same slot and so caches the script on that primary. The client follows MOVED and ASK, refreshes
 /// its slot map when the topology changes, and retries TRYAGAIN and CLUSTERDOWN a few times
 /// (`CLUSTER_RETRIES`); a refusal that outlasts the retries reaches the engine as the error
 /// reply it is (`Resp::Error("TRYAGAIN ...")`), which engine/src/failure.rs classifies as
@@ -276,8 +278,9 @@ impl RedisStore {
         self
     }
 
-    /// Run `script` and `WAIT` for the replicas as one pipeline on one connection (EVALSHA, then
-    /// EVAL after NOSCRIPT), so the WAIT counts the replicas of the very server that ran the
+    /// Run `script` and `WAIT` for the replicas as one pipeline on one connection (FCALL, again
+    /// after loading a missing library; where the library is refused, EVALSHA, then EVAL after
+    /// NOSCRIPT), so the WAIT counts the replicas of the very server that ran the
     /// script: a WAIT sent on its own could reach another server after a failover (a new
     /// Sentinel primary, a cluster node the client falls back to) and count the wrong
     /// replicas. On a cluster the client routes the pipeline by the script's first key and, on

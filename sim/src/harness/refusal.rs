@@ -3,16 +3,17 @@
 //! an episode that lasts seconds of virtual time (an OOM, a failover's read-only window, a long
 //! script), and a `LOADING` window after a store restart.
 //!
-//! Which calls a word refuses follows Redis 7 with orq's scripts (none of which carries script
-//! flags, so Redis runs them in its compatibility mode): `OOM`, `READONLY` and `NOREPLICAS` refuse
-//! a script when it writes, so the read-only scripts still run; `BUSY`, `LOADING`, `MASTERDOWN`,
-//! `TRYAGAIN` and `CLUSTERDOWN` refuse every call. `MOVED` and `ASK` are not refusals a store
+//! Which calls a word refuses follows Redis 7 with orq's scripts called as functions
+//! (docs/design-notes.md, note 44): `OOM`, `READONLY` and `NOREPLICAS` refuse up front every
+//! function not flagged `no-writes`, so only the read-only scripts still run; `BUSY`, `LOADING`,
+//! `MASTERDOWN`, `TRYAGAIN` and `CLUSTERDOWN` refuse every call. `MOVED` and `ASK` are not refusals a store
 //! passes on (a cluster client follows them), so the simulator never injects them.
 
 use orq::Transient;
 
-/// The scripts that never write: Redis runs them under `OOM`, `READONLY` and `NOREPLICAS`.
-pub const READ_ONLY_SCRIPTS: [&str; 4] = ["get", "list", "stats", "queues"];
+/// The scripts that never write (registered `no-writes`): Redis runs them under `OOM`,
+/// `READONLY` and `NOREPLICAS`.
+pub const READ_ONLY_SCRIPTS: &[&str] = orq_lua::functions::READ_ONLY;
 
 /// The transient words the simulator injects, in a fixed order (draws index into it).
 pub const INJECTED: [Transient; 8] = [
