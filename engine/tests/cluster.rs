@@ -59,8 +59,8 @@ async fn wait_status(client: &Client, queue: &str, id: &str, status: Status) -> 
 // batch over three queues, so three script calls on three primaries, and the registry
 // `orq:queues` on its own slot), lease and complete by a real Worker serving every known queue,
 // get and cancel by id without a queue (which searches every queue), list, stats, the queue
-// list, the NOSCRIPT
-// fall-back after every node's script cache is flushed, the deployment probes (ping, role,
+// list, orq's function library loaded again on each primary after every node's libraries and
+// script cache are flushed, the deployment probes (ping, role,
 // CONFIG GET per primary, used_memory), a URL whose first node is dead and whose other node is a
 // replica, and delete_matching, which must SCAN every primary. (One queue's lifecycle, retries,
 // recovery, cancel and tenancy run on a cluster in the `every_store` suite.)
@@ -165,26 +165,39 @@ async fn tasks_of_queues_on_every_primary_run_and_are_managed() {
         assert_eq!(stats.counts[&Status::Completed], 10, "{q}");
     }
 
-    // Every node's script cache emptied: EVALSHA's NOSCRIPT falls back to EVAL, which the
-    // cluster client sends to the same slot, so the script is cached on that primary again.
+    // Every node's function libraries and script cache emptied: the first FCALL on each primary
+    // finds no function, and the store loads the library on the primary of the call's slot (the
+    // cluster client routes the FUNCTION LOAD by the call's first key) and calls again.
+    // (FUNCTION FLUSH is a write: sent to the primaries, whose replicas follow.)
     for port in cluster.ports() {
         let _: () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query(&mut node(port))
             .unwrap();
     }
+    for &port in queues.keys() {
+        let _: () = redis::cmd("FUNCTION")
+            .arg("FLUSH")
+            .query(&mut node(port))
+            .unwrap();
+    }
+    let library = &orq_lua::functions::library().name;
     let mut again = Vec::new();
     for (&port, q) in &queues {
         let s = client
             .submit(spec(q, "echo", r#"{"again":1}"#))
             .await
             .unwrap();
-        let cached: Vec<i64> = redis::cmd("SCRIPT")
-            .arg("EXISTS")
-            .arg(&orq_lua::script("enqueue").sha1)
+        let loaded: redis::Value = redis::cmd("FUNCTION")
+            .arg("LIST")
+            .arg("LIBRARYNAME")
+            .arg(library)
             .query(&mut node(port))
             .unwrap();
-        assert_eq!(cached, [1], "enqueue cached again on {q}'s primary {port}");
+        assert!(
+            matches!(&loaded, redis::Value::Array(a) if !a.is_empty()),
+            "the library is loaded again on {q}'s primary {port}: {loaded:?}"
+        );
         again.push((q.clone(), s.task.id));
     }
     for (q, id) in &again {

@@ -40,8 +40,8 @@ async fn library_loaded(env: &Env) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_calls_survive_a_function_flush() {
     assert!(
-        orq_lua::functions::BY_FUNCTION,
-        "the scripts are called as functions"
+        orq_lua::functions::by_function("enqueue"),
+        "enqueue is called as a function"
     );
     let env = Env::start().await;
     let first = env.client.submit(spec("q", "echo", "{}")).await.unwrap();

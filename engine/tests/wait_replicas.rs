@@ -85,7 +85,8 @@ fn is_no_replicas(e: &Error) -> bool {
 }
 
 // Goal: with --wait-replicas, acknowledged means on the replica. Method: a submit is
-// acknowledged while the replica is attached, and after a SCRIPT FLUSH (EVAL and WAIT again);
+// acknowledged while the replica is attached, and after a FUNCTION FLUSH (the library loaded,
+// then FCALL and WAIT again);
 // with it detached the same submit (idempotency
 // key) is refused NOREPLICAS although the primary recorded it, reads still answer, and the
 // resend is acknowledged (the same task, once) after the replica is back; a task's outcome
@@ -109,17 +110,17 @@ async fn acknowledged_means_replicated_and_shortfalls_are_transient() {
         == 1;
     assert!(on_replica, "an acknowledged submit is on the replica");
 
-    // After SCRIPT FLUSH the pipelined EVALSHA answers NOSCRIPT and the store sends EVAL with
-    // its WAIT again: acknowledged, once.
-    let _: () = redis::cmd("SCRIPT")
+    // After FUNCTION FLUSH the pipelined FCALL answers "Function not found"; the store loads the
+    // library and sends the FCALL with its WAIT again: acknowledged, once.
+    let _: () = redis::cmd("FUNCTION")
         .arg("FLUSH")
         .query(&mut node(primary.port()))
-        .expect("SCRIPT FLUSH");
+        .expect("FUNCTION FLUSH");
     let waits = wait_calls(primary.port());
     let flushed = client
         .submit(spec("wf", "echo", "\"f\"").idempotency_key("f"))
         .await
-        .expect("acknowledged after a script flush");
+        .expect("acknowledged after a function flush");
     assert!(flushed.created);
     assert!(wait_calls(primary.port()) >= waits + 2, "each try waited");
 

@@ -139,7 +139,7 @@ impl MemoryStore {
     /// an FCALL of the script's function, after loading orq's library when it is missing (a
     /// miss counted as a NOSCRIPT miss), as `RedisStore` does.
     pub fn call_sync(&self, script: &Script, keys: &[String], args: &[Vec<u8>]) -> Resp {
-        if orq_lua::functions::BY_FUNCTION {
+        if orq_lua::functions::by_function(script.name) {
             return self.call_function(script, keys, args);
         }
         self.execute(&script.sha1, &script.source, keys, args, true)
@@ -184,14 +184,10 @@ impl MemoryStore {
         args: &[Vec<u8>],
         by_sha: bool,
     ) -> Resp {
-        let mut slot = None;
-        if self.strict {
-            let mut slots = keys.iter().map(|k| key_slot(k.as_bytes()));
-            slot = slots.next();
-            if slots.any(|s| Some(s) != slot) {
-                return Resp::Error(CROSSSLOT.to_string());
-            }
-        }
+        let slot = match self.call_slot(keys) {
+            Ok(slot) => slot,
+            Err(crossslot) => return crossslot,
+        };
         let mut interp = self.lock();
         self.script_calls.fetch_add(1, Ordering::Relaxed);
         if !interp.has_script(sha) {
@@ -202,21 +198,41 @@ impl MemoryStore {
                 return reply;
             }
         }
+        let run = self.start_run(&mut interp, sha, slot);
+        let reply = interp.run(run, keys, args);
+        self.deliver(&mut interp.engine().db);
+        reply
+    }
+
+    /// The one cluster slot of a call's `keys` in strict mode (`None` otherwise, or with no key);
+    /// `Err` with Redis's CROSSSLOT reply when they span slots.
+    fn call_slot(&self, keys: &[String]) -> Result<Option<u16>, Resp> {
+        if !self.strict {
+            return Ok(None);
+        }
+        let mut slots = keys.iter().map(|k| key_slot(k.as_bytes()));
+        let slot = slots.next();
+        if slots.any(|s| Some(s) != slot) {
+            return Err(Resp::Error(CROSSSLOT.to_string()));
+        }
+        Ok(slot)
+    }
+
+    /// The run context of a call starting now (the clock read once; the keyspace's time set to
+    /// it), named `name` in error texts (a script's SHA1; a function's name is set by the call).
+    fn start_run(&self, interp: &mut Interpreter, name: &str, slot: Option<u16>) -> Run {
         let now_us = self.clock.now_micros();
         interp.engine().db.set_now(now_us / 1000);
-        let run = Run {
+        Run {
             now_us,
-            sha: sha.to_string(),
+            sha: name.to_string(),
             read_only: false,
             strict: self.strict,
             slot,
             instructions: 0,
             killed: false,
             error: None,
-        };
-        let reply = interp.run(run, keys, args);
-        self.deliver(&mut interp.engine().db);
-        reply
+        }
     }
 
     /// Empty the function libraries (`FUNCTION FLUSH`, or a restart that kept no data).
@@ -228,31 +244,16 @@ impl MemoryStore {
     /// of a loaded library, atomically, and return its reply as Redis sends it over RESP2;
     /// `ERR Function not found` when no library registered it.
     pub fn fcall(&self, name: &str, ro: bool, keys: &[String], args: &[Vec<u8>]) -> Resp {
-        let mut slot = None;
-        if self.strict {
-            let mut slots = keys.iter().map(|k| key_slot(k.as_bytes()));
-            slot = slots.next();
-            if slots.any(|s| Some(s) != slot) {
-                return Resp::Error(CROSSSLOT.to_string());
-            }
-        }
+        let slot = match self.call_slot(keys) {
+            Ok(slot) => slot,
+            Err(crossslot) => return crossslot,
+        };
         let mut interp = self.lock();
         if !interp.has_function(name) {
             return Resp::Error("ERR Function not found".to_string());
         }
         self.script_calls.fetch_add(1, Ordering::Relaxed);
-        let now_us = self.clock.now_micros();
-        interp.engine().db.set_now(now_us / 1000);
-        let run = Run {
-            now_us,
-            sha: String::new(),
-            read_only: false,
-            strict: self.strict,
-            slot,
-            instructions: 0,
-            killed: false,
-            error: None,
-        };
+        let run = self.start_run(&mut interp, "", slot);
         let reply = interp.fcall(run, name, ro, keys, args);
         self.deliver(&mut interp.engine().db);
         reply

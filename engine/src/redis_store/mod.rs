@@ -295,7 +295,9 @@ impl RedisStore {
         w: WaitReplicas,
     ) -> Result<Resp, StoreError> {
         let mut by_function = None;
-        if orq_lua::functions::BY_FUNCTION && !self.library_refused.load(Ordering::Relaxed) {
+        if orq_lua::functions::by_function(script.name)
+            && !self.library_refused.load(Ordering::Relaxed)
+        {
             let fcall = functions::fcall_cmd(script, keys, args);
             let mut p = self.cmd_then_wait(fcall.clone(), w).await;
             if matches!(&p, Ok((r, _)) if functions::missing(r))
@@ -465,7 +467,7 @@ impl Store for RedisStore {
         if let Some(w) = self.wait.filter(|_| wait::waits(script.name)) {
             return self.eval_replicated(script, keys, args, w).await;
         }
-        let result = if orq_lua::functions::BY_FUNCTION {
+        let result = if orq_lua::functions::by_function(script.name) {
             self.call_function(script, keys, args).await
         } else {
             self.call_script(script, keys, args).await

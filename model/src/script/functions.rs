@@ -412,16 +412,8 @@ impl Interpreter {
         keys: &[String],
         args: &[Vec<u8>],
     ) -> mlua::Result<MultiValue> {
-        let lua = &self.lua;
-        engine(lua).run = Some(run);
-        let k = lua.create_table_with_capacity(keys.len(), 0)?;
-        for (i, key) in keys.iter().enumerate() {
-            k.raw_set(i + 1, lua.create_string(key)?)?;
-        }
-        let a = lua.create_table_with_capacity(args.len(), 0)?;
-        for (i, arg) in args.iter().enumerate() {
-            a.raw_set(i + 1, lua.create_string(arg)?)?;
-        }
+        engine(&self.lua).run = Some(run);
+        let (k, a) = self.keys_and_args(keys, args)?;
         // A function sees no KEYS or ARGV globals.
         self.globals.raw_set("KEYS", Value::Nil)?;
         self.globals.raw_set("ARGV", Value::Nil)?;

@@ -345,12 +345,9 @@ impl Interpreter {
         }
     }
 
-    fn invoke(
-        &self,
-        func: Function,
-        keys: &[String],
-        args: &[Vec<u8>],
-    ) -> mlua::Result<MultiValue> {
+    /// A call's keys and arguments as the Lua arrays a script sees as KEYS and ARGV (and a
+    /// function as its two parameters).
+    fn keys_and_args(&self, keys: &[String], args: &[Vec<u8>]) -> mlua::Result<(Table, Table)> {
         let lua = &self.lua;
         let k = lua.create_table_with_capacity(keys.len(), 0)?;
         for (i, key) in keys.iter().enumerate() {
@@ -360,6 +357,16 @@ impl Interpreter {
         for (i, arg) in args.iter().enumerate() {
             a.raw_set(i + 1, lua.create_string(arg)?)?;
         }
+        Ok((k, a))
+    }
+
+    fn invoke(
+        &self,
+        func: Function,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> mlua::Result<MultiValue> {
+        let (k, a) = self.keys_and_args(keys, args)?;
         self.globals.raw_set("KEYS", k)?;
         self.globals.raw_set("ARGV", a)?;
         self.runner.call::<MultiValue>(func)

@@ -11,9 +11,13 @@
 
 use orq::Transient;
 
-/// The scripts that never write (registered `no-writes`): Redis runs them under `OOM`,
-/// `READONLY` and `NOREPLICAS`.
-pub const READ_ONLY_SCRIPTS: &[&str] = orq_lua::functions::READ_ONLY;
+/// The scripts Redis runs under `OOM`, `READONLY` and `NOREPLICAS`: those that never write
+/// (functions registered `no-writes`), and `queues`, called by EVALSHA, whose writes Redis judges
+/// as they happen (most of its calls are the list mode, which reads; the simulator counts all of
+/// them as reads, an approximation: its add and probe modes would be refused).
+pub fn read_only(script: &str) -> bool {
+    orq_lua::functions::READ_ONLY.contains(&script) || orq_lua::functions::BY_EVAL.contains(&script)
+}
 
 /// The transient words the simulator injects, in a fixed order (draws index into it).
 pub const INJECTED: [Transient; 8] = [
@@ -58,7 +62,7 @@ pub fn refuses_writes_only(word: Transient) -> bool {
 
 /// True when a store refusing with `word` refuses a call of `script`.
 pub fn refuses(word: Transient, script: &str) -> bool {
-    !(refuses_writes_only(word) && READ_ONLY_SCRIPTS.contains(&script))
+    !(refuses_writes_only(word) && read_only(script))
 }
 
 /// An episode of refusals: every call `word` refuses is refused until virtual ms `until_ms`.

@@ -454,7 +454,7 @@ impl World {
         };
         self.record_stream(actor);
         checker::post_call(self, actor, script.name, args, &reply, before);
-        let read_only = refusal::READ_ONLY_SCRIPTS.contains(&script.name);
+        let read_only = refusal::read_only(script.name);
         if !read_only && self.violation().is_none() {
             if let Err(v) = checker::check_state(self) {
                 self.violate(v);
