@@ -5,6 +5,7 @@
 //! keyspace itself in byte order. Nothing iterates a `HashMap`, so no order depends on a hasher.
 
 use crate::num::format_g17;
+use crate::touched::Touched;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -310,6 +311,8 @@ pub struct Db {
     /// Channels PUBLISHed to since the last [`Db::take_published`], in order (not data: a
     /// snapshot does not hold them).
     published: Vec<Vec<u8>>,
+    /// The keys written since the last [`Db::take_touched`], while tracking is on.
+    touched: Option<Touched>,
 }
 
 impl Db {
@@ -321,6 +324,22 @@ impl Db {
     /// The channels published to since the last call, in order.
     pub fn take_published(&mut self) -> Vec<Vec<u8>> {
         std::mem::take(&mut self.published)
+    }
+
+    /// Start (`true`) or stop collecting the keys written ([`Db::take_touched`]).
+    pub fn track_touched(&mut self, on: bool) {
+        self.touched = on.then(Touched::default);
+    }
+
+    /// The keys written since the last call (None when tracking is off); starts a new list.
+    pub fn take_touched(&mut self) -> Option<Touched> {
+        self.touched.as_mut().map(std::mem::take)
+    }
+
+    fn note(&mut self, key: &[u8]) {
+        if let Some(t) = self.touched.as_mut() {
+            t.note(key);
+        }
     }
 
     /// The time (ms since the epoch) at which expiry is judged.
@@ -375,12 +394,14 @@ impl Db {
                 break;
             }
             let (_, key) = self.expiries.pop_first().expect("non-empty");
+            self.note(&key);
             self.entries.remove(&key);
         }
     }
 
     /// The live value at `key`, for change.
     pub(crate) fn get_mut(&mut self, key: &[u8]) -> Option<&mut Value> {
+        self.note(key);
         let now = self.now_ms;
         self.entries
             .get_mut(key)
@@ -390,6 +411,7 @@ impl Db {
 
     /// Store `value` at `key` with `expire_at_ms` (None: no expiry), replacing any old value.
     pub(crate) fn insert(&mut self, key: &[u8], value: Value, expire_at_ms: Option<u64>) {
+        self.note(key);
         self.remove(key);
         if let Some(t) = expire_at_ms {
             self.expiries.insert((t, key.to_vec()));
@@ -406,6 +428,7 @@ impl Db {
     /// Delete `key`; returns the live value it held.
     pub(crate) fn remove(&mut self, key: &[u8]) -> Option<Value> {
         let e = self.entries.remove(key)?;
+        self.note(key);
         if let Some(t) = e.expire_at_ms {
             self.expiries.remove(&(t, key.to_vec()));
         }
@@ -435,6 +458,9 @@ impl Db {
 
     /// Replace every entry.
     pub(crate) fn restore(&mut self, entries: &BTreeMap<Vec<u8>, Entry>) {
+        if let Some(t) = self.touched.as_mut() {
+            t.all = true;
+        }
         self.entries = entries.clone();
         self.expiries = entries
             .iter()

@@ -45,6 +45,7 @@ mod num;
 mod script;
 mod slot;
 mod store;
+mod touched;
 
 pub use clock::{ManualClock, StoreClock, WallClock};
 pub use db::{Db, Dump, DumpData, DumpValue, Hash, Stream, StreamFields, StreamId, Value, ZSet};
@@ -52,3 +53,4 @@ pub use num::{format_g17, parse_f64_strict, parse_i64};
 pub use script::{CROSSSLOT, SCRIPT_CROSS_SLOT, SCRIPT_INSTRUCTIONS_MAX};
 pub use slot::{crc16, key_slot, SLOT_COUNT};
 pub use store::{MemoryStore, Snapshot};
+pub use touched::Touched;

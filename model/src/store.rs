@@ -5,6 +5,7 @@ use crate::commands::{self, Exec};
 use crate::db::{Db, Dump, Entry};
 use crate::script::{Interpreter, Run, CROSSSLOT};
 use crate::slot::key_slot;
+use crate::touched::Touched;
 use async_trait::async_trait;
 use orq::store::WakeHub;
 use orq::{Resp, Store, StoreError};
@@ -358,6 +359,24 @@ impl MemoryStore {
         let mut eng = interp.engine();
         eng.db.set_now(now_ms);
         f(&eng.db)
+    }
+
+    /// Start (`true`) or stop collecting the keys every command and script writes, for
+    /// [`MemoryStore::read_touched`] (the simulator's incremental checker; off by default, so the
+    /// embedded store pays nothing).
+    pub fn track_touched(&self, on: bool) {
+        self.lock().engine().db.track_touched(on);
+    }
+
+    /// [`MemoryStore::read`], also handing `f` the keys written since the last call (None when
+    /// tracking is off), keys that expired up to now included.
+    pub fn read_touched<R>(&self, f: impl FnOnce(&Db, Option<Touched>) -> R) -> R {
+        let now_ms = self.clock.now_micros() / 1000;
+        let interp = self.lock();
+        let mut eng = interp.engine();
+        eng.db.set_now(now_ms);
+        let touched = eng.db.take_touched();
+        f(&eng.db, touched)
     }
 
     /// A copy of the data (not the script cache).

@@ -11,6 +11,6 @@ pub mod harness;
 
 pub use orq_model::{
     crc16, format_g17, key_slot, parse_f64_strict, parse_i64, Db, Dump, DumpData, DumpValue, Hash,
-    ManualClock, MemoryStore, Snapshot, StoreClock, Stream, StreamFields, StreamId, Value,
+    ManualClock, MemoryStore, Snapshot, StoreClock, Stream, StreamFields, StreamId, Touched, Value,
     WallClock, ZSet, CROSSSLOT, SCRIPT_CROSS_SLOT, SCRIPT_INSTRUCTIONS_MAX, SLOT_COUNT,
 };

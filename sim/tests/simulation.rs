@@ -186,6 +186,34 @@ fn store_refusals_lose_nothing_and_refused_outcomes_are_delivered() {
     }
 }
 
+// Goal: the incremental checker (what each call touched) is as strict as checking the whole
+// queue after every call. Method: seeds with every fault family, the whole queue checked after
+// every call too, and the checker's kept copy of the indexes compared with a fresh one each
+// time; they must agree and pass (a planted bug's seed must fail at the same call either way).
+#[test]
+fn the_incremental_checker_agrees_with_the_whole_queue_check_after_every_call() {
+    for seed in [2, 3, 15] {
+        let c = SimConfig::draw(seed).with_full_check_every(1);
+        let r = run(&c);
+        assert_eq!(r.verdict, Verdict::Pass, "{}", explain(&c, &r.verdict));
+    }
+    let bug = PlantedBug::CompleteIgnoresToken;
+    let seed = (1..=PLANTED_SEEDS_MAX)
+        .find(|&s| {
+            matches!(
+                run(&SimConfig::draw(s).with_planted(bug)).verdict,
+                Verdict::Safety(_)
+            )
+        })
+        .expect("the planted bug is caught");
+    let incremental = run(&SimConfig::draw(seed).with_planted(bug));
+    let full = run(&SimConfig::draw(seed)
+        .with_planted(bug)
+        .with_full_check_every(1));
+    assert_eq!(incremental.verdict, full.verdict);
+    assert_eq!(incremental.stats.script_calls, full.stats.script_calls);
+}
+
 // Goal: the simulator catches real bugs. Method: plant each known bug behind its test-only
 // switch and run seeds until one fails; it must fail within PLANTED_SEEDS_MAX seeds, as a
 // safety violation.

@@ -4,8 +4,11 @@
 //! of the engine or the harness. With several failing seeds, the highest code wins.
 
 use clap::{Parser, Subcommand};
-use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict};
+use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict, FULL_CHECK_EVERY};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// orq's deterministic simulator: the real engine and the real Lua scripts on a virtual clock,
@@ -38,6 +41,10 @@ enum Cmd {
         /// Roll the store back to an earlier snapshot once (weakened invariants).
         #[arg(long)]
         lossy: bool,
+        /// Check the whole queue every N script calls (1: after every call); between, the
+        /// checker checks what each call touched.
+        #[arg(long, value_name = "N", default_value_t = FULL_CHECK_EVERY)]
+        full_check_every: u64,
     },
     /// Run every seed in A..B (B exclusive) and report the failures.
     Check {
@@ -53,16 +60,71 @@ enum Cmd {
         /// Write the timeline of every failing seed into DIR as `seed-<N>.jsonl`.
         #[arg(long, value_name = "DIR")]
         timelines: Option<PathBuf>,
+        /// Check the whole queue every N script calls (see `run --help`).
+        #[arg(long, value_name = "N", default_value_t = FULL_CHECK_EVERY)]
+        full_check_every: u64,
+        /// Seeds run at once, each on its own thread (default: the machine's cores).
+        #[arg(long, value_name = "N")]
+        jobs: Option<usize>,
     },
 }
 
-fn config(seed: u64, planted: &str, lossy: bool) -> Result<SimConfig, String> {
+fn config(seed: u64, planted: &str, lossy: bool, full_every: u64) -> Result<SimConfig, String> {
     let bug = PlantedBug::parse(planted).ok_or_else(|| format!("unknown --planted {planted}"))?;
-    let mut c = SimConfig::draw(seed).with_planted(bug);
+    let mut c = SimConfig::draw(seed)
+        .with_planted(bug)
+        .with_full_check_every(full_every);
     if lossy {
         c = c.with_lossy_restart();
     }
     Ok(c)
+}
+
+/// What a seed sweep found.
+#[derive(Default)]
+struct Sweep {
+    calls: u64,
+    failed: u64,
+    worst: i32,
+}
+
+/// One seed's script calls and, when it failed, its exit code and report lines.
+type SeedResult = (u64, Option<(i32, String)>);
+
+/// Run `one` for every seed of `seeds` on `jobs` threads. `one` returns the seed's script calls
+/// and, when it failed, its exit code and report lines, which are printed in seed order as soon
+/// as every earlier seed is done (so the output does not depend on the thread count).
+fn check<F>(seeds: std::ops::Range<u64>, jobs: usize, one: F) -> Sweep
+where
+    F: Fn(u64) -> SeedResult + Sync,
+{
+    let next = AtomicU64::new(seeds.start);
+    let done: Mutex<(u64, BTreeMap<u64, SeedResult>, Sweep)> =
+        Mutex::new((seeds.start, BTreeMap::new(), Sweep::default()));
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= seeds.end {
+                    break;
+                }
+                let result = one(seed);
+                let mut d = done.lock().unwrap();
+                let (printed, pending, sweep) = &mut *d;
+                pending.insert(seed, result);
+                while let Some((calls, failed)) = pending.remove(printed) {
+                    sweep.calls += calls;
+                    if let Some((code, line)) = failed {
+                        sweep.failed += 1;
+                        sweep.worst = sweep.worst.max(code);
+                        println!("{line}");
+                    }
+                    *printed += 1;
+                }
+            });
+        }
+    });
+    done.into_inner().unwrap().2
 }
 
 fn main() {
@@ -73,8 +135,9 @@ fn main() {
             timeline,
             planted,
             lossy,
+            full_check_every,
         } => {
-            let c = match config(seed, &planted, lossy) {
+            let c = match config(seed, &planted, lossy, full_check_every) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
@@ -114,6 +177,8 @@ fn main() {
             planted,
             lossy,
             timelines,
+            full_check_every,
+            jobs,
         } => {
             let Some((a, b)) = seeds
                 .split_once("..")
@@ -122,22 +187,20 @@ fn main() {
                 eprintln!("error: --seeds must be A..B");
                 std::process::exit(64);
             };
+            if let Err(e) = config(a, &planted, lossy, full_check_every) {
+                eprintln!("error: {e}");
+                std::process::exit(64);
+            }
+            let jobs = jobs
+                .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+                .unwrap_or(1)
+                .max(1);
             let t0 = Instant::now();
-            let (mut worst, mut failed, mut calls) = (0, 0u64, 0u64);
-            for seed in a..b {
-                let c = match config(seed, &planted, lossy) {
-                    Ok(c) => c,
-                    Err(e) => {
-                        eprintln!("error: {e}");
-                        std::process::exit(64);
-                    }
-                };
+            let out = check(a..b, jobs, |seed| {
+                let c = config(seed, &planted, lossy, full_check_every).expect("checked above");
                 let r = run(&c);
-                calls += r.stats.script_calls;
-                if r.verdict != Verdict::Pass {
-                    failed += 1;
-                    worst = worst.max(r.verdict.exit_code());
-                    println!(
+                let failed = (r.verdict != Verdict::Pass).then(|| {
+                    let line = format!(
                         "seed {seed}: {:?}\n  replay: {}",
                         r.verdict,
                         replay_command(&c)
@@ -149,16 +212,19 @@ fn main() {
                             r.timeline_text(),
                         );
                     }
-                }
-            }
+                    (r.verdict.exit_code(), line)
+                });
+                (r.stats.script_calls, failed)
+            });
             let n = b.saturating_sub(a);
             let wall = t0.elapsed().as_secs_f64();
             println!(
-                "{n} seeds, {failed} failed, {:.3} s per seed, {:.0} script calls/s",
+                "{n} seeds on {jobs} threads, {} failed, {:.3} s per seed, {:.0} script calls/s",
+                out.failed,
                 wall / n.max(1) as f64,
-                calls as f64 / wall.max(1e-9)
+                out.calls as f64 / wall.max(1e-9)
             );
-            worst
+            out.worst
         }
     };
     std::process::exit(code);

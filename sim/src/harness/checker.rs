@@ -42,6 +42,7 @@ use super::fairness::{RateWindow, RATE_EPSILON};
 use super::reports::ReportLedger;
 pub use super::state_check::{check_state, check_store_state, view, QueueView};
 use super::world::{TenancyStats, World, QUEUE};
+use crate::Value as StoreValue;
 use orq::task::stored as S;
 use orq::Resp;
 use std::collections::{BTreeMap, BTreeSet};
@@ -437,6 +438,10 @@ fn flat_map(fields: &[Resp]) -> BTreeMap<String, String> {
 /// End-of-run accounting (check 5 and the completion side of check 7). Returns the counts by
 /// final status and the number of accepted tasks lost to a rollback.
 pub fn check_end(w: &World) -> Result<(u64, u64, u64, u64), String> {
+    {
+        let st = w.state.lock().unwrap();
+        check_store_state(&w.store, QUEUE, Some(&st.ledger))?;
+    }
     let v = view(w);
     let st = w.state.lock().unwrap();
     let l = &st.ledger;
@@ -491,18 +496,32 @@ pub fn check_end(w: &World) -> Result<(u64, u64, u64, u64), String> {
 }
 
 /// The accepted tasks still in the store that are not completed, dead or cancelled, with their
-/// status (at most 10).
+/// status (at most 10). Polled through the liveness phase, so it reads each accepted task's
+/// status in place rather than the whole queue.
 pub fn unfinished(w: &World) -> Vec<(String, String)> {
-    let v = view(w);
-    let st = w.state.lock().unwrap();
-    st.ledger
+    let accepted: Vec<String> = w
+        .state
+        .lock()
+        .unwrap()
+        .ledger
         .accepted
         .keys()
-        .filter_map(|id| {
-            let status = v.tasks.get(id)?.get("status").cloned().unwrap_or_default();
-            (!matches!(status.as_str(), "completed" | "dead" | "cancelled"))
-                .then(|| (id.clone(), status))
-        })
-        .take(10)
-        .collect()
+        .cloned()
+        .collect();
+    w.store.read(|db| {
+        accepted
+            .into_iter()
+            .filter_map(|id| {
+                let Some(StoreValue::Hash(h)) = db.get(task_key(&id).as_bytes()) else {
+                    return None;
+                };
+                let status = h
+                    .get(S::status.as_bytes())
+                    .map_or("queued".into(), |s| String::from_utf8_lossy(s).into_owned());
+                (!matches!(status.as_str(), "completed" | "dead" | "cancelled"))
+                    .then_some((id, status))
+            })
+            .take(10)
+            .collect()
+    })
 }

@@ -238,7 +238,14 @@ pub struct SimConfig {
     pub tenant_limits: Vec<TenantSetting>,
     /// The queue's starvation-bound step set at the start (0 = strict priority, the default).
     pub aging_step_ms: u64,
+    /// The checker checks what each call touched, and the whole queue every this many calls
+    /// (comparing its kept copy of the indexes with a fresh one); 1 = the whole queue after
+    /// every call. Not drawn: [`FULL_CHECK_EVERY`] unless set (`orq-sim --full-check-every`).
+    pub full_check_every: u64,
 }
+
+/// Calls between two whole-queue checks by default (see [`SimConfig::full_check_every`]).
+pub const FULL_CHECK_EVERY: u64 = 1_000;
 
 /// One tenant's share and limits in a run (`None` = the default: weight 1, no cap, no rate
 /// limit).
@@ -334,6 +341,7 @@ impl SimConfig {
             lossy_restart: false,
             tenant_limits: Vec::new(),
             aging_step_ms: 0,
+            full_check_every: FULL_CHECK_EVERY,
         }
         .draw_tenancy()
         .draw_swarm()
@@ -462,6 +470,13 @@ impl SimConfig {
     /// The same configuration with a lossy restart.
     pub fn with_lossy_restart(mut self) -> SimConfig {
         self.lossy_restart = true;
+        self
+    }
+
+    /// The same configuration with the whole queue checked every `calls` calls (1 = after
+    /// every call).
+    pub fn with_full_check_every(mut self, calls: u64) -> SimConfig {
+        self.full_check_every = calls.max(1);
         self
     }
 

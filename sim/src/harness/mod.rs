@@ -18,10 +18,12 @@ pub mod config;
 pub mod fairness;
 pub mod refusal;
 pub mod reports;
+mod rules;
 pub mod run;
+mod shadow;
 mod state_check;
 pub mod world;
 
-pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES};
+pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES, FULL_CHECK_EVERY};
 pub use run::{replay_command, run, Report, Verdict, TIMELINE_VERSION};
 pub use world::{RunStats, TenancyStats};

@@ -79,6 +79,12 @@ pub fn replay_command(config: &SimConfig) -> String {
     if config.planted != PlantedBug::None {
         cmd.push_str(&format!(" --planted {}", config.planted.name()));
     }
+    if config.lossy_restart {
+        cmd.push_str(" --lossy");
+    }
+    if config.full_check_every != super::config::FULL_CHECK_EVERY {
+        cmd.push_str(&format!(" --full-check-every {}", config.full_check_every));
+    }
     cmd
 }
 

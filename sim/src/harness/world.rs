@@ -193,6 +193,8 @@ pub struct WorldState {
     pub refused_calls: u64,
     /// Virtual ms the call being applied was sent at (before its latency, stall or hold).
     pub call_started_ms: u64,
+    /// The checker's copy of the queue's indexes (built at the first check).
+    pub(super) shadow: Option<super::shadow::Shadow>,
 }
 
 /// SplitMix64: a fixed, well-mixed hash of a u64 (Steele, Lea, Flood: "Fast splittable
@@ -301,6 +303,7 @@ impl World {
             offset_ms: AtomicI64::new(0),
         });
         let store = Arc::new(MemoryStore::new(store_time.clone()).strict_cluster(true));
+        store.track_touched(true);
         let rng = ChaCha12Rng::seed_from_u64(mix(config.seed ^ 0x00fa_0017));
         let patched = patched_sources(config.planted);
         Arc::new(World {
