@@ -16,6 +16,9 @@ cargo test --workspace --locked
 echo "== cargo build (the binaries the browser tests run)"
 cargo build --locked --bin orq --bin orq-sim
 
+echo "== simulator: 500 seeds on every core, every invariant checked after every script call"
+./target/debug/orq-sim check --seeds 1..501
+
 echo "== schemathesis: the API against its OpenAPI document (a live orq serve, embedded store)"
 server/tests/schemathesis/run.sh
 

@@ -30,8 +30,10 @@
 //! does not count), and after either the bucket refills at the clock's rate. Bucket time is
 //! therefore monotone and the bound is exact under clock jumps.
 //!
-//! Checks 1, 3 (its budget half) and the cap of 8 scan the whole queue and live in
-//! `state_check.rs` (re-exported here); check 9 lives in [`super::reports`].
+//! Checks 1, 3 (its budget half) and the cap of 8 are rules over one task or tenant
+//! (`rules.rs`), run after each call for what it touched and over the whole queue every
+//! [`FULL_CHECK_EVERY`](super::FULL_CHECK_EVERY) calls and at the end (`state_check.rs`,
+//! re-exported here; design note 45); check 9 lives in [`super::reports`].
 //!
 //! What it skips: fair share (checked by the tenancy tests), and after a lossy restart the
 //! harness-side ledgers (lease counts, completions, rate windows: the rolled-back bucket has
