@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict, FULL_CHECK_EVERY};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -33,8 +34,8 @@ enum Cmd {
         /// Plant a known bug (tests of the simulator): complete_ignores_token,
         /// lease_ignores_run_at, reap_does_not_count_attempt, worker_ignores_lost_lease,
         /// worker_drops_refused_outcome, heartbeat_waits_interval (these two show on seeds
-        /// that draw store refusals),
-        /// lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the last
+        /// that draw store refusals), store_loads_library_once (on seeds that draw script
+        /// flushes), lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the last
         /// three only show on seeds that draw tenant limits or pauses).
         #[arg(long, default_value = "none")]
         planted: String,
@@ -117,7 +118,8 @@ where
                     if let Some((code, line)) = failed {
                         sweep.failed += 1;
                         sweep.worst = sweep.worst.max(code);
-                        println!("{line}");
+                        // A closed stdout (`| head`) ends the output, not the sweep.
+                        let _ = writeln!(std::io::stdout(), "{line}");
                     }
                     *printed += 1;
                 }

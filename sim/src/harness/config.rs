@@ -37,17 +37,22 @@ pub enum PlantedBug {
     /// before the next one, so a refusal shorter than the lease can let it expire under a
     /// running handler (caught by seeds that draw store refusals).
     HeartbeatWaitsInterval,
+    /// The store loads orq's function library once, at its first call, and never again: after a
+    /// restart or `FUNCTION FLUSH` empties the library, every call answers `Function not found`
+    /// (caught by seeds that draw script flushes).
+    StoreLoadsLibraryOnce,
 }
 
 impl PlantedBug {
     /// Every planted bug (not `None`).
-    pub const ALL: [PlantedBug; 6] = [
+    pub const ALL: [PlantedBug; 7] = [
         PlantedBug::CompleteIgnoresToken,
         PlantedBug::LeaseIgnoresRunAt,
         PlantedBug::ReapDoesNotCountAttempt,
         PlantedBug::WorkerIgnoresLostLease,
         PlantedBug::WorkerDropsRefusedOutcome,
         PlantedBug::HeartbeatWaitsInterval,
+        PlantedBug::StoreLoadsLibraryOnce,
     ];
 
     /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
@@ -71,6 +76,7 @@ impl PlantedBug {
             PlantedBug::LeaseIgnoresPause => "lease_ignores_pause",
             PlantedBug::WorkerDropsRefusedOutcome => "worker_drops_refused_outcome",
             PlantedBug::HeartbeatWaitsInterval => "heartbeat_waits_interval",
+            PlantedBug::StoreLoadsLibraryOnce => "store_loads_library_once",
         }
     }
 

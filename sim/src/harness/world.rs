@@ -165,6 +165,9 @@ pub struct World {
     pub faults_on: AtomicBool,
     /// Script calls made.
     pub calls: AtomicU64,
+    /// Set at the first call (the planted `store_loads_library_once` loads the library then
+    /// only).
+    library_loaded: AtomicBool,
     rng: Mutex<ChaCha12Rng>,
     patched: BTreeMap<&'static str, String>,
     crash_tx: UnboundedSender<String>,
@@ -231,6 +234,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
     };
     match bug {
         PlantedBug::None
+        | PlantedBug::StoreLoadsLibraryOnce
         | PlantedBug::WorkerIgnoresLostLease
         | PlantedBug::WorkerDropsRefusedOutcome
         | PlantedBug::HeartbeatWaitsInterval => {}
@@ -312,6 +316,7 @@ impl World {
             store_time,
             faults_on: AtomicBool::new(true),
             calls: AtomicU64::new(0),
+            library_loaded: AtomicBool::new(false),
             rng: Mutex::new(rng),
             patched,
             crash_tx,
@@ -453,6 +458,14 @@ impl World {
         let before = checker::pre_call(self, script.name, args);
         let reply = match self.patched.get(script.name) {
             Some(src) => self.store.eval_source(src, keys, args),
+            None if self.config.planted == PlantedBug::StoreLoadsLibraryOnce
+                && orq_lua::functions::by_function(script.name)
+                && self.library_loaded.swap(true, Ordering::Relaxed) =>
+            {
+                let lib = orq_lua::functions::library();
+                self.store
+                    .fcall(lib.function(script.name), false, keys, args)
+            }
             None => self.store.call_sync(script, keys, args),
         };
         self.record_stream(actor);
