@@ -4,6 +4,11 @@
 //! of the engine or the harness. With several failing seeds, the highest code wins.
 
 use clap::{Parser, Subcommand};
+
+/// mimalloc: the simulator allocates and frees small strings and tables on every simulated
+/// call (Lua's allocator goes through this one too).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict, FULL_CHECK_EVERY};
 use std::collections::BTreeMap;
 use std::io::Write;
