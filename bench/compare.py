@@ -185,14 +185,23 @@ def run_producer(args, cwd=None):
 
 
 class Orq:
-    name = "orq"
-    producer = ("HTTP: `orq api` (--submit-rate-per-tenant 0) and a Node producer posting "
-                "batches to POST /api/v1/tasks/batch (bench/orq-http/producer.mjs)")
-    worker = "`orq worker --queues Q --concurrency C` (its defaults: 2 lanes), the built-in echo handler"
     retention = ORQ_RETENTION
+    worker = ("`orq worker --queues Q --concurrency C` (its defaults: 2 lanes), the built-in "
+              "echo handler")
+    PRODUCERS = {
+        "http": ("orq, HTTP producer", "HTTP",
+                 "`orq api --submit-rate-per-tenant 0` and a Node producer posting batches to "
+                 "POST /api/v1/tasks/batch, one in flight (bench/orq-http/producer.mjs)"),
+        "rust": ("orq, Rust producer", "Rust",
+                 "`orq bench --role producer`: the Rust client's submit_batch straight to Redis, "
+                 "one batch in flight"),
+    }
 
-    def __init__(self, a, url, logdir):
+    def __init__(self, a, url, logdir, producer):
         self.a, self.url, self.logdir = a, url, logdir
+        self.kind = producer
+        self.name, self.short, self.producer = self.PRODUCERS[producer]
+        self.tag = f"orq{producer}"
         self.api = None
 
     def version(self):
@@ -200,7 +209,9 @@ class Orq:
                               text=True).stdout.strip()
 
     def begin(self):
-        """Start `orq api` for this run's phases."""
+        """Start `orq api` for this run's phases (HTTP producer only)."""
+        if self.kind != "http":
+            return
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
         with open(os.path.join(self.logdir, "orq-api.log"), "a") as log:
@@ -219,11 +230,12 @@ class Orq:
                 time.sleep(0.05)
 
     def end(self):
-        self.api.stop()
-        self.api = None
+        if self.api:
+            self.api.stop()
+            self.api = None
 
     def service_cpu_s(self):
-        return self.api.cpu_s()
+        return self.api.cpu_s() if self.api else None
 
     def start_worker(self, queue):
         with open(os.path.join(self.logdir, "orq-worker.log"), "a") as log:
@@ -234,12 +246,20 @@ class Orq:
         return w
 
     def produce(self, queue, n, delay):
-        args = ["node", ORQ_HTTP_PRODUCER, "--url", self.api_url, "--queue", queue,
-                "--tasks", str(n), "--batch", str(self.a.batch),
-                "--priorities", str(self.a.priorities)]
-        if delay:
-            args += ["--delay", "--delay-ms", str(self.a.delay_ms),
-                     "--delay-spread-ms", str(self.a.delay_spread_ms)]
+        if self.kind == "http":
+            args = ["node", ORQ_HTTP_PRODUCER, "--url", self.api_url, "--queue", queue,
+                    "--tasks", str(n), "--batch", str(self.a.batch),
+                    "--priorities", str(self.a.priorities)]
+            if delay:
+                args += ["--delay", "--delay-ms", str(self.a.delay_ms),
+                         "--delay-spread-ms", str(self.a.delay_spread_ms)]
+        else:
+            args = [self.a.orq, "bench", "--role", "producer", "--redis", self.url,
+                    "--queue", queue, "--tasks", str(n), "--batch", str(self.a.batch),
+                    "--priorities", str(self.a.priorities)]
+            if delay:
+                args += ["--delayed", str(n), "--delay-ms", str(self.a.delay_ms),
+                         "--delay-spread-ms", str(self.a.delay_spread_ms)]
         return run_producer(args)
 
     @staticmethod
@@ -260,6 +280,7 @@ class Orq:
 
 class BullMQ:
     name = "BullMQ"
+    tag = "bullmq"
     producer = "Node: Queue.addBulk in batches (bench/bullmq/bench.mjs --role producer)"
     worker = "Node: one Worker, concurrency C, no-op processor (bench.mjs --role worker)"
     retention = BULLMQ_RETENTION
@@ -426,6 +447,9 @@ def main():
     p.add_argument("--redis")
     p.add_argument("--out", default=None, help="directory for the JSON figures and the logs")
     p.add_argument("--orq", default=ORQ, help="the orq binary (default: target/release/orq)")
+    p.add_argument("--orq-producer", choices=["http", "rust", "both"], default="both",
+                   help="orq's producer: through `orq api` over HTTP, the Rust client straight "
+                        "to Redis (`orq bench --role producer`), or each in turn (default)")
     a = p.parse_args()
     if not os.path.exists(a.orq):
         sys.exit(f"{a.orq} is missing: cargo build --release --bin orq")
@@ -439,22 +463,25 @@ def main():
         workdir = tempfile.mkdtemp(prefix="orq-compare-redis-")
         redis_proc, url = start_redis(workdir)
     r = Redis(url)
-    engines = [Orq(a, url, out), BullMQ(a, url, out)]
+    kinds = ["http", "rust"] if a.orq_producer == "both" else [a.orq_producer]
+    orqs = [Orq(a, url, out, k) for k in kinds]
+    bull = BullMQ(a, url, out)
+    engines = orqs + [bull]
     results = {e.name: [] for e in engines}
     try:
         warm_n = max(1, min(a.tasks // 10, 5000))
         for i in range(a.warmup):
             for e in engines:
-                run_engine(e, r, a, f"warm{i + 1}-{e.name.lower()}", warm_n,
+                run_engine(e, r, a, f"warm{i + 1}-{e.tag}", warm_n,
                            min(a.delayed, warm_n))
                 print(f"warm-up {i + 1} {e.name} done", file=sys.stderr)
         for i in range(a.runs):
             # Alternate which engine goes first, so drift on a shared machine hits both.
             order = engines if i % 2 == 0 else engines[::-1]
             for e in order:
-                fig = run_engine(e, r, a, f"run{i + 1}-{e.name.lower()}", a.tasks, a.delayed)
+                fig = run_engine(e, r, a, f"run{i + 1}-{e.tag}", a.tasks, a.delayed)
                 results[e.name].append(fig)
-                with open(os.path.join(out, f"{e.name.lower()}-{i + 1}.json"), "w") as f:
+                with open(os.path.join(out, f"{e.tag}-{i + 1}.json"), "w") as f:
                     json.dump(fig, f, indent=2)
                 print(f"run {i + 1} {e.name}: end to end {fig['complete_per_s']:,.0f}/s, "
                       f"drain {fig['drain_per_s'] or 0:,.0f}/s, "
@@ -470,19 +497,25 @@ def main():
           f"{a.concurrency}, priorities {a.priorities}, {a.delayed} delayed over "
           f"{a.delay_ms}..{a.delay_ms + a.delay_spread_ms} ms; Redis {redis_version}; "
           f"median (min-max); figures and logs in {out}\n")
+    print(f"{orqs[0].version()}; {bull.version()}")
     for e in engines:
-        print(f"{e.version()}:")
+        print(f"{e.name}:")
         print(f"  producer: {e.producer}")
         print(f"  worker:   {e.worker}")
         print(f"  retention: {e.retention}")
     print()
-    print(f"| figure | orq | {engines[1].version()} | orq / BullMQ |")
-    print("|---|---|---|---|")
+    print("| figure | " + " | ".join(e.name for e in engines) + " | "
+          + " | ".join(f"{o.short} / BullMQ" for o in orqs) + " |")
+    print("|---" * (len(engines) + len(orqs) + 1) + "|")
     for label, key, _higher in FIGURES:
-        o, om = fmt([f.get(key) for f in results["orq"]])
-        b, bm = fmt([f.get(key) for f in results["BullMQ"]])
-        ratio = f"{om / bm:.2f}" if om is not None and bm else "-"
-        print(f"| {label} | {o} | {b} | {ratio} |")
+        cells, medians = [], []
+        for e in engines:
+            text, m = fmt([f.get(key) for f in results[e.name]])
+            cells.append(text)
+            medians.append(m)
+        bm = medians[-1]
+        ratios = [f"{om / bm:.2f}" if om is not None and bm else "-" for om in medians[:-1]]
+        print(f"| {label} | " + " | ".join(cells + ratios) + " |")
 
 
 if __name__ == "__main__":
