@@ -428,7 +428,8 @@ def fmt(xs):
     if not xs:
         return "-", None
     m = statistics.median(xs)
-    return f"{m:,.1f} ({min(xs):,.1f}-{max(xs):,.1f})", m
+    d = 0 if m >= 100 else 1 if m >= 1 else 3
+    return f"{m:,.{d}f} ({min(xs):,.{d}f}-{max(xs):,.{d}f})", m
 
 
 def main():
