@@ -69,3 +69,80 @@ pub async fn produce(
         submit_s,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orq::client::ListQuery;
+    use orq::Status;
+
+    fn plan(tasks: u64, delayed: u64) -> BenchPlan {
+        BenchPlan {
+            tasks,
+            queues: 1,
+            batch: 100,
+            concurrency: 1,
+            lanes: 1,
+            tenants: 1,
+            priorities: 1,
+            delayed,
+            delay_ms: 60_000,
+            delay_spread_ms: 1_000,
+        }
+    }
+
+    /// The tasks of `queue` with `status`, as (type, payload).
+    async fn tasks(store: Arc<dyn Store>, queue: &str, status: Status) -> Vec<(String, String)> {
+        let client = orq::Client::new(
+            store,
+            Arc::new(orq::SystemClock),
+            Arc::new(Entropy::from_os()),
+        );
+        let page = client
+            .list(&ListQuery {
+                queue: queue.into(),
+                status: Some(status),
+                tenant: None,
+                task_type: None,
+                limit: 1000,
+                cursor: None,
+            })
+            .await
+            .unwrap();
+        page.tasks
+            .into_iter()
+            .map(|t| (t.task_type, t.payload))
+            .collect()
+    }
+
+    // Goal: the producer role submits exactly the plan's tasks to the queue, as `echo` tasks
+    // numbered in their payload, plain or (with `delayed`) scheduled, and refuses a bad name.
+    #[test]
+    fn producer_submits_echo_tasks_to_its_queue() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let store: Arc<dyn Store> =
+                Arc::new(orq_model::MemoryStore::new(Arc::new(orq_model::WallClock)));
+            let r = produce(&plan(250, 0), store.clone(), "p1").await.unwrap();
+            assert_eq!((r.tasks, r.role, r.producer), (250, "producer", "rust"));
+            assert!(r.first_submit_ms <= r.last_submit_ms);
+            let mut queued = tasks(store.clone(), "p1", Status::Queued).await;
+            queued.sort();
+            let mut want: Vec<(String, String)> = (0..250)
+                .map(|k| ("echo".to_string(), format!("{{\"i\":{k}}}")))
+                .collect();
+            want.sort();
+            assert_eq!(queued, want);
+
+            let r = produce(&plan(250, 7), store.clone(), "p2").await.unwrap();
+            assert_eq!(r.tasks, 7);
+            assert_eq!(tasks(store.clone(), "p2", Status::Scheduled).await.len(), 7);
+            assert!(tasks(store.clone(), "p2", Status::Queued).await.is_empty());
+
+            assert!(produce(&plan(1, 0), store, "bad name").await.is_err());
+        });
+    }
+}
