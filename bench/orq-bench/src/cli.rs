@@ -9,14 +9,32 @@ use crate::progress::{Bar, Progress, Quiet};
 use crate::redis_work::{redis_probes, RedisProbes};
 use crate::report::table;
 use crate::{run, BenchPlan};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use orq::{Clock, Entropy, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// What an `orq bench` process does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    /// The three phases, producer and worker pool in this process.
+    All,
+    /// Only submit, to `--queue`, through the Rust client (`echo` tasks, for `orq worker` in
+    /// another process); prints one JSON line (first_submit_ms, last_submit_ms, submit_s).
+    Producer,
+}
+
 /// `orq bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
+    /// all: the three phases in this process; producer: only submit --tasks N (or, with
+    /// --delayed D, D delayed) `echo` tasks in batches to --queue on --redis, for an `orq worker`
+    /// in another process (bench/compare.py), and print one JSON line.
+    #[arg(long, value_enum, default_value_t = Role::All)]
+    pub role: Role,
+    /// The queue of `--role producer`.
+    #[arg(long, value_name = "NAME", required_if_eq("role", "producer"))]
+    pub queue: Option<String>,
     /// Redis URL (redis://host:port/, redis+cluster://host:port[,host:port...] for a Redis
     /// Cluster, or redis+sentinel://host:port[,host:port...]/<master-name> for a primary found
     /// through Sentinel); without it the bench runs on the embedded store (in this process).
@@ -81,6 +99,9 @@ pub async fn cli(a: &BenchArgs) -> Result<(), String> {
         delay_ms: a.delay_ms,
         delay_spread_ms: a.delay_spread_ms,
     };
+    if a.role == Role::Producer {
+        return producer_cli(a, &plan).await;
+    }
     let clock: Arc<dyn Clock> = Arc::new(orq::SystemClock);
     // The run's queues are `ob-<8 random base32 digits>-<phase>`: unique per run, and about as
     // long as BullMQ's `orqbench` (bench/bullmq). Every task key holds its queue's name, and
@@ -148,6 +169,26 @@ pub async fn cli(a: &BenchArgs) -> Result<(), String> {
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(&report).expect("the report serialises");
         std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// `orq bench --role producer`: submit, print the report as one JSON line.
+async fn producer_cli(a: &BenchArgs, plan: &BenchPlan) -> Result<(), String> {
+    let (Some(url), Some(queue)) = (&a.redis, &a.queue) else {
+        return Err("--role producer needs --redis URL and --queue NAME".into());
+    };
+    let redis = Arc::new(orq::RedisStore::open(url).map_err(|e| e.to_string())?);
+    redis
+        .ping()
+        .await
+        .map_err(|e| format!("cannot reach Redis at {url}: {e}"))?;
+    let report = crate::producer::produce(plan, redis, queue).await?;
+    let line = serde_json::to_string(&report).expect("the report serialises");
+    println!("{line}");
+    if let Some(path) = &a.json {
+        std::fs::write(path, line + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     Ok(())

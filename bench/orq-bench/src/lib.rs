@@ -24,25 +24,31 @@
 //! this process's clock and task times from the store's: on one machine they agree to about a
 //! millisecond.
 //!
+//! With `--role producer` it only submits, to one queue, for an `orq worker` in another process
+//! ([`produce`]): `bench/compare.py` runs it so, against BullMQ's producer in its own process.
+//!
 //! The modules, one concern each: [`BenchPlan`] (plan.rs), the run of all phases ([`run`],
-//! run.rs) and of one phase with workers (phase.rs), the store that counts script calls
-//! ([`CountingStore`]), the queue names ([`queue_names`]), the Redis work ([`RedisWork`]), the
-//! report and its table ([`BenchReport`], [`table`]), progress bars ([`Progress`]) and the
-//! command line ([`BenchArgs`], [`cli`]).
+//! run.rs) and of one phase with workers (phase.rs), the producer role ([`produce`],
+//! producer.rs), the store that counts script calls ([`CountingStore`]), the queue names
+//! ([`queue_names`]), the Redis work ([`RedisWork`]), the report and its table
+//! ([`BenchReport`], [`table`]), progress bars ([`Progress`]) and the command line
+//! ([`BenchArgs`], [`cli`]).
 
 mod cli;
 mod counting;
 mod phase;
 mod plan;
+mod producer;
 mod progress;
 mod queues;
 mod redis_work;
 mod report;
 mod run;
 
-pub use cli::{cli, BenchArgs};
+pub use cli::{cli, BenchArgs, Role};
 pub use counting::CountingStore;
 pub use plan::BenchPlan;
+pub use producer::{produce, ProducerReport};
 pub use progress::{Progress, Quiet};
 pub use queues::{queue_names, QUEUES_MAX};
 pub use redis_work::{

@@ -117,7 +117,7 @@ impl Phase<'_> {
         let t0 = Instant::now();
         let base = delayed.then(|| self.clock.now_ms());
         let done = async {
-            submit_all(self.client, self.plan, queues, n, base, &Quiet).await?;
+            submit_all(self.client, self.plan, &NOOP, queues, n, base, &Quiet).await?;
             wait_completed(self.client, queues, n, &started, self.progress).await
         }
         .await;
@@ -174,12 +174,27 @@ fn pool(
     )
 }
 
-/// Submit `n` no-op tasks in batches of B, task k to queue k mod Q of `queues` and tenant k mod
+/// The tasks a submit loop sends: their type and the payload of task k.
+pub(crate) struct Tasks {
+    /// The task type (the handler that runs them).
+    pub(crate) task_type: &'static str,
+    /// The payload of task k (JSON).
+    pub(crate) payload: fn(u64) -> String,
+}
+
+/// The tasks of the phases with the bench's own pool: type `noop` (the probe), payload `{}`.
+pub(crate) const NOOP: Tasks = Tasks {
+    task_type: "noop",
+    payload: |_| "{}".to_string(),
+};
+
+/// Submit `n` tasks in batches of B, task k to queue k mod Q of `queues` and tenant k mod
 /// T (a batch of several queues is one script call per queue); with `delay_base` (ms since the
 /// epoch), task k is due at base + delay_ms + spread × k / (n − 1).
 pub(crate) async fn submit_all(
     client: &orq::Client,
     plan: &BenchPlan,
+    tasks: &Tasks,
     queues: &[String],
     n: u64,
     delay_base: Option<u64>,
@@ -190,9 +205,9 @@ pub(crate) async fn submit_all(
         let end = (i + plan.batch).min(n);
         let specs = (i..end)
             .map(|k| {
-                let mut spec = TaskSpec::new("{}")
+                let mut spec = TaskSpec::new((tasks.payload)(k))
                     .queue(&queues[(k % queues.len() as u64) as usize])
-                    .task_type("noop")
+                    .task_type(tasks.task_type)
                     .tenant(format!("t{}", k % plan.tenants))
                     .priority((k % u64::from(plan.priorities.clamp(1, 10))) as u8);
                 if let Some(base) = delay_base {

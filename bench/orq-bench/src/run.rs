@@ -1,7 +1,7 @@
 //! A whole run: the three phases, one after the other, and the report.
 
 use crate::counting::CountingStore;
-use crate::phase::{submit_all, Phase, Work};
+use crate::phase::{submit_all, Phase, Work, NOOP};
 use crate::progress::Progress;
 use crate::queues::{queue_names, QUEUES_MAX};
 use crate::redis_work::{tasks_by_node, RedisProbes};
@@ -37,7 +37,7 @@ pub async fn run(
     };
     progress.phase("submit", plan.tasks);
     let t0 = Instant::now();
-    submit_all(&client, plan, &q_submit, plan.tasks, None, progress).await?;
+    submit_all(&client, plan, &NOOP, &q_submit, plan.tasks, None, progress).await?;
     let submit_s = t0.elapsed().as_secs_f64();
     let mem1 = match memory {
         Some(m) => m().await,
