@@ -204,6 +204,7 @@ do
       elseif parked_until then
         redis.call('ZREM', c.K_TENANTS, tenant)
         redis.call('ZADD', c.K_PARKED, istr(parked_until), tenant)
+        c.any_parked = nil
       else
         local weight = num(th.weight, 1)
         if weight <= 0 then weight = 1 end
