@@ -199,11 +199,13 @@ fn small_tenant_wait_is_bounded_and_independent_of_the_big_backlog() {
 // (With Q = 1, plain start-time fair queuing, the same bound is 2.875 leases: W = 144.)
 #[test]
 fn weights_1_2_5_keep_their_shares_within_two_points_over_every_window_of_1150() {
-    let q = FAIR_QUANTUM as f64;
-    let bound = q * (1.0 + 3.0 * 5.0 / 8.0);
     const W: usize = 1_150;
-    assert!(bound / W as f64 <= 0.02, "W is not large enough for the bound");
     const LEASES: usize = 8_000;
+    let bound = FAIR_QUANTUM as f64 * (1.0 + 3.0 * 5.0 / 8.0);
+    assert!(
+        bound / W as f64 <= 0.02,
+        "W is not large enough for the bound"
+    );
     let mut r = Runner::new(Scenario {
         seed: 7,
         slots: 8,
@@ -265,6 +267,7 @@ fn weights_1_2_5_keep_their_shares_within_two_points_over_every_window_of_1150()
 fn ten_equal_tenants_keep_jain_index_at_least_0_99() {
     const N: usize = 10;
     const LEASES: usize = 4_000;
+    const W: usize = 800;
     let mut r = Runner::new(Scenario {
         seed: 10,
         slots: 8,
@@ -300,7 +303,6 @@ fn ten_equal_tenants_keep_jain_index_at_least_0_99() {
         );
     }
     let mut worst = (f64::INFINITY, 0);
-    const W: usize = 800;
     let q = FAIR_QUANTUM as f64;
     assert!(
         1.0 / (1.0 + q * q / (W as f64 / N as f64).powi(2)) >= 0.99,
