@@ -249,8 +249,9 @@ local adding = {}
 local seen_idem = {}
 for i = 1, n do
   local it = items[i]
-  -- The tenant's hash and the ready list of the item's priority (memoised per call).
-  bad = tenant_error(c, it.tenant, it.priority)
+  -- The ready list of the item's priority (memoised per call); the tenant's hash is checked by
+  -- its admission read below (one HMGET instead of a TYPE and the HMGET).
+  bad = list_error(c, it.tenant, it.priority)
   if bad then return bad end
   local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
   if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
@@ -267,8 +268,13 @@ for i = 1, n do
   local add = adding[tenant]
   if add then
     adding[tenant] = nil
-    local f = redis.call('HMGET', tenant_key(c, tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying',
-      'rp')
+    local tk = tenant_key(c, tenant)
+    local f = redis.pcall('HMGET', tk, 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying', 'rp')
+    if f.err then
+      -- Not a hash: nothing is written (the reply names the key and its type).
+      return type_error(tk, 'hash') or redis.error_reply(f.err)
+    end
+    c.tenant_errors[tenant] = false
     -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
     if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
     local cap = tonumber(f[1])

@@ -171,16 +171,21 @@ do
       local tenant, vt = head[1], num(head[2], 0)
       -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
       -- (counted as repaired) so that the other tenants are.
-      if tenant_ok[tenant] == nil then
-        -- The hash's type; a ready list of another type is found by the pops (pop_ready).
-        tenant_ok[tenant] = tenant_error(c, tenant) == nil
-      end
-      local terr = not tenant_ok[tenant]
+      -- The hash's type is checked by reading its fields (an HMGET of another type fails); a
+      -- ready list of another type is found by the pops (pop_ready). A nameless tenant has no keys.
+      if tenant == '' then tenant_ok[tenant] = false end
+      local terr = tenant_ok[tenant] == false
       local th = {}
       if not terr then
-        local vals = redis.call('HMGET', tenant_key(c, tenant), unpack(TENANT_FIELDS))
-        for j = 1, #TENANT_FIELDS do
-          th[TENANT_FIELDS[j]] = vals[j]
+        local vals = redis.pcall('HMGET', tenant_key(c, tenant), unpack(TENANT_FIELDS))
+        if vals.err then
+          terr = true
+          tenant_ok[tenant] = false
+        else
+          tenant_ok[tenant] = true
+          for j = 1, #TENANT_FIELDS do
+            th[TENANT_FIELDS[j]] = vals[j]
+          end
         end
       end
       -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
