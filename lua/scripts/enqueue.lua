@@ -249,8 +249,9 @@ local adding = {}
 local seen_idem = {}
 for i = 1, n do
   local it = items[i]
-  -- The tenant's hash and the ready list of the item's priority (memoised per call).
-  bad = tenant_error(c, it.tenant, it.priority)
+  -- The ready list of the item's priority (memoised per call); the tenant's hash is checked by
+  -- its admission read below (one HMGET instead of a TYPE and the HMGET).
+  bad = list_error(c, it.tenant, it.priority)
   if bad then return bad end
   local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
   if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
@@ -267,8 +268,13 @@ for i = 1, n do
   local add = adding[tenant]
   if add then
     adding[tenant] = nil
-    local f = redis.call('HMGET', tenant_key(c, tenant), 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying',
-      'rp')
+    local tk = tenant_key(c, tenant)
+    local f = redis.pcall('HMGET', tk, 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying', 'rp')
+    if f.err then
+      -- Not a hash: nothing is written (the reply names the key and its type).
+      return type_error(tk, 'hash') or redis.error_reply(f.err)
+    end
+    c.tenant_errors[tenant] = false
     -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
     if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
     local cap = tonumber(f[1])
@@ -283,13 +289,19 @@ end
 
 -- The writes. Per task: one HSET of the whole record (its status too, unless queued), one XADD;
 -- per call: the ready lists (one RPUSH per tenant and priority), the scheduled set, the known
--- tenants and the status counters (deferred, lib/counters.lua), and one trim of the event stream.
+-- tenants and the fair-share set (one ZADD each for all the call's tenants), the status counters
+-- (deferred, lib/counters.lua), and one trim of the event stream.
 defer_events(c)
 defer_counts(c)
 local vtime = nil
 local ready = {}          -- ready list key -> {id, ...}, keys in first-use order
 local scheduled = {}      -- {score, id, ...}
-local known = {}          -- tenant -> true once ZADDed to the known tenants this call
+local known = {}          -- tenant -> true once listed for the known tenants this call
+local known_args = {}     -- {0, tenant, ...}: the known tenants' ZADD
+local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
+-- Whether the parked set holds any tenant (read at the first ready task): when it holds none,
+-- no tenant of the call needs its ZSCORE.
+local any_parked = nil
 local out = {}
 local added = {}          -- {tenant, status} of the new tasks, in first-seen order
 local added_n = {}        -- tenant -> status -> new tasks
@@ -356,7 +368,8 @@ for i = 1, n do
     created_ids[it.id] = true
     if not known[it.tenant] then
       known[it.tenant] = true
-      redis.call('ZADD', c.K_KNOWN, 0, it.tenant)
+      known_args[#known_args + 1] = 0
+      known_args[#known_args + 1] = it.tenant
     end
     -- Counted once per (tenant, status) at the end, in first-seen order.
     local by_status = added_n[it.tenant]
@@ -385,10 +398,13 @@ for i = 1, n do
         ready[#ready + 1] = rk
         mark_ready(c, it.tenant, it.priority)
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
-        -- idle (a parked tenant stays parked). ZADD NX: once per tenant and priority is cheap.
-        if not redis.call('ZSCORE', c.K_PARKED, it.tenant) then
+        -- idle (a parked tenant stays parked): listed for the ZADD NX after the loop (a tenant
+        -- listed twice, for two priorities, is added once).
+        if any_parked == nil then any_parked = redis.call('ZCARD', c.K_PARKED) > 0 end
+        if not (any_parked and redis.call('ZSCORE', c.K_PARKED, it.tenant)) then
           if vtime == nil then vtime = fstr(queue_vtime(c)) end
-          redis.call('ZADD', c.K_TENANTS, 'NX', vtime, it.tenant)
+          eligible[#eligible + 1] = vtime
+          eligible[#eligible + 1] = it.tenant
         end
       end
       r[#r + 1] = it.id
@@ -400,6 +416,12 @@ end
 for j = 1, #ready do
   local rk = ready[j]
   redis.call('RPUSH', rk, unpack(ready[rk]))
+end
+if #known_args > 0 then
+  redis.call('ZADD', c.K_KNOWN, unpack(known_args))
+end
+if #eligible > 0 then
+  redis.call('ZADD', c.K_TENANTS, 'NX', unpack(eligible))
 end
 if #scheduled > 0 then
   redis.call('ZADD', c.K_SCHEDULED, unpack(scheduled))

@@ -21,6 +21,12 @@ pub const EXACT_INT_MAX: u64 = (1 << 53) - 1;
 /// Score of a tenant parked at its `max_inflight` in the queue's `parked` ZSET: it waits for one
 /// of its leases to end (or its limits to change), not for a time. [`EXACT_INT_MAX`].
 pub const PARKED_CAPPED: u64 = EXACT_INT_MAX;
+/// Tasks `lease` hands a backlogged tenant per visit at least (its quantum, as in deficit round
+/// robin; fewer only when the call wants fewer, a limit stops it, or the tenant runs out). Its
+/// virtual time still advances by 1 / weight per task, so the shares stay those of the weights and
+/// every backlogged tenant's virtual time stays below the smallest one + quantum / weight
+/// (docs/design-notes.md, note 46).
+pub const FAIR_QUANTUM: u64 = 8;
 /// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
@@ -63,7 +69,7 @@ pub fn task_defaults() -> [(&'static str, String); 9] {
 }
 
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 10] = [
+pub const ALL: [(&str, u64); 11] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
     ("lease_ms_default", DEFAULT_LEASE_MS),
@@ -72,6 +78,7 @@ pub const ALL: [(&str, u64); 10] = [
     ("aging_step_ms_max", AGING_STEP_MS_MAX),
     ("exact_int_max", EXACT_INT_MAX),
     ("parked_capped", PARKED_CAPPED),
+    ("fair_quantum", FAIR_QUANTUM),
     ("worker_forget_ms", WORKER_FORGET_MS),
     ("data_format", DATA_FORMAT),
 ];

@@ -639,7 +639,7 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset B={now+5000}
             "orq:{q}:ready:0:t2" list C
             "orq:{q}:ready:4:t1" list A
-            "orq:{q}:stats" hash n:queued=2 vtime=0 n:leased=1 served=1 events={now}-1
+            "orq:{q}:stats" hash n:queued=2 n:leased=1 served=1 events={now}-1
             "orq:{q}:task:A" hash s=queued t=t1 pr=4 l=5000 a=0 e=0
             "orq:{q}:task:B" hash s=leased t=t1 pr=9 l=5000 a=1 e=1 k=1-ab w=w1 x={now+5000} u={now}
             "orq:{q}:task:C" hash s=queued t=t2 l=5000 a=0 e=0
@@ -721,7 +721,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
-            "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 vtime=0 n:leased=1 served=1 events={now}-2
+            "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 n:leased=1 served=1 events={now}-2
             "orq:{q}:task:A" hash t=t1 pr=5 l=1000 a=1 e=1 c={t} u={now} k=1-0f w=w1 x={now+1000} s=leased
             "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
@@ -823,7 +823,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 vtime=0 served=1 events={now}-2
+            "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 served=1 events={now}-2
             "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
             "orq:{q}:task:B" hash s=leased t=t1 l=5000 e=1 a=1 k=1-cd w=w2 x={now+5000} u={now}
             "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
@@ -847,7 +847,7 @@ const CASES: &[Case] = &[
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
-            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 vtime=0 served=1 events={now}-3
+            "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 served=1 events={now}-3
             "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
             "orq:{q}:task:B" hash t=t1 l=5000 c={t} u={now} e=1 a=1 k=1-cd w=w2 x={now+5000} s=leased
             "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 rp=0 served=1
@@ -1047,7 +1047,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000} B={now+30000}
             "orq:{q}:ready:9:t1" list C
-            "orq:{q}:stats" hash vtime=1 n:queued=-2 n:leased=2 served=2 events={now}-2
+            "orq:{q}:stats" hash n:queued=-2 n:leased=2 served=2 events={now}-2
             "orq:{q}:task:A" hash s=leased t=t1 c={t+100000} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:task:B" hash s=leased t=t1 pr=9 c={t+100095} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:task:C" hash s=queued t=t1 pr=9 c={t-200} u={t+100096}
@@ -1138,7 +1138,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}
             "orq:{q}:scheduled" zset B={now+100}
-            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 vtime=0 served=1 events={now}-3
+            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 served=1 events={now}-3
             "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now} e=1 k=1-0f w=w1 x={now+30000} s=leased
             "orq:{q}:task:B" hash s=retrying k=1-bb t=t1 a=1 mr=1 bi=100 bm=2 bx=1000 bj=0 w="" hi="1 {now} w0 expired lease expired" le="lease expired" u={now} o=expired x="" r={now+100}
             "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 rp=0 served=1

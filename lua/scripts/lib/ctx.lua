@@ -15,6 +15,9 @@
 --   tenant_rps                 ready.lua: the tenants' ready-list masks as last read or stored
 --   stored_args                task.lua: the HMGET arguments of each names table
 --   unpark_checked             outcome.lua: the tenants whose parked state a completion checked
+--   any_parked                 outcome.lua: whether the parked set held a tenant when a
+--                              completion first looked (nil: not read; lease.lua resets it when
+--                              it parks one)
 --
 -- The library's shape (docs/design-notes.md, note 43): each file declares, on its first line of
 -- code, the names it provides (`local a, b, c`), and defines them in one `do` block whose other
@@ -41,6 +44,7 @@ do
       tenant_rps = {},
       stored_args = {},
       unpark_checked = {},
+      any_parked = nil,
     }
   end
 end

@@ -53,7 +53,7 @@
 -- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
 -- their defaults.
 
-local key_type, type_error, check_keys, task_key, ready_key, tenant_key, tenant_error
+local key_type, type_error, check_keys, task_key, ready_key, tenant_key, tenant_error, list_error
 do
   -- The Redis type each queue key holds (the prefixes KEYS[1], KEYS[2], KEYS[9] and KEYS[10] are
   -- checked per key, by the scripts that append to them).
@@ -116,7 +116,7 @@ do
   -- Checked once per call (c.tenant_errors, c.list_errors: key -> CORRUPT reply or false): a
   -- script writes only orq's types, so the answer cannot change within a call.
   -- A CORRUPT error reply when the ready list of (`tenant`, `p`) holds another Redis type; else nil.
-  local function list_error(c, tenant, p)
+  function list_error(c, tenant, p)
     local key = ready_key(c, tenant, p)
     local known = c.list_errors[key]
     if known == nil then

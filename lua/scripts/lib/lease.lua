@@ -20,6 +20,8 @@ do
   -- per call.
   local LEASE_MAX = 100
   local TENANT_SCAN_MAX = 64
+  -- Tasks a visit gives the head tenant at least (lua/src/facts.rs, FAIR_QUANTUM).
+  local QUANTUM = FACTS.fair_quantum
   local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased',
     'rp'}
 
@@ -155,10 +157,13 @@ do
     local now_s = istr(now)
     -- Tenants whose keys this call has checked (tenant -> true).
     local tenant_ok = {}
+    -- The queue's virtual time, read once: only this loop writes it in a call (and the unparks
+    -- above read it before).
+    local queue_vt = queue_vtime(c)
     -- Each pass leases tasks of one tenant, drops a tenant with no ready work, parks a limited
-    -- tenant, or stops; so the passes are bounded. A pass gives the head tenant as many tasks in a
-    -- row as start-time fair queuing would (its virtual time stays ahead of the next tenant's), its
-    -- limits allow and the call still wants, with one ZPOPMIN.
+    -- tenant, or stops; so the passes are bounded. A pass (a visit) gives the head tenant its
+    -- quantum (FAIR_QUANTUM tasks), or more when start-time fair queuing would (while its virtual
+    -- time stays ahead of the next tenant's), as far as its limits allow and the call still wants.
     for _ = 1, 2 * n + TENANT_SCAN_MAX do
       if paused or #out >= n then break end
       local head = redis.call('ZRANGE', c.K_TENANTS, 0, 1, 'WITHSCORES')
@@ -166,16 +171,21 @@ do
       local tenant, vt = head[1], num(head[2], 0)
       -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
       -- (counted as repaired) so that the other tenants are.
-      if tenant_ok[tenant] == nil then
-        -- The hash's type; a ready list of another type is found by the pops (pop_ready).
-        tenant_ok[tenant] = tenant_error(c, tenant) == nil
-      end
-      local terr = not tenant_ok[tenant]
+      -- The hash's type is checked by reading its fields (an HMGET of another type fails); a
+      -- ready list of another type is found by the pops (pop_ready). A nameless tenant has no keys.
+      if tenant == '' then tenant_ok[tenant] = false end
+      local terr = tenant_ok[tenant] == false
       local th = {}
       if not terr then
-        local vals = redis.call('HMGET', tenant_key(c, tenant), unpack(TENANT_FIELDS))
-        for j = 1, #TENANT_FIELDS do
-          th[TENANT_FIELDS[j]] = vals[j]
+        local vals = redis.pcall('HMGET', tenant_key(c, tenant), unpack(TENANT_FIELDS))
+        if vals.err then
+          terr = true
+          tenant_ok[tenant] = false
+        else
+          tenant_ok[tenant] = true
+          for j = 1, #TENANT_FIELDS do
+            th[TENANT_FIELDS[j]] = vals[j]
+          end
         end
       end
       -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
@@ -199,20 +209,21 @@ do
       elseif parked_until then
         redis.call('ZREM', c.K_TENANTS, tenant)
         redis.call('ZADD', c.K_PARKED, istr(parked_until), tenant)
+        c.any_parked = nil
       else
         local weight = num(th.weight, 1)
         if weight <= 0 then weight = 1 end
         -- A tenant skipped while limited kept its old virtual time; it restarts at the queue's
         -- current one, so a lifted limit does not turn into a burst of stored-up credit.
-        local queue_vt = queue_vtime(c)
         if vt < queue_vt then vt = queue_vt end
-        -- How many picks in a row: while (its virtual time, name) stays before the next tenant's
-        -- in the tenants set's order, as one pick per pass would have found.
+        -- How many tasks in a row: the quantum, and beyond it while (its virtual time, name) stays
+        -- before the next tenant's in the tenants set's order, as one pick per pass would have
+        -- found. Each task advances the tenant's virtual time by 1 / weight.
         local k = 1
         if #head >= 4 then
           local next_name, next_vt = head[3], num(head[4], 0)
           local v = vt + 1 / weight
-          while k < room and (v < next_vt or (v == next_vt and tenant < next_name)) do
+          while k < room and (k < QUANTUM or v < next_vt or (v == next_vt and tenant < next_name)) do
             k = k + 1
             v = v + 1 / weight
           end
@@ -228,9 +239,13 @@ do
           local last_vt = vt
           for j = 2, #popped do
             last_vt = last_vt + 1 / weight
-            vt = last_vt
           end
-          redis.call('HSET', c.K_STATS, 'vtime', fstr(last_vt))
+          -- The queue's virtual time is the tag this visit started at (the smallest of the set's):
+          -- a tenant that becomes backlogged starts there, not behind the visit's quantum.
+          if vt ~= queue_vt then
+            queue_vt = vt
+            redis.call('HSET', c.K_STATS, 'vtime', fstr(vt))
+          end
           if not left then
             redis.call('ZREM', c.K_TENANTS, tenant)
           else

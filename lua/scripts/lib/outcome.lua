@@ -2,7 +2,8 @@
 -- complete, fail and release), complete_task (one completion; complete and complete_batch) and
 -- count_completed (a batch's completions of one tenant counted at once).
 -- Needs: format, keys, counters, events, park, task
--- Per-call state: c.unpark_checked (the tenants whose parked state a completion checked).
+-- Per-call state: c.unpark_checked (the tenants whose parked state a completion checked) and
+-- c.any_parked (whether the parked set held a tenant at the first check).
 
 local count_completed, check_lease, complete_task
 do
@@ -117,9 +118,11 @@ do
     -- set_status(id, t.tenant, 'leased', 'completed') without its counters (counted above or by
     -- the caller), with the status written above and the parked check made once per tenant and
     -- call (nothing in this call parks a tenant).
+    -- One ZCARD spares the ZSCORE of every tenant when no tenant is parked (the common case).
     if not c.unpark_checked[t.tenant] then
       c.unpark_checked[t.tenant] = true
-      if tonumber(redis.call('ZSCORE', c.K_PARKED, t.tenant)) == PARKED_CAPPED then
+      if c.any_parked == nil then c.any_parked = redis.call('ZCARD', c.K_PARKED) > 0 end
+      if c.any_parked and tonumber(redis.call('ZSCORE', c.K_PARKED, t.tenant)) == PARKED_CAPPED then
         unpark(c, t.tenant)
       end
     end
