@@ -142,6 +142,20 @@ pub(super) fn idle_wait_ms(
     wait.max(1)
 }
 
+/// Whether the first lane, after a round that left work (`more`) or not with `free` slots free,
+/// waits for the store's wake-ups with free slots: a round that left no work ends in the idle
+/// wait, and its free slots stay free (the completer refills only a queue with work left).
+pub(super) fn first_lane_listens(more: bool, free: usize) -> bool {
+    !more && free > 0
+}
+
+/// Whether lane `lane` lets a wake-up of the store pass while the first lane listens for it
+/// (`first_listens`, [`first_lane_listens`]): the first lane leases on it and, if its round
+/// leaves work, wakes the others; so one wake-up costs one lease call, not one per lane.
+pub(super) fn leaves_wake_up(lane: usize, first_listens: bool) -> bool {
+    lane > 0 && first_listens
+}
+
 /// A lease's deadline by the local clock (ms): `local_ms` (taken just before the call that leased
 /// or extended it) plus the time left by the store's clock (`expires_at_ms − store_now_ms`);
 /// `local_ms` when there is no lease.
@@ -395,6 +409,30 @@ mod tests {
                 "idle_wait_ms({lane}, {wait}, {poll}, {first})"
             );
         }
+    }
+
+    // Goal: one wake-up of the store costs one lease call: while the first lane listens (its
+    // last round left no work), the other lanes let wake-ups pass; while it is busy, they lease
+    // on them themselves.
+    #[test]
+    fn only_the_first_lane_answers_a_wake_up_while_it_listens() {
+        assert!(first_lane_listens(false, 1));
+        assert!(
+            !first_lane_listens(true, 1),
+            "a round that left work leases again"
+        );
+        assert!(
+            !first_lane_listens(false, 0),
+            "a full first lane cannot take the next task: the others must"
+        );
+        assert!(leaves_wake_up(1, first_lane_listens(false, 1)));
+        assert!(!leaves_wake_up(1, first_lane_listens(true, 1)));
+        assert!(!leaves_wake_up(1, first_lane_listens(false, 0)));
+        assert!(
+            !leaves_wake_up(0, true),
+            "the first lane answers its wake-ups"
+        );
+        assert!(!leaves_wake_up(0, false));
     }
 
     // Goal: the local deadline is the local time of the call plus what the store says is left,

@@ -22,15 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 /// The wake-up channels of a pool serving `queues` (every known queue, and new ones, when
 /// `all`).
-fn wake_channels(queues: &[String], all: bool) -> Vec<String> {
-    let mut c: Vec<String> = queues
+fn wake_channels(queues: &[String]) -> Vec<String> {
+    queues
         .iter()
         .map(|q| crate::keys::wake_channel(q))
-        .collect();
-    if all {
-        c.push(crate::keys::QUEUES_WAKE_CHANNEL.to_string());
-    }
-    c
+        .collect()
 }
 
 /// Until the wake-up receiver changes (never when there is none, or its sender is gone).
@@ -113,6 +109,10 @@ pub(super) struct Lane<'w> {
     /// list they were asked for.
     wake_rx: Option<tokio::sync::watch::Receiver<u64>>,
     wake_for: Option<Vec<String>>,
+    /// Serving every queue: the store's wake-ups about a new queue (the registry's channel),
+    /// which make the queue list due. Apart from `wake_rx`, so that the wake-up of every
+    /// submit does not make each idle lane read the list again.
+    new_queue_rx: Option<tokio::sync::watch::Receiver<u64>>,
     /// Whether the last round leased nothing (the pool is idle).
     idle: bool,
     /// Which queue the next round asks first.
@@ -132,6 +132,9 @@ pub(super) struct Lane<'w> {
 pub(super) struct Round {
     /// It leased at least one task.
     pub(super) leased_any: bool,
+    /// Work may be left: a lease reply said ready work is left, or a queue was not asked
+    /// (the free slots ran out first).
+    pub(super) more: bool,
     /// How long to wait idle before the next round when it leased none (ms).
     pub(super) wait_ms: u64,
 }
@@ -160,7 +163,8 @@ impl Worker {
                 continue;
             }
             let now = self.inner.clock.now_ms();
-            let poll_ms = decide::poll_ms(self.inner.config.idle_poll_ms, l.wake_rx.is_some());
+            let wakeups = l.wake_rx.is_some() || l.new_queue_rx.is_some();
+            let poll_ms = decide::poll_ms(self.inner.config.idle_poll_ms, wakeups);
             l.refresh_queues(now, poll_ms).await;
             l.listen();
             let round = l.lease_round(free, now, poll_ms).await;
@@ -211,6 +215,7 @@ impl<'w> Lane<'w> {
             all_queues: inner.config.queues.is_empty(),
             wake_rx: None,
             wake_for: None,
+            new_queue_rx: None,
             idle: true,
             rotate: 0,
             refused: Refused::default(),
@@ -373,34 +378,49 @@ impl<'w> Lane<'w> {
     /// this round's calls too) ends the idle wait of [`Lane::end_round`] at once.
     fn listen(&mut self) {
         if self.wake_for.as_ref() != Some(&self.queues) {
-            self.wake_rx = self
+            self.wake_rx = self.worker.inner.store.wake(&wake_channels(&self.queues));
+            self.wake_for = Some(self.queues.clone());
+        }
+        if self.all_queues && self.new_queue_rx.is_none() {
+            self.new_queue_rx = self
                 .worker
                 .inner
                 .store
-                .wake(&wake_channels(&self.queues, self.all_queues));
-            self.wake_for = Some(self.queues.clone());
+                .wake(&[crate::keys::QUEUES_WAKE_CHANNEL.to_string()]);
         }
         if let Some(rx) = self.wake_rx.as_mut() {
             rx.borrow_and_update();
         }
     }
 
-    /// After a leasing pass: the next round starts at the next queue. Work has come: the
-    /// pool's idle lanes ask too. None: wait idle until the round's wait is over, or a
-    /// wake-up, a handed-over refill (run it), a freed slot or a finished task, or shutdown.
+    /// After a leasing pass: the next round starts at the next queue. Work is left (a reply
+    /// said so, or a queue was not asked): lease again at once, and the pool's idle lanes ask
+    /// too. None left: wait idle until the round's wait is over, or a wake-up, a handed-over
+    /// refill (run it), or shutdown; a freed slot or a finished task ends the wait only when
+    /// the round left work or no slot free (a drained queue gets no new work from a slot
+    /// freeing). At light
+    /// load this makes one lease call per wake-up of the store, not one per lane and one more
+    /// per finished task (issue 23; docs/design-notes.md, note 47).
     async fn end_round(&mut self, round: Round) {
         let inner = &self.worker.inner;
         self.rotate = self.rotate.wrapping_add(1);
         self.idle = !round.leased_any;
+        let free = self.free();
         if self.lane == 0 {
-            inner
-                .lanes
-                .first_polling
-                .store(!round.leased_any, Ordering::SeqCst);
+            // The first lane waits for the store's wake-ups with free slots: the other lanes
+            // leave the wake-ups to it (it wakes them when one round leaves work).
+            inner.lanes.first_polling.store(
+                decide::first_lane_listens(round.more, free),
+                Ordering::SeqCst,
+            );
         }
-        if round.leased_any {
-            inner.lanes.wake.notify_waiters();
-            return;
+        if round.more {
+            if round.leased_any {
+                inner.lanes.wake.notify_waiters();
+            }
+            if round.leased_any || free == 0 {
+                return;
+            }
         }
         // An idle lane other than the first polls LANE_IDLE_FACTOR times less often while the
         // first one polls too and nothing is due sooner: the first lane's polls find new work
@@ -415,22 +435,32 @@ impl<'w> Lane<'w> {
             first_polling,
         );
         let sleep = inner.clock.sleep(wait_ms);
+        tokio::pin!(sleep);
+        // A freed slot matters when work is left, or when the lane had none free: it then
+        // asks again, and (the first lane) listens for the store's wake-ups once more.
+        let slot_matters = round.more || free == 0;
         let mut got = None;
-        tokio::select! {
-            biased;
-            _ = sleep => {}
-            _ = self.shutdown.cancelled() => {}
-            r = self.leased_rx.recv() => got = r,
-            _ = self.slots.freed.notified() => {}
-            _ = inner.lanes.wake.notified() => {}
-            // The store's wake-up: work was made ready, or (serving every queue) a queue is
-            // new, so the list is read again.
-            _ = woken(&mut self.wake_rx) => {
-                if self.all_queues {
-                    self.queues_refreshed_ms = 0;
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut sleep => {}
+                _ = self.shutdown.cancelled() => {}
+                r = self.leased_rx.recv() => got = r,
+                _ = self.slots.freed.notified(), if slot_matters => {}
+                _ = inner.lanes.wake.notified() => {}
+                // A new queue (serving every queue): the list is read again.
+                _ = woken(&mut self.new_queue_rx) => self.queues_refreshed_ms = 0,
+                // The store's wake-up: work was made ready. A lane other than the first leaves
+                // it to the first while that one listens with free slots.
+                _ = woken(&mut self.wake_rx) => {
+                    let first = inner.lanes.first_polling.load(Ordering::SeqCst);
+                    if decide::leaves_wake_up(self.lane, first) {
+                        continue;
+                    }
                 }
+                Some(_) = self.in_flight.join_next(), if slot_matters && !self.in_flight.is_empty() => {}
             }
-            Some(_) = self.in_flight.join_next(), if !self.in_flight.is_empty() => {}
+            break;
         }
         if let Some(r) = got {
             self.run_refilled(r).await;

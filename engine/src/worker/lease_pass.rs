@@ -19,12 +19,15 @@ impl Lane<'_> {
         let concurrency = inner.config.concurrency;
         let mut round = Round {
             leased_any: false,
+            more: false,
             wait_ms: poll_ms,
         };
         // Taken for the pass (the calls below borrow the lane mutably), put back after it.
         let queues = std::mem::take(&mut self.queues);
         for k in 0..queues.len() {
             if free == 0 {
+                // The queues not asked may have work.
+                round.more = true;
                 break;
             }
             let queue = &queues[(self.rotate + k) % queues.len()];
@@ -34,6 +37,7 @@ impl Lane<'_> {
             let mut reserved = Slot::reserve(&self.slots, decide::lease_ask(free), concurrency);
             let n = reserved.len();
             if n == 0 {
+                round.more = true;
                 break;
             }
             let bits = inner.entropy.token_bits();
@@ -56,6 +60,7 @@ impl Lane<'_> {
                     // The completer refills this queue's slots while it has ready work and is
                     // the pool's only queue (with several, this rotation keeps them fair).
                     let more = decide::ready_work_left(batch.now_ms, batch.next_ms);
+                    round.more |= more;
                     self.refill
                         .set(decide::refills(more, queues.len()).then(|| queue.clone()));
                     for bad in batch.corrupt {

@@ -492,6 +492,80 @@ async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate(env: 
     worker.stop().await;
 }
 
+/// Counts the `lease` calls, passes every call on, and gives the store's wake-ups (unlike
+/// [`LeaseSizes`], whose pools poll).
+struct LeaseCalls {
+    inner: std::sync::Arc<dyn orq::Store>,
+    leases: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for LeaseCalls {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        if script.name == "lease" {
+            self.leases
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.eval(script, keys, args).await
+    }
+
+    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.inner.wake(channels)
+    }
+}
+
+// Goal: at light load a submit costs an idle pool one lease call: the store's wake-up goes to
+// the first lane only (the other lanes leave it to the first while it listens with free slots),
+// and a finished task does not make a lane ask a queue its last call drained (issue 23; before,
+// about four lease calls per task: both lanes on each wake-up, and each again after the task).
+// Method: concurrency 8 in 2 lanes, the store's wake-ups on, so the lanes' fallback polls come
+// every 5 s (first lane) and 50 s (second); 12 tasks submitted one at a time, each once the one
+// before completed. Lease calls: at most one per task, plus the lanes' first calls, a few for
+// races, and two per 5 s that passed. Only an upper bound: a loaded machine makes fewer calls.
+async fn at_light_load_a_submit_costs_one_lease_call(env: Env) {
+    use std::sync::atomic::Ordering;
+    let calls = std::sync::Arc::new(LeaseCalls {
+        inner: env.store.clone(),
+        leases: Default::default(),
+    });
+    let overlap = Overlap::default();
+    let started = std::time::Instant::now();
+    let worker = env.worker_on(
+        calls.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("overlap", overlap.clone()),
+        |c| {
+            c.concurrency = 8;
+            c.lanes = 2;
+        },
+    );
+    crate::common::eventually("both lanes to have asked once", || async {
+        (calls.leases.load(Ordering::SeqCst) >= 2).then_some(())
+    })
+    .await;
+    let tasks = 12;
+    for n in 0..tasks {
+        let ids = env
+            .submit_ids(vec![spec("q", "overlap", &format!("{{\"n\":{n}}}"))])
+            .await;
+        env.wait_status("q", &ids[0], Status::Completed).await;
+    }
+    let asked = calls.leases.load(Ordering::SeqCst);
+    let polls = 2 * (started.elapsed().as_millis() as usize / 5_000 + 1);
+    worker.stop().await;
+    assert_eq!(overlap.runs.load(Ordering::SeqCst), tasks);
+    assert!(
+        asked <= tasks + 2 + 3 + polls,
+        "{asked} lease calls for {tasks} tasks submitted one at a time (fallback polls: {polls})"
+    );
+}
+
 // Goal: a pool that stops while its completions lease leaves no task leased: what the completer
 // leased in a call in flight at shutdown runs within the grace period or is released.
 // Method: concurrency 4, 200 tasks of 2 ms; stop the pool once 20 have run, then no task is
@@ -536,5 +610,6 @@ pub fn cases() -> Vec<crate::deployment::Case> {
         an_idle_pool_of_two_lanes_polls_about_as_often_as_one,
         a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate,
         a_pool_stopped_while_its_completions_lease_leaves_nothing_leased,
+        at_light_load_a_submit_costs_one_lease_call,
     ]
 }
