@@ -576,7 +576,8 @@ async fn serve_http(
         .map(|(rate, burst)| SubmitLimiter::new(rate, burst, rt.clock.clone()));
     let dashboard = web.dashboard_source();
     let mut state = AppState::new(
-        orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()),
+        // Natural batching of single submits: concurrent POST /api/v1/tasks share script calls.
+        orq::Client::new(rt.store.clone(), rt.clock.clone(), rt.entropy.clone()).coalescing(),
         rt.clock.clone(),
         Arc::new(http.allow("api")),
     )

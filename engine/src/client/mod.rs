@@ -10,6 +10,7 @@
 //! - `types`: the queries and replies of those operations (re-exported here).
 
 mod admin;
+mod coalesce;
 mod reads;
 mod submit;
 mod types;
@@ -59,6 +60,9 @@ pub struct Client {
     clock: Arc<dyn Clock>,
     entropy: Arc<Entropy>,
     registered: Arc<Mutex<HashSet<String>>>,
+    /// Natural batching of single submits ([`Client::coalescing`]); None: each submit is its
+    /// own call.
+    coalescer: Option<Arc<coalesce::Coalescer>>,
 }
 
 impl std::fmt::Debug for Client {
@@ -116,6 +120,7 @@ impl Client {
             clock,
             entropy,
             registered: Arc::new(Mutex::new(HashSet::new())),
+            coalescer: None,
         }
     }
 

@@ -11,9 +11,19 @@ use std::collections::BTreeMap;
 
 impl Client {
     /// Submit one task. Errors: `Invalid` (a field out of range, naming it), `Unavailable`.
+    /// With [`Client::coalescing`], submits to one queue that arrive while its call is in
+    /// flight go together in the next call, each with its own answer.
     pub async fn submit(&self, spec: TaskSpec) -> Result<Submitted> {
-        let mut out = self.submit_batch(vec![spec]).await?;
-        Ok(out.remove(0))
+        match &self.coalescer {
+            Some(c) => {
+                spec.validate().map_err(|m| Error::invalid("enqueue", m))?;
+                self.submit_coalesced(c, spec).await
+            }
+            None => self
+                .submit_batch(vec![spec])
+                .await
+                .and_then(super::coalesce::first),
+        }
     }
 
     /// Submit up to [`BATCH_MAX`] tasks: all are validated before any is stored, then one script

@@ -1,5 +1,5 @@
 //! One engine suite, every deployment (issue 21, item 4): the integration tests of a task's
-//! lifecycle, retries, recovery, cancel, tenancy, wake-ups, listing, events and graceful
+//! lifecycle, natural batching of submits, retries, recovery, cancel, tenancy, wake-ups, listing, events and graceful
 //! shutdown are written once over the `Store` trait and run on the embedded store, a private
 //! single Redis, a Redis Cluster of three primaries with one replica each, and Sentinel with one
 //! primary and one replica — real `redis-server` and `redis-sentinel` processes on free
@@ -37,6 +37,7 @@ macro_rules! cases {
 }
 
 mod cancel;
+mod coalesce;
 mod lifecycle;
 mod list;
 mod observe;
@@ -51,6 +52,7 @@ fn main() {
     let args = libtest_mimic::Arguments::from_args();
     let suites = [
         ("lifecycle", lifecycle::cases()),
+        ("coalesce", coalesce::cases()),
         ("pool", pool::cases()),
         ("wakeups", wakeups::cases()),
         ("retries", retries::cases()),
