@@ -10,11 +10,11 @@
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
 --   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, with TTL
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
---   KEYS[11] orq:{q}:stats          HASH counters
+--   KEYS[11] orq:{q}:stats          HASH counters, vtime, events (read once, before any write)
 --   KEYS[12] orq:{q}:events         STREAM
---   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
---   KEYS[14] orq:{q}:config         HASH aging_step_ms
---   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names (a tenant not listed yet is added)
+--   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked;
+--                                   read only for a tenant without ready work before the call)
 --
 -- ARGV:
 --   ARGV[1]  integer  n, number of tasks (1..1000)
@@ -57,7 +57,10 @@
 --   orq:queues again), else 0.
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
---   it would read or write holds another Redis type than orq's; nothing written).
+--   it would read or write holds another Redis type than orq's; nothing written: the stats hash
+--   and each item's ready list, task key and idempotency key are checked always; the tenant hash,
+--   known tenants, events and scheduled set when the call adds a task of theirs; the parked and
+--   tenants sets when an added task may make a tenant without ready work eligible).
 -- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
 --   (lib/park.lua, wake).
 --
