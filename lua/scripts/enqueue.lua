@@ -251,7 +251,7 @@ end
 -- nothing. An item whose idempotency key is repeated within the batch counts once.
 local adding = {}
 local adders = {}         -- the tenants adding tasks, in first-seen order
-local readying = {}       -- tenant -> true when one of its new tasks is ready at once
+local scheduling = {}     -- tenant -> how many of its new tasks are scheduled (nil: none)
 local any_scheduled = false
 local seen_idem = {}
 for i = 1, n do
@@ -272,8 +272,7 @@ for i = 1, n do
     adding[it.tenant] = (add or 0) + 1
     if it.run_at > now then
       any_scheduled = true
-    else
-      readying[it.tenant] = true
+      scheduling[it.tenant] = (scheduling[it.tenant] or 0) + 1
     end
   end
 end
@@ -313,7 +312,10 @@ for j = 1, #adders do
     return type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err)
   end
   known_new[tenant] = not z
-  if readying[tenant] and not rp_any(c.tenant_rps[tenant]) then
+  -- Whether one of its new tasks is ready at once (the counts may include an item that repeats
+  -- an earlier item's id: then the check is made for nothing, never skipped).
+  local readying = adding[tenant] > (scheduling[tenant] or 0)
+  if readying and not rp_any(c.tenant_rps[tenant]) then
     if any_parked == nil then
       local pc = redis.pcall('ZCARD', c.K_PARKED)
       if type(pc) == 'table' then
