@@ -10,11 +10,11 @@
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
 --   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, with TTL
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
---   KEYS[11] orq:{q}:stats          HASH counters
+--   KEYS[11] orq:{q}:stats          HASH counters, vtime, events (read once, before any write)
 --   KEYS[12] orq:{q}:events         STREAM
---   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
---   KEYS[14] orq:{q}:config         HASH aging_step_ms
---   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked)
+--   KEYS[13] orq:{q}:known_tenants  ZSET tenant names (a tenant not listed yet is added)
+--   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked;
+--                                   read only for a tenant without ready work before the call)
 --
 -- ARGV:
 --   ARGV[1]  integer  n, number of tasks (1..1000)
@@ -57,7 +57,10 @@
 --   orq:queues again), else 0.
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
---   it would read or write holds another Redis type than orq's; nothing written).
+--   it would read or write holds another Redis type than orq's; nothing written: the stats hash
+--   and each item's ready list, task key and idempotency key are checked always; the tenant hash,
+--   known tenants, events and scheduled set when the call adds a task of theirs; the parked and
+--   tenants sets when an added task may make a tenant without ready work eligible).
 -- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
 --   (lib/park.lua, wake).
 --
@@ -68,13 +71,6 @@ local c = new_ctx(KEYS)
 local GROUP = 6
 -- Settings packed into an item's sixth value.
 local SETTINGS = 11
--- The retry-policy settings, stored only when they differ from lib/task.lua's TASK_DEFAULTS (as
--- numbers); priority, stored the same way, is handled on its own.
-local POLICY = {'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}
-local POLICY_DEFAULTS = {}
-for i = 1, #POLICY do
-  POLICY_DEFAULTS[POLICY[i]] = tonumber(TASK_DEFAULTS[POLICY[i]])
-end
 local BATCH_MAX = 1000
 -- The Retry-After suggested to a submit refused by max_queued (ms).
 local ADMISSION_RETRY_MS = 1000
@@ -91,15 +87,6 @@ end
 -- Validate every item before the first write. A setting sent as '' is its default (no parsing);
 -- `custom` records whether any policy setting was sent, so that a default item skips the
 -- comparison with the defaults when it is stored.
--- ARGV[i] as an integer in [lo, hi], or `default` when it is ''; nil and a message when invalid.
-local function opt_int(v, default, name, lo, hi)
-  if v == '' then return default end
-  return arg_int(v, name, lo, hi)
-end
-local function opt_num(v, default, name, lo, hi)
-  if v == '' then return default end
-  return arg_num(v, name, lo, hi)
-end
 local D = POLICY_DEFAULTS
 local items = {}
 for i = 1, n do
@@ -175,12 +162,18 @@ end
 -- Ids and tenants appear in the event stream's batch entries, space-separated (lib/events.lua): none
 -- may hold a space or a newline. One search over all of them, then (only when it finds one) a
 -- search per item to name it.
-local names = {}
-for i = 1, n do
-  names[2 * i - 1] = items[i].id
-  names[2 * i] = items[i].tenant
+local joined
+if n == 1 then
+  joined = items[1].id .. items[1].tenant
+else
+  local names = {}
+  for i = 1, n do
+    names[2 * i - 1] = items[i].id
+    names[2 * i] = items[i].tenant
+  end
+  joined = table.concat(names)
 end
-if has_separator(table.concat(names)) then
+if has_separator(joined) then
   for i = 1, n do
     if has_separator(items[i].id .. items[i].tenant) then
       return redis.error_reply('INVALID item ' .. istr(i)
@@ -189,13 +182,24 @@ if has_separator(table.concat(names)) then
   end
 end
 
-local bad = check_keys(c, {3, 4, 11, 12, 13, 14, 15})
+-- The queue keys' types are checked where the call reads or writes them, each before the first
+-- write: the stats hash here (its read), the ready lists, task keys and tenant hashes per item
+-- below, then the keys only a new task writes (known tenants, events, scheduled, and the parked
+-- and tenants sets when a tenant becomes ready).
+local bad = check_keys(c, {})
 if bad then return bad end
 
+-- The stats hash, read once: its type, whether it exists, the queue's virtual time (lib/park.lua)
+-- and the last event's id (lib/events.lua).
+local sf = redis.pcall('HMGET', c.K_STATS, 'total:enqueued', 'vtime', 'events')
+if sf.err then
+  return type_error(c.K_STATS, 'hash') or redis.error_reply(sf.err)
+end
+events_read(c, sf[3])
 -- Every task this store ever created wrote the stats hash (total:enqueued), so its absence marks
--- a queue new to this store.
+-- a queue new to this store (asked of Redis only when none of the fields read is there).
 local fresh = 0
-if redis.call('EXISTS', c.K_STATS) == 0 then
+if not (sf[1] or sf[2] or sf[3]) and redis.call('EXISTS', c.K_STATS) == 0 then
   fresh = 1
 end
 
@@ -246,6 +250,9 @@ end
 -- max_queued. Checked for the whole batch before the first write, so a refused batch stores
 -- nothing. An item whose idempotency key is repeated within the batch counts once.
 local adding = {}
+local adders = {}         -- the tenants adding tasks, in first-seen order
+local scheduling = {}     -- tenant -> how many of its new tasks are scheduled (nil: none)
+local any_scheduled = false
 local seen_idem = {}
 for i = 1, n do
   local it = items[i]
@@ -260,31 +267,79 @@ for i = 1, n do
   if bad then return bad end
   it.existed = existing
   if not dup and not existing then
-    adding[it.tenant] = (adding[it.tenant] or 0) + 1
+    local add = adding[it.tenant]
+    if not add then adders[#adders + 1] = it.tenant end
+    adding[it.tenant] = (add or 0) + 1
+    if it.run_at > now then
+      any_scheduled = true
+      scheduling[it.tenant] = (scheduling[it.tenant] or 0) + 1
+    end
   end
 end
-for i = 1, n do
-  local tenant = items[i].tenant
-  local add = adding[tenant]
-  if add then
-    adding[tenant] = nil
-    local tk = tenant_key(c, tenant)
-    local f = redis.pcall('HMGET', tk, 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying', 'rp')
-    if f.err then
-      -- Not a hash: nothing is written (the reply names the key and its type).
-      return type_error(tk, 'hash') or redis.error_reply(f.err)
-    end
-    c.tenant_errors[tenant] = false
-    -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
-    if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
-    local cap = tonumber(f[1])
-    if cap and cap >= 0 then
-      local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
-      if waiting + add > cap then
-        return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
-      end
+for j = 1, #adders do
+  local tenant = adders[j]
+  local tk = tenant_key(c, tenant)
+  local f = redis.pcall('HMGET', tk, 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying', 'rp')
+  if f.err then
+    -- Not a hash: nothing is written (the reply names the key and its type).
+    return type_error(tk, 'hash') or redis.error_reply(f.err)
+  end
+  c.tenant_errors[tenant] = false
+  -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
+  if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
+  local cap = tonumber(f[1])
+  if cap and cap >= 0 then
+    local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
+    if waiting + adding[tenant] > cap then
+      return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
     end
   end
+end
+
+-- The keys only new tasks write, checked before the first write. Per tenant adding tasks:
+-- whether the known tenants list it (a ZSCORE, which checks the set's type too; a new one is
+-- added), and, when it gets a ready task but had no ready work (its mask, read above: a tenant
+-- with ready work is in the tenants or the parked set already, lib/ready.lua), whether it is
+-- parked (it stays parked) or becomes eligible for fair share (the ZADD NX after the writes).
+local known_new = {}      -- tenant -> true when the known tenants do not list it
+local eligible_t = {}     -- tenant -> true when its ready tasks make it eligible
+local any_eligible = false
+local any_parked = nil    -- whether the parked set holds any tenant (read when first needed)
+for j = 1, #adders do
+  local tenant = adders[j]
+  local z = redis.pcall('ZSCORE', c.K_KNOWN, tenant)
+  if type(z) == 'table' then
+    return type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err)
+  end
+  known_new[tenant] = not z
+  -- Whether one of its new tasks is ready at once (the counts may include an item that repeats
+  -- an earlier item's id: then the check is made for nothing, never skipped).
+  local readying = adding[tenant] > (scheduling[tenant] or 0)
+  if readying and not rp_any(c.tenant_rps[tenant]) then
+    if any_parked == nil then
+      local pc = redis.pcall('ZCARD', c.K_PARKED)
+      if type(pc) == 'table' then
+        return type_error(c.K_PARKED, 'zset') or redis.error_reply(pc.err)
+      end
+      any_parked = pc > 0
+    end
+    if not (any_parked and redis.call('ZSCORE', c.K_PARKED, tenant)) then
+      eligible_t[tenant] = true
+      any_eligible = true
+    end
+  end
+end
+if #adders > 0 then
+  bad = type_error(c.K_EVENTS, 'stream')
+  if bad then return bad end
+end
+if any_scheduled then
+  bad = type_error(c.K_SCHEDULED, 'zset')
+  if bad then return bad end
+end
+if any_eligible then
+  bad = type_error(c.K_TENANTS, 'zset')
+  if bad then return bad end
 end
 
 -- The writes. Per task: one HSET of the whole record (its status too, unless queued), one XADD;
@@ -296,12 +351,8 @@ defer_counts(c)
 local vtime = nil
 local ready = {}          -- ready list key -> {id, ...}, keys in first-use order
 local scheduled = {}      -- {score, id, ...}
-local known = {}          -- tenant -> true once listed for the known tenants this call
-local known_args = {}     -- {0, tenant, ...}: the known tenants' ZADD
+local known_args = {}     -- {'0', tenant, ...}: the known tenants' ZADD (new tenants only)
 local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
--- Whether the parked set holds any tenant (read at the first ready task): when it holds none,
--- no tenant of the call needs its ZSCORE.
-local any_parked = nil
 local out = {}
 local added = {}          -- {tenant, status} of the new tasks, in first-seen order
 local added_n = {}        -- tenant -> status -> new tasks
@@ -366,9 +417,9 @@ for i = 1, n do
     end
     redis.call('HSET', key, unpack(fieldsv))
     created_ids[it.id] = true
-    if not known[it.tenant] then
-      known[it.tenant] = true
-      known_args[#known_args + 1] = 0
+    if known_new[it.tenant] then
+      known_new[it.tenant] = false
+      known_args[#known_args + 1] = '0'
       known_args[#known_args + 1] = it.tenant
     end
     -- Counted once per (tenant, status) at the end, in first-seen order.
@@ -398,11 +449,11 @@ for i = 1, n do
         ready[#ready + 1] = rk
         mark_ready(c, it.tenant, it.priority)
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
-        -- idle (a parked tenant stays parked): listed for the ZADD NX after the loop (a tenant
-        -- listed twice, for two priorities, is added once).
-        if any_parked == nil then any_parked = redis.call('ZCARD', c.K_PARKED) > 0 end
-        if not (any_parked and redis.call('ZSCORE', c.K_PARKED, it.tenant)) then
-          if vtime == nil then vtime = fstr(queue_vtime(c)) end
+        -- idle (a parked tenant stays parked; decided above): listed once for the ZADD NX after
+        -- the loop.
+        if eligible_t[it.tenant] then
+          eligible_t[it.tenant] = false
+          if vtime == nil then vtime = fstr(vtime_of(sf[2])) end
           eligible[#eligible + 1] = vtime
           eligible[#eligible + 1] = it.tenant
         end

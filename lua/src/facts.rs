@@ -68,6 +68,19 @@ pub fn task_defaults() -> [(&'static str, String); 9] {
     ]
 }
 
+/// The retry-policy settings of a task, in the order enqueue stores them: a task hash holds one
+/// only where it differs from its [`task_defaults`] value. Scripts see them as `FACTS.policy`
+/// (the names) and `FACTS.policy_defaults` (name -> the default as a number), made here so that a
+/// script need not convert them on every call (a library's top level may call no function).
+pub const POLICY: [&str; 6] = [
+    "max_retries",
+    "b_init",
+    "b_mult",
+    "b_max",
+    "b_jitter",
+    "lease_ms",
+];
+
 /// Every fact as `(Lua field name, value)`, in the order of the table.
 pub const ALL: [(&str, u64); 11] = [
     ("lease_ms_min", LEASE_MS_MIN),
@@ -84,14 +97,30 @@ pub const ALL: [(&str, u64); 11] = [
 ];
 
 /// The line that declares the facts to a script:
-/// `local FACTS = {lease_ms_min = 1000, ..., task_defaults = {priority = '0', ...}}` (no newline).
+/// `local FACTS = {lease_ms_min = 1000, ..., task_defaults = {priority = '0', ...}, policy =
+/// {'max_retries', ...}, policy_defaults = {max_retries = 3, ...}}` (no newline).
 pub fn lua_table() -> String {
     let mut fields: Vec<String> = ALL.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-    let defaults: Vec<String> = task_defaults()
+    let defaults = task_defaults();
+    let quoted: Vec<String> = defaults
         .iter()
         .map(|(k, v)| format!("{k} = '{v}'"))
         .collect();
-    fields.push(format!("task_defaults = {{{}}}", defaults.join(", ")));
+    fields.push(format!("task_defaults = {{{}}}", quoted.join(", ")));
+    let names: Vec<String> = POLICY.iter().map(|k| format!("'{k}'")).collect();
+    fields.push(format!("policy = {{{}}}", names.join(", ")));
+    // The defaults as Lua numbers: each stored string is a decimal number (checked by a test).
+    let numbers: Vec<String> = POLICY
+        .iter()
+        .map(|k| {
+            let (_, v) = defaults
+                .iter()
+                .find(|(d, _)| d == k)
+                .unwrap_or_else(|| panic!("no task default for the policy setting {k}"));
+            format!("{k} = {v}")
+        })
+        .collect();
+    fields.push(format!("policy_defaults = {{{}}}", numbers.join(", ")));
     format!("local FACTS = {{{}}}", fields.join(", "))
 }
 
@@ -136,6 +165,10 @@ mod tests {
     fn the_task_defaults_are_generated_not_written() {
         let t = lua_table();
         assert!(t.contains("task_defaults = {priority = '0', attempt = '0', epoch = '0', max_retries = '3', b_init = '1000', b_mult = '2', b_max = '300000', b_jitter = '0.2', lease_ms = '30000'}"), "{t}");
+        assert!(t.contains("policy = {'max_retries', 'b_init', 'b_mult', 'b_max', 'b_jitter', 'lease_ms'}, policy_defaults = {max_retries = 3, b_init = 1000, b_mult = 2, b_max = 300000, b_jitter = 0.2, lease_ms = 30000}"), "{t}");
+        for (k, v) in task_defaults() {
+            assert!(v.parse::<f64>().is_ok(), "{k} = {v:?} is not a number");
+        }
         let lib = crate::LIB_FILES.iter().map(|f| f.source);
         assert!(lib
             .clone()

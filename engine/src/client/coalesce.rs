@@ -5,7 +5,7 @@
 //! call in flight goes at once, alone, so light load pays no added latency; under concurrent
 //! submits one script call carries many tasks, and the call's fixed cost in Redis (the FCALL, the
 //! key checks, the counters, the event stream's trim, the wake-up) is paid once for all of them
-//! (docs/design-notes.md, note 48).
+//! (docs/design-notes.md, note 49).
 //!
 //! Each submit still gets its own answer: the batch's replies come back per task, in order. A
 //! batch refused as a whole for a reason that may be one task's (invalid, a tenant's limit,

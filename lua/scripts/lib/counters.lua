@@ -13,7 +13,8 @@ do
   -- the stats hash's `total:repaired`: a counter is never worth stopping a transition for. The caller
   -- has checked that `key` is a hash (or absent).
   function hincr(c, key, field, delta)
-    local v = redis.pcall('HINCRBY', key, field, delta)
+    -- The delta as a string: Redis formats a Lua number argument with printf.
+    local v = redis.pcall('HINCRBY', key, field, istr(delta))
     if type(v) == 'table' and v.err then
       redis.call('HSET', key, field, istr(delta))
       if key ~= c.K_STATS or field ~= 'total:repaired' then
@@ -44,47 +45,50 @@ do
   end
 
   -- Counter increments a batch script applies once at its end (`flush_counts`) instead of one
-  -- HINCRBY per task: key -> field -> delta, with keys and fields in first-use order so the writes
-  -- are the same on every store (c.counts). Off (false) until the script calls `defer_counts`;
-  -- only counters that nothing reads before the flush are deferred (the status counters of
-  -- `set_status`).
+  -- HINCRBY per task, with keys and fields in first-use order so the writes are the same on every
+  -- store (c.counts: the keys in order, and key -> its fields in order and field -> delta, in one
+  -- table each). Off (false) until the script calls `defer_counts`; only counters that nothing
+  -- reads before the flush are deferred (the status counters of `set_status`).
   function defer_counts(c)
-    c.counts = {keys = {}, by_key = {}}
+    c.counts = {}
   end
 
   -- Add `delta` to the counter now, or at the flush when counters are deferred.
   function count(c, key, field, delta)
-    if not c.counts then
+    local counts = c.counts
+    if not counts then
       hincr(c, key, field, delta)
       return
     end
-    local kc = c.counts.by_key[key]
+    local kc = counts[key]
     if not kc then
-      kc = {fields = {}, delta = {}}
-      c.counts.by_key[key] = kc
-      c.counts.keys[#c.counts.keys + 1] = key
+      kc = {}
+      counts[key] = kc
+      counts[#counts + 1] = key
     end
-    if kc.delta[field] == nil then
-      kc.fields[#kc.fields + 1] = field
-      kc.delta[field] = 0
+    local d = kc[field]
+    if d == nil then
+      kc[#kc + 1] = field
+      d = 0
     end
-    kc.delta[field] = kc.delta[field] + delta
+    kc[field] = d + delta
   end
 
   -- Apply the deferred counter increments (nothing when none are deferred).
   function flush_counts(c)
-    if not c.counts then return end
-    for i = 1, #c.counts.keys do
-      local key = c.counts.keys[i]
-      local kc = c.counts.by_key[key]
-      for j = 1, #kc.fields do
-        local d = kc.delta[kc.fields[j]]
+    local counts = c.counts
+    if not counts then return end
+    for i = 1, #counts do
+      local key = counts[i]
+      local kc = counts[key]
+      for j = 1, #kc do
+        local d = kc[kc[j]]
         if d ~= 0 then
-          hincr(c, key, kc.fields[j], d)
+          hincr(c, key, kc[j], d)
         end
       end
     end
-    c.counts = {keys = {}, by_key = {}}
+    c.counts = {}
   end
 
   -- Status -> its counter field `n:<status>` (c.status_fields), and tenant -> its hash key

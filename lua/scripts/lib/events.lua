@@ -1,12 +1,14 @@
 -- lib/events.lua: the queue's event stream (KEYS[12]). Provides emit (record one event),
--- defer_events and flush_events (a batch call writes its events as few entries at its end) and
--- has_separator (whether a value would break a batch entry).
+-- defer_events and flush_events (a batch call writes its events as few entries at its end),
+-- events_read (the last event's id as the caller read it) and has_separator (whether a value
+-- would break a batch entry).
 -- Needs: format, counters
 -- Per-call state: the pending batch (c.ev_buf, false unless the call defers its events;
--- c.ev_len, c.ev_count, c.ev_now) and the entries written (c.ev_last_ms, c.ev_last_n, c.ev_entries). Kept across
+-- c.ev_len, c.ev_count, c.ev_now), the entries written (c.ev_last_ms, c.ev_last_n, c.ev_entries)
+-- and the stats hash's `events` field when the caller read it (c.ev_read). Kept across
 -- calls: repeated_has_separator's memo (pure, bounded by format.lua's MEMO_MAX).
 
-local has_separator, defer_events, emit, flush_events
+local has_separator, defer_events, emit, flush_events, events_read
 do
   -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
   -- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
@@ -82,7 +84,8 @@ do
     if m == 0 then return end
     local lt, ln = c.ev_last_ms, c.ev_last_n
     if not lt then
-      local rec = redis.call('HGET', c.K_STATS, 'events')
+      local rec = c.ev_read
+      if rec == nil then rec = redis.call('HGET', c.K_STATS, 'events') end
       lt, ln = parse_stream_id(rec)
       if not lt then
         -- No record (a new queue, a lost stats hash): go on from the stream's last id, if any.
@@ -151,6 +154,12 @@ do
     write_events(c, c.ev_now, c.ev_count, {'e', table.concat(c.ev_buf, ' ', 1, c.ev_len - 1)})
     c.ev_len = 0
     c.ev_count = 0
+  end
+
+  -- The stats hash's `events` field (the last event's id) as the caller read it, false when
+  -- absent, before this call wrote any event: the first entry it writes needs no read of its own.
+  function events_read(c, rec)
+    c.ev_read = rec
   end
 
   -- Write this call's events once, at its end (see `flush_events`); a second call changes nothing.

@@ -1,10 +1,10 @@
 -- lib/park.lua: wake-ups and parked tenants. Provides wake (one PUBLISH per call when work may be
--- ready), queue_vtime (the fair-share clock), unpark / unpark_due (a parked tenant back into
+-- ready), queue_vtime and vtime_of (the fair-share clock, read or as read), unpark / unpark_due (a parked tenant back into
 -- the fair-share set) and PARKED_CAPPED (the score of a tenant parked at its max_inflight).
 -- Needs: format
 -- Per-call state: c.woken (whether this call has published its wake-up).
 
-local PARKED_CAPPED, queue_vtime, wake, unpark, unpark_due
+local PARKED_CAPPED, vtime_of, queue_vtime, wake, unpark, unpark_due
 do
   -- Score of a tenant parked at its max_inflight: it waits for one of its leases to end (or for its
   -- limits to change), not for a time (2^53 - 1, lua/src/facts.rs).
@@ -14,9 +14,15 @@ do
   -- replay, an unparked tenant, a resumed queue) publishes once on the Redis pub/sub channel
   -- orq:{q}:wake, so that idle workers lease at once instead of at their next idle poll.
 
-  -- The queue's virtual time (a number; garbage reads as 0).
+  -- The queue's virtual time given the stats hash's `vtime` field as read (a number; absent or
+  -- garbage reads as 0).
+  function vtime_of(stored)
+    return num(stored, 0)
+  end
+
+  -- The queue's virtual time, read from the stats hash.
   function queue_vtime(c)
-    return num(redis.call('HGET', c.K_STATS, 'vtime'), 0)
+    return vtime_of(redis.call('HGET', c.K_STATS, 'vtime'))
   end
 
   -- Tell idle workers of the queue that work may be ready (design note 27): one PUBLISH per call on

@@ -1,10 +1,11 @@
 -- lib/ready.lua: the ready lists and their mask. Provides to_ready (a task onto its tenant's ready
 -- list), from_ready (a queued task off it), mark_ready, the mask helpers (rp_parse, rp_has,
--- rp_get, rp_store, rp_exact, POW2) that lease and cancel use to touch only non-empty lists.
+-- rp_any, rp_get, rp_store, rp_exact, POW2) that lease and cancel use to touch only non-empty
+-- lists.
 -- Needs: format, keys, counters, park, status
 -- Per-call state: c.tenant_rps (tenant -> its mask as last read or stored in this call).
 
-local POW2, rp_parse, rp_has, rp_store, mark_ready, to_ready, rp_exact, from_ready
+local POW2, rp_parse, rp_has, rp_any, rp_store, mark_ready, to_ready, rp_exact, from_ready
 do
   -- The ready-list mask: bit p of the tenant hash's `rp` field is set exactly while the tenant's
   -- ready list of priority p holds ids, so lease and cancel touch only those lists. Every push
@@ -27,6 +28,14 @@ do
   -- Whether bit p of mask m is set (an unknown mask has every bit set).
   function rp_has(m, p)
     return m == RP_UNKNOWN or math.floor(m / POW2[p]) % 2 == 1
+  end
+
+  -- Whether mask m is known and marks a list that holds ids. Such a tenant has ready work, so it
+  -- is in the tenants set or the parked set (every call that fills a list of an idle tenant puts
+  -- it in one of them, and every call that empties its last list takes it out: the simulator's
+  -- rules check it), and a call that adds ready tasks need not look.
+  function rp_any(m)
+    return m > 0
   end
 
   -- The tenant's stored mask (the caller has checked the tenant hash's type).

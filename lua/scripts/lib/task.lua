@@ -1,10 +1,11 @@
 -- lib/task.lua: the task hash. Provides fields (read named fields with their defaults),
 -- task_view (a task as replies show it), priority_of, add_history (the attempt history),
--- TASK_DEFAULTS, LEASE_MS_DEFAULT and ERROR_MAX (the longest stored message).
+-- TASK_DEFAULTS, POLICY and POLICY_DEFAULTS (the retry-policy settings and their defaults as
+-- numbers), LEASE_MS_DEFAULT and ERROR_MAX (the longest stored message).
 -- Needs: format, keys
 -- Per-call state: c.stored_args (the HMGET arguments of each names table read).
 
-local ERROR_MAX, add_history, priority_of, TASK_DEFAULTS, LEASE_MS_DEFAULT, fields, task_view
+local ERROR_MAX, add_history, priority_of, TASK_DEFAULTS, POLICY, POLICY_DEFAULTS, LEASE_MS_DEFAULT, fields, task_view
 do
   -- Longest a stored error message or history line may be (bytes).
   ERROR_MAX = 2048
@@ -54,6 +55,10 @@ do
   -- `id` and `queue` are not stored either: the key names both (`task_view` adds the id to replies,
   -- the client knows the queue), and an absent `updated_at` or `run_at` is `created_at`.
   TASK_DEFAULTS = FACTS.task_defaults
+  -- The retry-policy settings (logical names, F maps them; in the order enqueue stores them) and
+  -- their TASK_DEFAULTS as numbers (generated with them, orq_lua::facts::POLICY).
+  POLICY = FACTS.policy
+  POLICY_DEFAULTS = FACTS.policy_defaults
   -- A task's lease length when its own is absent or not a valid one (ms).
   -- (A number in FACTS: a library's top level may call no function, not even tonumber.)
   LEASE_MS_DEFAULT = FACTS.lease_ms_default
