@@ -55,7 +55,7 @@ do
       counts = false, status_fields = nil, tenant_keys = nil,
       tenant_errors = nil, list_errors = nil,
       ev_buf = false, ev_len = 0, ev_count = 0, ev_now = 0,
-      ev_last_ms = false, ev_last_n = false, ev_entries = 0, ev_read = nil,
+      ev_last_ms = false, ev_last_n = false, ev_entries = 0, ev_first_n = 0, ev_read = nil,
       woken = false,
       tenant_rps = nil,
       stored_args = nil,

@@ -4,15 +4,20 @@
 -- would break a batch entry).
 -- Needs: format, counters
 -- Per-call state: the pending batch (c.ev_buf, false unless the call defers its events;
--- c.ev_len, c.ev_count, c.ev_now), the entries written (c.ev_last_ms, c.ev_last_n, c.ev_entries)
+-- c.ev_len, c.ev_count, c.ev_now), the entries written (c.ev_last_ms, c.ev_last_n, c.ev_entries,
+-- and c.ev_first_n, the number of the first event written since the last trim check)
 -- and the stats hash's `events` field when the caller read it (c.ev_read). Kept across
 -- calls: repeated_has_separator's memo (pure, bounded by format.lua's MEMO_MAX).
 
 local has_separator, defer_events, emit, flush_events, events_read
 do
-  -- Events the event stream keeps at least (whole entries are trimmed, so it holds fewer than
-  -- EVENTS_MAX + EVENTS_PER_ENTRY); trimmed exactly (XTRIM MAXLEN) so the simulator can model it.
+  -- Events the event stream keeps at least. Trimmed when a call's events reach a multiple of
+  -- TRIM_STEP (so a queue pays the trim's reads once per TRIM_STEP events, not on every call:
+  -- it cost a single-task enqueue about 138,000 Redis instructions, a third of the call), whole
+  -- entries at a time, so it holds fewer than EVENTS_MAX + TRIM_STEP + EVENTS_PER_ENTRY + the
+  -- events of one call; trimmed exactly (XTRIM MINID) so the simulator can model it.
   local EVENTS_MAX = 10000
+  local TRIM_STEP = 100
 
   -- The event stream (KEYS[12]). An event is a list of name/value pairs: `k` (its kind; the
   -- first pair of an event and the only `k`), `id` (task), `t` (tenant), `a` (attempt), then
@@ -114,34 +119,46 @@ do
       redis.call('XADD', c.K_EVENTS, istr(t) .. '-' .. istr(n), 'ts', ts, unpack(fields))
     end
     c.ev_last_ms, c.ev_last_n = t, n
+    if c.ev_entries == 0 then c.ev_first_n = n - m + 1 end
     c.ev_entries = c.ev_entries + 1
   end
 
-  -- After a call's writes: record the last event's id in the stats hash, and drop the oldest
-  -- entries while the newest EVENTS_MAX events are all after them (an entry whose number is above
-  -- the last one's was numbered before the counter was reset, so it is old too). Reads as many of
-  -- the oldest entries as this call wrote, plus one; while every entry read goes, twice as many
-  -- again, at most eight times a call (up to ~255 × that many entries: old entries of one event
-  -- each go as fast as new ones of a hundred come).
+  -- After a call's writes: record the last event's id in the stats hash; and when the events
+  -- written since the last finish (numbers c.ev_first_n .. n) reach a multiple of TRIM_STEP (or
+  -- the numbering went back), drop the oldest entries while the newest EVENTS_MAX events are all
+  -- after them (an entry whose number is above the last one's was numbered before the counter
+  -- was reset, so it is old too). Reads as many of the oldest entries as this call wrote, plus
+  -- one; while every entry read goes, twice as many, at most eight reads a call (up to
+  -- ~255 × that many entries: old entries of one event each go as fast as new ones of a hundred
+  -- come), then one XTRIM MINID (the first entry kept; no XLEN).
   local function finish_events(c)
     if c.ev_entries == 0 then return end
     local n = c.ev_last_n
     redis.call('HSET', c.K_STATS, 'events', istr(c.ev_last_ms) .. '-' .. istr(n))
-    if n > EVENTS_MAX then
+    local first = c.ev_first_n
+    local due = first > n or math.floor((first - 1) / TRIM_STEP) ~= math.floor(n / TRIM_STEP)
+    if n > EVENTS_MAX and due then
       local want = c.ev_entries + 1
+      local drop, old = 0, nil
       for _ = 1, 8 do
-        local old = redis.call('XRANGE', c.K_EVENTS, '-', '+', 'COUNT', want)
-        local drop = 0
+        old = redis.call('XRANGE', c.K_EVENTS, '-', '+', 'COUNT', want)
+        drop = 0
         for i = 1, #old do
           local _, on = parse_stream_id(old[i][1])
           if on and on > n then on = 0 end
-          if on and on <= n - EVENTS_MAX then drop = drop + 1 else break end
-        end
-        if drop > 0 then
-          redis.call('XTRIM', c.K_EVENTS, 'MAXLEN', redis.call('XLEN', c.K_EVENTS) - drop)
+          if on and on <= n - EVENTS_MAX then drop = i else break end
         end
         if drop < want then break end
         want = want * 2
+      end
+      if drop > 0 then
+        local min_id = old[drop + 1] and old[drop + 1][1]
+        if not min_id then
+          -- Every entry read goes: keep from just after the last of them.
+          local lt, ls = parse_stream_id(old[drop][1])
+          min_id = istr(lt) .. '-' .. istr(ls + 1)
+        end
+        redis.call('XTRIM', c.K_EVENTS, 'MINID', min_id)
       end
     end
     c.ev_entries = 0
