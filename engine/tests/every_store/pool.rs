@@ -492,33 +492,6 @@ async fn a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate(env: 
     worker.stop().await;
 }
 
-/// Counts the `lease` calls, passes every call on, and gives the store's wake-ups (unlike
-/// [`LeaseSizes`], whose pools poll).
-struct LeaseCalls {
-    inner: std::sync::Arc<dyn orq::Store>,
-    leases: std::sync::atomic::AtomicUsize,
-}
-
-#[async_trait::async_trait]
-impl orq::Store for LeaseCalls {
-    async fn eval(
-        &self,
-        script: &'static orq_lua::Script,
-        keys: &[String],
-        args: &[Vec<u8>],
-    ) -> Result<orq::Resp, orq::StoreError> {
-        if script.name == "lease" {
-            self.leases
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        self.inner.eval(script, keys, args).await
-    }
-
-    fn wake(&self, channels: &[String]) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.inner.wake(channels)
-    }
-}
-
 // Goal: at light load a submit costs an idle pool one lease call: the store's wake-up goes to
 // the first lane only (the other lanes leave it to the first while it listens with free slots),
 // and a finished task does not make a lane ask a queue its last call drained (issue 23; before,
@@ -529,10 +502,7 @@ impl orq::Store for LeaseCalls {
 // races, and two per 5 s that passed. Only an upper bound: a loaded machine makes fewer calls.
 async fn at_light_load_a_submit_costs_one_lease_call(env: Env) {
     use std::sync::atomic::Ordering;
-    let calls = std::sync::Arc::new(LeaseCalls {
-        inner: env.store.clone(),
-        leases: Default::default(),
-    });
+    let calls = crate::wakeups::CountedLeases::on(&env);
     let overlap = Overlap::default();
     let started = std::time::Instant::now();
     let worker = env.worker_on(
@@ -546,7 +516,7 @@ async fn at_light_load_a_submit_costs_one_lease_call(env: Env) {
         },
     );
     crate::common::eventually("both lanes to have asked once", || async {
-        (calls.leases.load(Ordering::SeqCst) >= 2).then_some(())
+        (calls.count() >= 2).then_some(())
     })
     .await;
     let tasks = 12;
@@ -556,7 +526,7 @@ async fn at_light_load_a_submit_costs_one_lease_call(env: Env) {
             .await;
         env.wait_status("q", &ids[0], Status::Completed).await;
     }
-    let asked = calls.leases.load(Ordering::SeqCst);
+    let asked = calls.count();
     let polls = 2 * (started.elapsed().as_millis() as usize / 5_000 + 1);
     worker.stop().await;
     assert_eq!(overlap.runs.load(Ordering::SeqCst), tasks);

@@ -5,8 +5,9 @@
 use crate::common::{eventually, spec, Echo, Env};
 use orq::{Handlers, Status, WorkerConfig};
 
-/// A store wrapper that counts lease and queue-list calls and passes the wake-ups through.
-struct CountedLeases {
+/// A store wrapper that counts lease and queue-list calls and passes the wake-ups through (also
+/// used by `pool.rs`).
+pub(crate) struct CountedLeases {
     inner: std::sync::Arc<dyn orq::Store>,
     leases: std::sync::atomic::AtomicUsize,
     lists: std::sync::atomic::AtomicUsize,
@@ -36,14 +37,14 @@ impl orq::Store for CountedLeases {
 }
 
 impl CountedLeases {
-    fn on(env: &Env) -> std::sync::Arc<CountedLeases> {
+    pub(crate) fn on(env: &Env) -> std::sync::Arc<CountedLeases> {
         std::sync::Arc::new(CountedLeases {
             inner: env.store.clone(),
             leases: Default::default(),
             lists: Default::default(),
         })
     }
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.leases.load(std::sync::atomic::Ordering::SeqCst)
     }
 
