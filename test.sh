@@ -43,3 +43,5 @@ echo "== bench smoke: orq bench and the BullMQ workload on a private Redis (no t
 cd ..
 python3 bench/compare.py --orq target/debug/orq --runs 1 --tasks 500 --batch 100 \
   --concurrency 10 --delayed 50 --delay-ms 200 --delay-spread-ms 200
+python3 bench/light.py --orq target/debug/orq --runs 1 --warmup 50 --single-tasks 200 \
+  --light-tasks 20

@@ -3,7 +3,7 @@
 on the same Redis (issue 23, part 3; bench/README.md).
 
     python3 bench/light.py [--phase single|light|both] [--runs 3] [--single-tasks 20000]
-        [--in-flight 32] [--light-tasks 300] [--interval 20-40] [--concurrency 8]
+        [--in-flight 32] [--warmup 1000] [--light-tasks 300] [--interval 20-40] [--concurrency 8]
         [--redis-server PATH] [--orq PATH] [--json FILE] [--no-breakdown]
 
 Phases, each engine alone on a private redis-server (started fresh for every engine and run, so
@@ -11,7 +11,7 @@ one engine's leftovers never weigh on the other's figures):
 
   single  a closed loop of --in-flight single-task submits (bench/bullmq/single.mjs), no worker:
           orq: `orq api --submit-rate-per-tenant 0` and POST /api/v1/tasks with one task;
-          BullMQ: Queue.add of one job. After a warm-up of 1,000 submits, per submit:
+          BullMQ: Queue.add of one job. After --warmup unreported submits, per submit:
             script_us   Redis time inside scripts (INFO commandstats usec of EVAL*/FCALL*, which
                         includes the commands the scripts run), / submits
             redis_cpu_us  Redis's CPU (INFO cpu, user + sys: its network I/O too), / submits
@@ -52,7 +52,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SINGLE = os.path.join(BULLMQ_DIR, "single.mjs")
 SCRIPT_CMDS = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_evalsha_ro", "cmdstat_eval_ro",
                "cmdstat_fcall", "cmdstat_fcall_ro")
-WARMUP = 1000
 
 FIGURES = {
     "single": [
@@ -266,7 +265,7 @@ def run_single(e, a, work):
     try:
         e.start(url, "single")
         shape = ["--in-flight", str(a.in_flight)]
-        e.load(url, a.queue + "-warm", WARMUP, shape)
+        e.load(url, a.queue + "-warm", a.warmup, shape)
         before = Stats(r)
         out = e.load(url, a.queue, a.single_tasks, shape)
         after = Stats(r)
@@ -328,6 +327,8 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--single-tasks", type=int, default=20000)
     p.add_argument("--in-flight", type=int, default=32)
+    p.add_argument("--warmup", type=int, default=1000,
+                   help="unreported single submits before the measured ones")
     p.add_argument("--light-tasks", type=int, default=300)
     p.add_argument("--interval", default="20-40")
     p.add_argument("--concurrency", type=int, default=8)
@@ -337,8 +338,9 @@ def main():
     p.add_argument("--json")
     p.add_argument("--no-breakdown", dest="breakdown", action="store_false")
     a = p.parse_args()
-    if a.runs < 1 or a.single_tasks < 1 or a.light_tasks < 1 or a.in_flight < 1:
-        sys.exit("--runs, --single-tasks, --light-tasks and --in-flight must be at least 1")
+    if min(a.runs, a.single_tasks, a.light_tasks, a.in_flight, a.warmup) < 1:
+        sys.exit("--runs, --single-tasks, --light-tasks, --in-flight and --warmup must be at "
+                 "least 1")
     if not os.path.exists(os.path.join(BULLMQ_DIR, "node_modules")):
         subprocess.run(["npm", "ci", "--silent"], cwd=BULLMQ_DIR, check=True)
     phases = ["single", "light"] if a.phase == "both" else [a.phase]
