@@ -162,7 +162,8 @@ pub struct WorkerConfig {
     /// ran no more than two (docs/measurements.md). Lanes share the worker id, and each serves
     /// every queue of the pool. While the pool is idle only its first lane polls every
     /// `idle_poll_ms` (the others every [`LANE_IDLE_FACTOR`] times that, as long as the first
-    /// lane polls); a lane that leases work wakes the idle ones.
+    /// lane polls) and answers the store's wake-ups (the others answer them while the first is
+    /// busy or full); a lane whose round leaves work wakes the idle ones.
     pub lanes: usize,
     /// Heartbeats are sent every `lease_ms / heartbeat_divisor`.
     pub heartbeat_divisor: u64,
@@ -253,8 +254,8 @@ struct LaneShare {
     /// A lane that leased work wakes the idle ones.
     wake: Notify,
     /// Whether the first lane is polling an idle store (it has free slots and its last round
-    /// leased nothing): only then do the other lanes poll less often, since its polls will find
-    /// new work and wake them.
+    /// left no work): only then do the other lanes poll less often and leave the store's
+    /// wake-ups to it, since its polls and leases will find new work and wake them.
     first_polling: std::sync::atomic::AtomicBool,
 }
 
