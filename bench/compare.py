@@ -109,6 +109,20 @@ def start_redis(workdir):
     sys.exit("redis-server did not start")
 
 
+def wait_ready(api_url, timeout=30):
+    """Wait until an orq API at `api_url` answers its readiness probe (GET /api/v1/readyz)."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(api_url + "/api/v1/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def cpu_s(pid):
     """User + system CPU seconds of a live process (Linux /proc)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -218,16 +232,7 @@ class Orq:
             self.api = Child([self.a.orq, "api", "--redis", self.url,
                               "--listen", f"127.0.0.1:{port}", "--submit-rate-per-tenant", "0"],
                              env=dict(os.environ, RUST_LOG="warn"), log=log)
-        deadline = time.time() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(self.api_url + "/api/v1/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_ready(self.api_url)
 
     def end(self):
         if self.api:

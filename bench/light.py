@@ -42,10 +42,9 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import BULLMQ_DIR, Child, free_port, start_redis  # noqa: E402
+from compare import BULLMQ_DIR, Child, free_port, start_redis, wait_ready  # noqa: E402
 from resp import Redis  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,19 +161,6 @@ def bullmq_label(words):
     return cmd.lower()
 
 
-def wait_http(url, timeout=60):
-    deadline = time.time() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as r:
-                if r.status == 200:
-                    return
-        except OSError:
-            if time.time() > deadline:
-                raise
-            time.sleep(0.05)
-
-
 def node(args):
     """Run single.mjs to its end; its JSON line."""
     out = subprocess.run(["node", SINGLE] + args, cwd=BULLMQ_DIR, check=True,
@@ -227,7 +213,7 @@ class Orq(Engine):
             args = [self.a.orq, "serve", "--redis", url, "--listen", f"127.0.0.1:{port}",
                     "--concurrency", str(self.a.concurrency), "--no-dashboard-build"]
         self.child(args, f"orq-{phase}", None)
-        wait_http(self.http + "/api/v1/readyz")
+        wait_ready(self.http, timeout=60)
 
     def load(self, url, queue, n, shape):
         return node(["--engine", "orq", "--url", self.http, "--queue", queue,
