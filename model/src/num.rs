@@ -301,6 +301,18 @@ pub fn format_g(x: f64, precision: usize) -> String {
         return if x.is_sign_negative() { "-0" } else { "0" }.to_string();
     }
     let p = precision.max(1);
+    // An integral value with at most p digits prints as that integer (the common case: times,
+    // counters and indexes passed to `redis.call` as Lua numbers), without the general path's
+    // allocations.
+    if p <= 17 && x.fract() == 0.0 && x.abs() < 10f64.powi(p as i32) {
+        return (x as i64).to_string();
+    }
+    format_g_digits(x, p)
+}
+
+/// [`format_g`] for a finite, non-zero `x` and `p >= 1`, through the correctly rounded
+/// scientific form.
+fn format_g_digits(x: f64, p: usize) -> String {
     // d.ddddde±X with p significant digits, correctly rounded.
     let sci = format!("{:.*e}", p - 1, x.abs());
     let (mantissa, exp) = sci.split_once('e').expect("exponent form");
@@ -356,6 +368,31 @@ pub fn c_double_to_i64(x: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Goal: the integer shortcut of format_g prints what the general path prints.
+    #[test]
+    fn format_g_integer_shortcut_matches_the_general_path() {
+        let values = [
+            1.0,
+            -1.0,
+            7.0,
+            100.0,
+            1_796_176_578_735.0,
+            -1_796_176_578_735.0,
+            9_007_199_254_740_993.0, // 2^53 + 1, rounds to 2^53
+            12_345_678_901_234_567.0,
+            99_999_999_999_999_990.0,
+            -99_999_999_999_999_990.0,
+        ];
+        for x in values {
+            for p in [1, 6, 14, 15, 17] {
+                assert_eq!(format_g(x, p), format_g_digits(x, p), "{x} at %.{p}g");
+            }
+        }
+        assert_eq!(format_g17(1_796_176_578_735.0), "1796176578735");
+        assert_eq!(format_g17(1e17), "1e+17");
+        assert_eq!(format_g(123.0, 2), "1.2e+02");
+    }
 
     // Goal: string2ll accepts exactly the canonical decimal integers of i64.
     #[test]

@@ -36,7 +36,9 @@ use sandbox::{install_sandbox, RAND48_INITIAL};
 use crate::commands::{self, Exec};
 use crate::db::Db;
 use crate::slot::key_slot;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
+use mlua::{
+    Either, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState,
+};
 use orq::Resp;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -348,15 +350,20 @@ impl Interpreter {
     /// A call's keys and arguments as the Lua arrays a script sees as KEYS and ARGV (and a
     /// function as its two parameters).
     fn keys_and_args(&self, keys: &[String], args: &[Vec<u8>]) -> mlua::Result<(Table, Table)> {
-        let lua = &self.lua;
-        let k = lua.create_table_with_capacity(keys.len(), 0)?;
-        for (i, key) in keys.iter().enumerate() {
-            k.raw_set(i + 1, lua.create_string(key)?)?;
-        }
-        let a = lua.create_table_with_capacity(args.len(), 0)?;
-        for (i, arg) in args.iter().enumerate() {
-            a.raw_set(i + 1, lua.create_string(arg)?)?;
-        }
+        // create_sequence_from pushes each string straight into the new table (no handle per
+        // string, which is most of the cost when done one raw_set at a time).
+        let k = self
+            .lua
+            .create_sequence_from(keys.iter().map(|key| key.as_str()))?;
+        // Arguments that are not UTF-8 (payloads may be any bytes) go through a string handle.
+        let args = args
+            .iter()
+            .map(|arg| match std::str::from_utf8(arg) {
+                Ok(text) => Ok(Either::Left(text)),
+                Err(_) => self.lua.create_string(arg).map(Either::Right),
+            })
+            .collect::<mlua::Result<Vec<_>>>()?;
+        let a = self.lua.create_sequence_from(args)?;
         Ok((k, a))
     }
 
