@@ -1,34 +1,12 @@
 //! The conversions between Lua values and RESP, as Redis 7.0's `script_lua.c` does them for a
-//! RESP2 client: command replies into Lua, a script's return value out of it, and the arguments
-//! of `redis.call`.
+//! RESP2 client: a script's return value out of Lua, and the arguments of the `redis` API's
+//! functions other than `call` and `pcall` (those two convert on the Lua stack, in
+//! [`super::raw_call`]).
 
-use super::{commands, error_buff, error_table, REPLY_DEPTH_MAX};
+use super::{commands, REPLY_DEPTH_MAX};
 use crate::num::{c_double_to_i64, format_g17};
-use mlua::{Lua, MultiValue, Table, Value};
+use mlua::{MultiValue, Table, Value};
 use orq::Resp;
-
-/// RESP → Lua, as `redisProtocolToLuaType` does for RESP2: integer → number, bulk → string,
-/// nil → false, status → `{ok = s}`, error → `{err = s}`, array → table.
-pub(crate) fn resp_to_lua(lua: &Lua, r: &Resp) -> mlua::Result<Value> {
-    Ok(match r {
-        Resp::Nil => Value::Boolean(false),
-        Resp::Int(n) => Value::Number(*n as f64),
-        Resp::Bulk(b) => Value::String(lua.create_string(b)?),
-        Resp::Status(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(s)?)?;
-            Value::Table(t)
-        }
-        Resp::Error(e) => Value::Table(error_table(lua, &error_buff(&format!("-{e}")), true)?),
-        Resp::Array(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, resp_to_lua(lua, item)?)?;
-            }
-            Value::Table(t)
-        }
-    })
-}
 
 /// Lua → RESP for a script's return value, as `luaReplyToRedisReply` does for a RESP2 client.
 pub(crate) fn lua_to_resp(v: &Value) -> Resp {

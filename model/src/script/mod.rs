@@ -21,12 +21,14 @@
 //! read-only library tables (they are proxies here, and look empty to `#`).
 //!
 //! This file holds the interpreter (the script cache, running a script, the run state); the
-//! conversions between Lua values and RESP are in [`convert`], and the globals a script sees (the
-//! `redis` API, the read-only tables, `pcall`, `math.random`, the top-level error handler) in
-//! [`sandbox`].
+//! conversions between Lua values and RESP are in [`convert`], `redis.call` and `redis.pcall`
+//! (the simulator's hottest path, written against the Lua C API) in [`raw_call`], and the
+//! globals a script sees (the rest of the `redis` API, the read-only tables, `pcall`,
+//! `math.random`, the top-level error handler) in [`sandbox`].
 
 mod convert;
 mod functions;
+mod raw_call;
 mod sandbox;
 
 use convert::lua_to_resp;

@@ -3,7 +3,8 @@
 //! `xpcall` that cannot swallow a budget error, and the top-level error handler that builds the
 //! final error text of a failed script.
 
-use super::convert::{lua_args, resp_to_lua};
+use super::convert::lua_args;
+use super::raw_call;
 use super::{commands, engine, error_buff, error_table, find_raised, raise, Raised, REDIS_VERSION};
 use mlua::{Function, Lua, MultiValue, Table, Value};
 use orq::Resp;
@@ -48,14 +49,8 @@ pub(super) fn install_sandbox(lua: &Lua) -> mlua::Result<Sandbox> {
 
     // ---- redis.* --------------------------------------------------------------------------
     let redis = lua.create_table()?;
-    redis.raw_set(
-        "call",
-        lua.create_function(|lua, args: MultiValue| redis_call(lua, args, true))?,
-    )?;
-    redis.raw_set(
-        "pcall",
-        lua.create_function(|lua, args: MultiValue| redis_call(lua, args, false))?,
-    )?;
+    redis.raw_set("call", raw_call::function(lua, true)?)?;
+    redis.raw_set("pcall", raw_call::function(lua, false)?)?;
     redis.raw_set(
         "error_reply",
         lua.create_function(|lua, args: MultiValue| {
@@ -530,29 +525,6 @@ fn single_string(args: &MultiValue) -> Option<Vec<u8>> {
         (1, Some(Value::String(s))) => Some(s.as_bytes().to_vec()),
         _ => None,
     }
-}
-
-/// `redis.call` (raise = true) and `redis.pcall` (raise = false).
-fn redis_call(lua: &Lua, args: MultiValue, raise_errors: bool) -> mlua::Result<Value> {
-    let args = match lua_args(&args) {
-        Ok(a) => a,
-        Err(msg) => {
-            let text = error_buff(msg);
-            if raise_errors {
-                return raise(Raised::Reply(text));
-            }
-            return Ok(Value::Table(error_table(lua, &text, false)?));
-        }
-    };
-    let reply = engine(lua).call(&args);
-    if let Resp::Error(e) = &reply {
-        let text = error_buff(&format!("-{e}"));
-        if raise_errors {
-            return raise(Raised::Reply(text));
-        }
-        return Ok(Value::Table(error_table(lua, &text, true)?));
-    }
-    resp_to_lua(lua, &reply)
 }
 
 /// The message handler of every script run: Redis's `__redis__err__handler` plus the final error
