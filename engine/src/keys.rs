@@ -82,7 +82,7 @@ pub fn queue_keys(queue: &str) -> Vec<String> {
     let prefix = queue_prefix(queue);
     QUEUE_KEY_SUFFIXES
         .iter()
-        .map(|suffix| format!("{prefix}{suffix}"))
+        .map(|suffix| [prefix.as_str(), suffix].concat())
         .collect()
 }
 
@@ -132,22 +132,23 @@ impl QueueKey {
 
     /// The key (or prefix) of `queue`: `orq:{<queue>}:<suffix>`.
     pub fn of(self, queue: &str) -> String {
-        format!(
-            "{}{}",
-            queue_prefix(queue),
-            QUEUE_KEY_SUFFIXES[self.index() - 1]
-        )
+        [queue_prefix(queue).as_str(), self.suffix()].concat()
+    }
+
+    /// What follows the queue's prefix in the key.
+    fn suffix(self) -> &'static str {
+        QUEUE_KEY_SUFFIXES[self.index() - 1]
     }
 }
 
 /// The prefix every key of `queue` starts with, `orq:{<queue>}:` (the hash tag included).
 pub fn queue_prefix(queue: &str) -> String {
-    format!("orq:{{{queue}}}:")
+    ["orq:{", queue, "}:"].concat()
 }
 
 /// The hash of task `id` of `queue`, `orq:{<queue>}:task:<id>`.
 pub fn task_key(queue: &str, id: &str) -> String {
-    format!("{}{id}", QueueKey::Task.of(queue))
+    [queue_prefix(queue).as_str(), QueueKey::Task.suffix(), id].concat()
 }
 
 const QUEUE_KEY_SUFFIXES: [&str; 16] = [

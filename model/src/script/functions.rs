@@ -24,6 +24,7 @@
 //! both see read-only globals, so neither can leave anything for the other. The load timeout
 //! (500 ms in Redis) is the instruction budget.
 
+use super::compiled;
 use super::sandbox::Sandbox;
 use super::{commands, engine, find_raised, Interpreter, Raised, Run, REDIS_VERSION};
 use mlua::{Function, Lua, MultiValue, Table, Value};
@@ -269,13 +270,7 @@ impl Interpreter {
         }
         // Compiled with a leading newline for the metadata line, so errors name the lines of the
         // library as sent (Redis's own line numbers).
-        let func = match self
-            .lua
-            .load(format!("\n{body}"))
-            .set_name(CHUNK_NAME)
-            .set_mode(mlua::ChunkMode::Text)
-            .into_function()
-        {
+        let func = match compiled::load(&self.lua, CHUNK_NAME, &format!("\n{body}")) {
             Ok(f) => f,
             Err(e) => {
                 let msg = match &e {
