@@ -168,9 +168,17 @@ pub fn strtod(s: &[u8]) -> Strtod {
             j = k;
         }
     }
-    let text = std::str::from_utf8(&s[i..j]).expect("ASCII digits");
-    // Rust parses "5.", ".5" and huge exponents the way strtod does (correctly rounded).
-    let magnitude: f64 = normalise_decimal(text).parse().unwrap_or(0.0);
+    let digits = &s[i..j];
+    let magnitude: f64 = if digits.len() <= 15 && digits.iter().all(u8::is_ascii_digit) {
+        // A plain integer below 10^15 is exact as a double: the common case (times, scores).
+        digits
+            .iter()
+            .fold(0u64, |n, d| n * 10 + u64::from(d - b'0')) as f64
+    } else {
+        let text = std::str::from_utf8(digits).expect("ASCII digits");
+        // Rust parses "5.", ".5" and huge exponents the way strtod does (correctly rounded).
+        normalise_decimal(text).parse().unwrap_or(0.0)
+    };
     let value = sign * magnitude;
     let range_error = magnitude.is_infinite() || (magnitude == 0.0 && nonzero);
     Strtod {
@@ -467,6 +475,18 @@ mod tests {
         assert_eq!(strtod(b"").consumed, 0);
         assert_eq!(strtod(b"0x").consumed, 1);
         assert_eq!(strtod(b"1e+").consumed, 1);
+        // The plain-integer shortcut and the general path agree.
+        for text in [
+            "0",
+            "007",
+            "1796176578735",
+            "999999999999999",
+            "1000000000000000",
+        ] {
+            let general: f64 = text.parse().unwrap();
+            assert_eq!(strtod(text.as_bytes()).value, general, "{text}");
+        }
+        assert!(strtod(b"-0").value.is_sign_negative());
     }
 
     // Goal: the C cast Redis applies to Lua numbers, including its x86 out-of-range value.
