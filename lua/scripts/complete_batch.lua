@@ -15,7 +15,7 @@
 --   KEYS[7]  orq:{q}:completed   ZSET score=finish time ms
 --   KEYS[8]  orq:{q}:cancelled   ZSET score=cancel time ms (retention trim)
 --   KEYS[10] orq:{q}:tenant:     prefix of HASH orq:{q}:tenant:<tenant>
---   KEYS[11] orq:{q}:stats       HASH counters
+--   KEYS[11] orq:{q}:stats       HASH counters, events (read before any write)
 --   KEYS[12] orq:{q}:events      STREAM
 --   KEYS[15] orq:{q}:parked      ZSET tenants held back by a limit (a lease that ends unparks)
 --   and, when it also leases, every key `lease` uses (KEYS[2], [4], [6], [14], [16] besides).
@@ -71,11 +71,19 @@ for i = 1, n do
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id and token are required')
   end
 end
-local bad = check_keys(c, {3, 5, 7, 8, 11, 12, 15})
+-- Its own keys, and with a lease the lease's (LEASE_KEYS, lib/lease.lua), each checked once.
+local bad = check_keys(c, lease_a and {3, 4, 5, 6, 7, 8, 12, 15, 16} or {3, 5, 7, 8, 12, 15})
 if bad then return bad end
+-- The stats hash, checked by reading what the call needs of it: the last event's id (lib/events.lua).
+local ev = redis.pcall('HGET', c.K_STATS, 'events')
+if type(ev) == 'table' then
+  return type_error(c.K_STATS, 'hash') or redis.error_reply(ev.err)
+end
+events_read(c, ev)
+local lease_r = nil
 if lease_a then
-  bad = check_keys(c, LEASE_KEYS)
-  if bad then return bad end
+  lease_r, bad = lease_reads(c)
+  if not lease_r then return bad end
 end
 
 defer_events(c)
@@ -109,7 +117,7 @@ flush_counts(c)
 if trim > 0 then trim_finished(c, now, retention, trim) end
 if lease_a then
   -- The lease's events join the completions' in the same entries (lease_tasks writes them).
-  local tasks, next_ms = lease_tasks(c, lease_a, now)
+  local tasks, next_ms = lease_tasks(c, lease_a, now, lease_r)
   return {now, out, tasks, next_ms}
 end
 flush_events(c)

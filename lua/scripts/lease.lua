@@ -66,5 +66,8 @@ local a, e = lease_args(ARGV, 0)
 if not a then return e end
 local bad = check_keys(c, LEASE_KEYS)
 if bad then return bad end
-local out, next_ms = lease_tasks(c, a, now)
+local r
+r, bad = lease_reads(c)
+if not r then return bad end
+local out, next_ms = lease_tasks(c, a, now, r)
 return {now, out, next_ms}

@@ -3,7 +3,8 @@
 //! and latency over the last hour) and `GET /api/v1/queues/{queue}/workers`.
 //!
 //! One poller per [`AppState`] (not one per client) reads every known queue's stream every
-//! [`POLL_MS`] for the entries after the last one it saw, folds them into per-queue metrics and
+//! [`POLL_MS`] while an SSE client is connected (every [`IDLE_POLLS`] × that without one) for the
+//! entries after the last one it saw, folds them into per-queue metrics and
 //! broadcasts them to the SSE clients, each of which filters by its own `?queue=`. The poller
 //! stops when the last clone of its state is dropped.
 
@@ -38,8 +39,15 @@ mod stream;
 pub use metrics::{BucketSummary, Quantiles, QueueMetrics};
 pub use stream::{messages, EventFilter, Message};
 
-/// How often the poller reads each queue's event stream (ms).
+/// How often the poller reads each queue's event stream while an SSE client is connected (ms).
 pub const POLL_MS: u64 = 250;
+/// Without an SSE client, the poller reads the streams every `IDLE_POLLS`-th tick of
+/// [`POLL_MS`] (every 2 s: only the metrics read them then, in buckets of [`BUCKET_MS`]). At
+/// light load the reads were a fifth of a task's script calls (`bench/light.py`).
+pub const IDLE_POLLS: u64 = 8;
+/// The poller reads the queue list every `QUEUES_POLLS`-th tick of [`POLL_MS`] (every 2 s: a new
+/// queue's events are then read from the oldest its stream holds), not on every tick.
+pub const QUEUES_POLLS: u64 = 8;
 /// Most pages of [`EVENTS_PAGE_MAX`] events the poller reads from one queue per poll, so one
 /// busy queue cannot starve the others; a queue that writes more than
 /// `POLL_PAGES_MAX × EVENTS_PAGE_MAX / POLL_MS` events/s for longer than its stream holds
@@ -201,22 +209,31 @@ impl Live {
     }
 }
 
-/// The poller: every [`POLL_MS`], read each known queue's new stream entries and record them,
-/// broadcasting those of store time `since_ms` or later. Ends when the [`Live`] it feeds is
-/// dropped.
+/// The poller: every [`POLL_MS`] while an SSE client is connected (else every [`IDLE_POLLS`]-th
+/// tick), read each known queue's new stream entries and record them, broadcasting those of
+/// store time `since_ms` or later; the queue list is read every [`QUEUES_POLLS`]-th tick. Ends
+/// when the [`Live`] it feeds is dropped.
 async fn poll(client: Client, live: Weak<LiveInner>, since_ms: i64) {
     // The last stream id read, per queue (absent: read from the oldest entry held).
     let mut cursors: BTreeMap<String, String> = BTreeMap::new();
+    // The queue list as last read (`None`: to be read at the next poll).
+    let mut queues: Option<Vec<String>> = None;
     let mut failing = false;
     let mut tick = tokio::time::interval(Duration::from_millis(POLL_MS));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for n in 0u64.. {
         tick.tick().await;
         let Some(inner) = live.upgrade() else {
             return;
         };
         let live = Live { inner };
-        match poll_once(&client, &live, &mut cursors, since_ms).await {
+        if n % IDLE_POLLS != 0 && live.inner.tx.receiver_count() == 0 {
+            continue;
+        }
+        if n % QUEUES_POLLS == 0 {
+            queues = None;
+        }
+        match poll_once(&client, &live, &mut cursors, &mut queues, since_ms).await {
             Ok(()) if failing => {
                 tracing::info!("event poller: the store answers again");
                 failing = false;
@@ -231,14 +248,19 @@ async fn poll(client: Client, live: Weak<LiveInner>, since_ms: i64) {
     }
 }
 
+/// One poll: the queue list when `queues` holds none (kept for the next polls), then each
+/// queue's new entries.
 async fn poll_once(
     client: &Client,
     live: &Live,
     cursors: &mut BTreeMap<String, String>,
+    queues: &mut Option<Vec<String>>,
     since_ms: i64,
 ) -> orq::Result<()> {
-    let queues = client.queues().await?;
-    for queue in queues.iter().take(QUEUES_MAX) {
+    if queues.is_none() {
+        *queues = Some(client.queues().await?);
+    }
+    for queue in queues.iter().flatten().take(QUEUES_MAX) {
         for _ in 0..POLL_PAGES_MAX {
             let after = cursors.get(queue).map(String::as_str);
             let page = client.events(queue, after, EVENTS_PAGE_MAX).await?;

@@ -10,6 +10,7 @@
 --   counts                     counters.lua: the deferred counter increments (false: not deferred)
 --   status_fields, tenant_keys counters.lua: memos of 'n:<status>' and tenant hash keys
 --   tenant_errors, list_errors keys.lua: the type checks of tenant hashes and ready lists made
+--   tenant_reads               keys.lua: tenant hash fields read by the check (false: none)
 --   ev_*                       events.lua: the pending batch of events (ev_buf false: events are
 --                              written as they come), the last id written, and the stored one
 --                              as the script read it (ev_read; nil: not read)
@@ -53,7 +54,7 @@ do
       K_IDEM = KEYS[9], K_TENANT = KEYS[10], K_STATS = KEYS[11], K_EVENTS = KEYS[12],
       K_KNOWN = KEYS[13], K_CONFIG = KEYS[14], K_PARKED = KEYS[15], K_WORKERS = KEYS[16],
       counts = false, status_fields = nil, tenant_keys = nil,
-      tenant_errors = nil, list_errors = nil,
+      tenant_errors = nil, list_errors = nil, tenant_reads = false,
       ev_buf = false, ev_len = 0, ev_count = 0, ev_now = 0,
       ev_last_ms = false, ev_last_n = false, ev_entries = 0, ev_first_n = 0, ev_read = nil,
       woken = false,

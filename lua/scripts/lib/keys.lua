@@ -1,9 +1,10 @@
 -- lib/keys.lua: the queue key set and its checks. Provides check_keys (the call's KEYS are the
 -- 16 queue keys, each of orq's Redis type), key_type and type_error, the keys of one task, ready
--- list or tenant (task_key, ready_key, tenant_key), and tenant_error / list_error (a tenant's own
--- keys are of orq's types). The keys themselves are the context's K_* fields (ctx.lua).
+-- list or tenant (task_key, ready_key, tenant_key), and tenant_error / tenant_read / list_error (a
+-- tenant's own keys are of orq's types, the hash's fields read by the check). The keys themselves are the context's K_* fields (ctx.lua).
 -- Needs: nothing
--- Per-call state: c.tenant_errors, c.list_errors (the type checks made, key -> reply or false).
+-- Per-call state: c.tenant_errors, c.list_errors (the type checks made, key -> reply or false),
+-- c.tenant_reads (tenant -> the hash fields its check read; false until the first).
 --
 -- The queue key set. Every script is called with the same KEYS, built by one Rust function
 -- (`orq::keys::QueueKeys`), all sharing the queue's hash tag `{q}` so one script touches one
@@ -53,7 +54,7 @@
 -- `total:repaired` too; numeric task and tenant fields that are not finite numbers are read as
 -- their defaults.
 
-local key_type, type_error, check_keys, task_key, ready_key, tenant_key, tenant_error, list_error
+local key_type, type_error, check_keys, task_key, ready_key, tenant_key, tenant_error, tenant_read, list_error
 do
   -- The Redis type each queue key holds (the prefixes KEYS[1], KEYS[2], KEYS[9] and KEYS[10] are
   -- checked per key, by the scripts that append to them).
@@ -128,14 +129,28 @@ do
 
   -- A CORRUPT error reply when one of the tenant's own keys holds another Redis type than orq's,
   -- or the tenant name is missing; else nil. The keys: its hash, and its ready list of priority
-  -- `p` (none when `p` is nil: the caller writes no ready list).
-  function tenant_error(c, tenant, p)
+  -- `p` (none when `p` is nil: the caller writes no ready list). With `names` (a table of the
+  -- hash's fields), the first check of the tenant in the call reads them instead of asking the
+  -- hash's type (an HMGET of another type fails): `tenant_read` then gives their values.
+  function tenant_error(c, tenant, p, names)
     if not tenant or tenant == '' then
       return redis.error_reply('CORRUPT task has no tenant')
     end
     local known = c.tenant_errors[tenant]
     if known == nil then
-      known = type_error(tenant_key(c, tenant), 'hash') or false
+      local key = tenant_key(c, tenant)
+      if names then
+        local vals = redis.pcall('HMGET', key, unpack(names))
+        if vals.err then
+          known = type_error(key, 'hash') or redis.error_reply(vals.err)
+        else
+          known = false
+          if not c.tenant_reads then c.tenant_reads = {} end
+          c.tenant_reads[tenant] = vals
+        end
+      else
+        known = type_error(key, 'hash') or false
+      end
       c.tenant_errors[tenant] = known
     end
     if known then return known end
@@ -143,5 +158,11 @@ do
       return list_error(c, tenant, p)
     end
     return nil
+  end
+
+  -- The tenant hash's fields as `tenant_error` read them with `names` (their values in that
+  -- order, false when absent), or nil when the call's check of the tenant read none.
+  function tenant_read(c, tenant)
+    return c.tenant_reads and c.tenant_reads[tenant]
   end
 end

@@ -1,15 +1,16 @@
 -- lib/lease.lua: the lease transition, shared by the lease script and complete_batch (which
--- also leases). Provides lease_args (its arguments, checked), LEASE_KEYS (the queue keys it
--- checks) and lease_tasks (promote, reap, unpark, then serve tenants by fair share).
+-- also leases). Provides lease_args (its arguments, checked), LEASE_KEYS and lease_reads (the queue
+-- keys it checks, the hashes by reading them) and lease_tasks (promote, reap, unpark, then serve
+-- tenants by fair share).
 -- Needs: format, args, keys, counters, events, park, task, ready, workers, maintenance, limits
 -- Per-call state: none of its own (the other files' in the context).
 
-local lease_args, LEASE_KEYS, lease_tasks
+local lease_args, LEASE_KEYS, lease_reads, lease_tasks
 do
-  -- The queue's starvation-bound step (ms; 0 = strict priority). A stored value outside the range
-  -- `configure` accepts reads as 0.
-  local function aging_step(c)
-    local step = num(redis.call('HGET', c.K_CONFIG, 'aging_step_ms'), 0)
+  -- The queue's starvation-bound step (ms; 0 = strict priority) given the config hash's
+  -- `aging_step_ms` as read. A stored value outside the range `configure` accepts reads as 0.
+  local function aging_step(stored)
+    local step = num(stored, 0)
     if step < 0 or step > FACTS.aging_step_ms_max then
       return 0
     end
@@ -50,8 +51,25 @@ do
     return a
   end
 
-  -- The queue keys a lease writes or reads by type (check_keys before the first write).
-  LEASE_KEYS = {3, 4, 5, 6, 11, 12, 14, 15, 16}
+  -- The queue keys a lease writes or reads by type (check_keys before the first write); the
+  -- stats and config hashes are checked by `lease_reads`, which reads them.
+  LEASE_KEYS = {3, 4, 5, 6, 12, 15, 16}
+
+  -- What a lease reads of the queue's hashes, read before the call's first write so that the
+  -- reads check their types (instead of a TYPE each): the config's paused and aging_step_ms
+  -- and the stats hash's virtual time (only the lease loop writes it in a call; the unparks
+  -- read it themselves). Returns {paused, step, vtime}, or nil and the CORRUPT reply.
+  function lease_reads(c)
+    local cf = redis.pcall('HMGET', c.K_CONFIG, 'paused', 'aging_step_ms')
+    if cf.err then
+      return nil, type_error(c.K_CONFIG, 'hash') or redis.error_reply(cf.err)
+    end
+    local vt = redis.pcall('HGET', c.K_STATS, 'vtime')
+    if type(vt) == 'table' then
+      return nil, type_error(c.K_STATS, 'hash') or redis.error_reply(vt.err)
+    end
+    return {paused = cf[1] == '1', step = aging_step(cf[2]), vtime = vtime_of(vt)}
+  end
 
   -- When the task `id` became ready (ms): its last change, or its creation when never changed
   -- (`now` when its hash is gone or not a hash: lease drops such an entry).
@@ -134,8 +152,9 @@ do
 
   -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
   -- says: promote due tasks, record the worker, reap expired leases, unpark due tenants, then
-  -- serve tenants by fair share. Returns the reply's {task, ...} and next_ms.
-  function lease_tasks(c, a, now)
+  -- serve tenants by fair share. `r` is what `lease_reads` answered before the call's first
+  -- write. Returns the reply's {task, ...} and next_ms.
+  function lease_tasks(c, a, now, r)
     local worker, n, bits = a.worker, a.n, a.bits
     defer_events(c)
     if a.promote_bound > 0 then promote_due(c, now, a.promote_bound) end
@@ -143,8 +162,7 @@ do
     if a.reap_bound > 0 then reap_expired(c, now, a.reap_bound, a.seed) end
 
     local out = {}
-    local paused = redis.call('HGET', c.K_CONFIG, 'paused') == '1'
-    local step = aging_step(c)
+    local paused, step = r.paused, r.step
     unpark_due(c, now, TENANT_SCAN_MAX)
     -- Status counters and `served` are added once at the end; the tenant's live leases are read
     -- from its hash plus the leases this call made (tenant -> count). Counts still deferred by the
@@ -157,9 +175,8 @@ do
     local now_s = istr(now)
     -- Tenants whose keys this call has checked (tenant -> true).
     local tenant_ok = {}
-    -- The queue's virtual time, read once: only this loop writes it in a call (and the unparks
-    -- above read it before).
-    local queue_vt = queue_vtime(c)
+    -- The queue's virtual time, read once (lease_reads): only this loop writes it in a call.
+    local queue_vt = r.vtime
     -- Each pass leases tasks of one tenant, drops a tenant with no ready work, parks a limited
     -- tenant, or stops; so the passes are bounded. A pass (a visit) gives the head tenant its
     -- quantum (FAIR_QUANTUM tasks), or more when start-time fair queuing would (while its virtual
@@ -169,6 +186,9 @@ do
       local head = redis.call('ZRANGE', c.K_TENANTS, 0, 1, 'WITHSCORES')
       if #head == 0 then break end
       local tenant, vt = head[1], num(head[2], 0)
+      -- Whether the tenants set holds a tenant after this pass: another one, or this one put back
+      -- (nothing else in a pass adds to it). When not, the next pass would find it empty.
+      local others = #head >= 4
       -- A tenant whose own keys hold foreign data cannot be served: it leaves the fair-share set
       -- (counted as repaired) so that the other tenants are.
       -- The hash's type is checked by reading its fields (an HMGET of another type fails); a
@@ -250,6 +270,7 @@ do
             redis.call('ZREM', c.K_TENANTS, tenant)
           else
             redis.call('ZADD', c.K_TENANTS, fstr(last_vt + 1 / weight), tenant)
+            others = true
           end
           local served = 0
           for j = 1, #popped do
@@ -312,6 +333,7 @@ do
           end
         end
       end
+      if not others then break end
     end
     if #lease_scores > 0 then
       redis.call('ZADD', c.K_LEASES, unpack(lease_scores))

@@ -13,7 +13,8 @@ do
   local function count_completion(c, tenant, now, n)
     local key = tenant_key(c, tenant)
     local win = math.floor(now / 60000)
-    local f = redis.call('HMGET', key, 'c_win', 'c_cur')
+    -- As the completions' lease checks read them (COMPLETE_TENANT_FIELDS), else read here.
+    local f = tenant_read(c, tenant) or redis.call('HMGET', key, 'c_win', 'c_cur')
     local cur_win, cur = tonumber(f[1]), num(f[2], 0)
     if cur_win == win then
       hincr(c, key, 'c_cur', n)
@@ -37,7 +38,8 @@ do
   -- Returns 'ok' and the fields when `token` holds the live lease; 'again' when the same token already ended the
   -- lease with `op` (a retried call whose reply was lost); otherwise an error reply to return.
   -- With `need_tenant`, a live lease whose task has no tenant, or whose tenant's keys are of
-  -- another type, is CORRUPT (the transition would update the tenant's counters).
+  -- another type, is CORRUPT (the transition would update the tenant's counters); a table of the
+  -- tenant hash's fields for `need_tenant` has the check read them (`tenant_read`, lib/keys.lua).
   local LEASE_FIELDS = {'status', 'token', 'outcome', 'tenant'}
   function check_lease(c, id, token, op, need_tenant, names)
     local t, bad = fields(c, id, names or LEASE_FIELDS)
@@ -52,7 +54,7 @@ do
     end
     if t.status == 'leased' then
       if need_tenant then
-        local e = tenant_error(c, t.tenant)
+        local e = tenant_error(c, t.tenant, nil, need_tenant ~= true and need_tenant or nil)
         if e then return e end
       end
       return 'ok', t
@@ -79,6 +81,9 @@ do
   -- The fields `complete_task` reads: the lease check's (its outcome only when the lease has
   -- ended) and what the completed event reports (updated_at is when the lease began).
   local COMPLETE_FIELDS = {'status', 'token', 'tenant', 'attempt', 'worker', 'updated_at'}
+  -- The tenant hash's fields a completion's lease check reads (the type check of the hash):
+  -- its completion window's, for count_completion (nothing in the call writes them before).
+  local COMPLETE_TENANT_FIELDS = {'c_win', 'c_cur'}
 
   -- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
   -- then the writes. `per_tenant` (optional, a batch: {ids = {}, tenants = {}, counts = {}}) collects
@@ -88,7 +93,7 @@ do
   -- Returns 'completed', 'again' (the same token completed it before), or an error reply
   -- (NOTFOUND, STALE, CANCELLED, CORRUPT; nothing written).
   function complete_task(c, id, token, result, now, per_tenant)
-    local state, t = check_lease(c, id, token, 'completed', true, COMPLETE_FIELDS)
+    local state, t = check_lease(c, id, token, 'completed', COMPLETE_TENANT_FIELDS, COMPLETE_FIELDS)
     if state ~= 'ok' then
       return state
     end
