@@ -242,9 +242,10 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["complete", "complete_batch"] {
                 patch(
                     name,
-                    "local state, t = check_lease(c, id, token, 'completed', true, COMPLETE_FIELDS)",
+                    "local state, t = check_lease(c, id, token, 'completed', COMPLETE_TENANT_FIELDS, \
+                     COMPLETE_FIELDS)",
                     "local state, t = check_lease(c, id, redis.call('HGET', task_key(c, id), F.token) or token, \
-                     'completed', true, COMPLETE_FIELDS)",
+                     'completed', COMPLETE_TENANT_FIELDS, COMPLETE_FIELDS)",
                 );
             }
         }
@@ -277,8 +278,8 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["lease", "complete_batch"] {
                 patch(
                     name,
-                    "local paused = redis.call('HGET', c.K_CONFIG, 'paused') == '1'",
-                    "local paused = false",
+                    "paused = cf[1] == '1'",
+                    "paused = false",
                 );
             }
         }
