@@ -276,11 +276,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
         }
         PlantedBug::LeaseIgnoresPause => {
             for name in ["lease", "complete_batch"] {
-                patch(
-                    name,
-                    "paused = cf[1] == '1'",
-                    "paused = false",
-                );
+                patch(name, "paused = cf[1] == '1'", "paused = false");
             }
         }
         PlantedBug::ReapDoesNotCountAttempt => {
