@@ -497,18 +497,26 @@ impl Workload {
         lost_outcomes.sort_by_key(|(_, at)| *at);
 
         // The scheduler carries on: it reaps the lease of a worker that crashed after the
-        // failover (no worker serves the queue any more, so nothing else could free it).
+        // failover (no worker serves that queue, so nothing else could free it). The queue is
+        // a fresh one: the workload's queue may still hold a task whose submit was applied but
+        // never acknowledged (refused as NOREPLICAS when the submitter stopped), which a lease
+        // there could take first.
+        let crash_queue = format!("{}-crashed", self.queue);
         let crashed = submit_retrying(
             &self.client,
-            spec(&self.queue, "slow", r#"{"crashed":true}"#).lease_ms(1_000),
+            spec(&crash_queue, "slow", r#"{"crashed":true}"#).lease_ms(1_000),
         )
         .await;
-        let leased = lease_as_crashed_worker(&*self.scheduler_store, &self.queue).await;
+        let leased = lease_as_crashed_worker(&*self.scheduler_store, &crash_queue).await;
         assert_eq!(leased.id, crashed.id);
         eventually(
             "the scheduler to reap the crashed worker's lease",
             || async {
-                let t = self.client.get(Some(&self.queue), &crashed.id).await.ok()?;
+                let t = self
+                    .client
+                    .get(Some(&crash_queue), &crashed.id)
+                    .await
+                    .ok()?;
                 (t.status != Status::Leased).then_some(())
             },
         )
