@@ -74,16 +74,12 @@ end
 -- Its own keys, and with a lease the lease's (LEASE_KEYS, lib/lease.lua), each checked once.
 local bad = check_keys(c, lease_a and {3, 4, 5, 6, 7, 8, 12, 15, 16} or {3, 5, 7, 8, 12, 15})
 if bad then return bad end
--- The stats hash, checked by reading what the call needs of it: the last event's id
--- (lib/events.lua) and the counters completions add to (lib/counters.lua, pre_read: written with
--- the event id in one HSET).
-local STATS_COUNTERS = {'total:completed', 'n:leased', 'n:completed'}
-local sf = redis.pcall('HMGET', c.K_STATS, 'events', unpack(STATS_COUNTERS))
-if sf.err then
-  return type_error(c.K_STATS, 'hash') or redis.error_reply(sf.err)
+-- The stats hash, checked by reading what the call needs of it: the last event's id (lib/events.lua).
+local ev = redis.pcall('HGET', c.K_STATS, 'events')
+if type(ev) == 'table' then
+  return type_error(c.K_STATS, 'hash') or redis.error_reply(ev.err)
 end
-events_read(c, sf[1])
-pre_read(c, c.K_STATS, STATS_COUNTERS, sf, 2)
+events_read(c, ev)
 local lease_r = nil
 if lease_a then
   lease_r, bad = lease_reads(c)

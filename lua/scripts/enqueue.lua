@@ -74,8 +74,6 @@ local SETTINGS = 11
 local BATCH_MAX = 1000
 -- The Retry-After suggested to a submit refused by max_queued (ms).
 local ADMISSION_RETRY_MS = 1000
--- The stats hash's counters a call adds to, read with its other fields.
-local STATS_COUNTERS = {'total:enqueued', 'n:queued', 'n:scheduled'}
 
 local now = now_ms()
 local n, e = arg_int(ARGV[1], 'count', 1, BATCH_MAX)
@@ -191,19 +189,17 @@ end
 local bad = check_keys(c, {})
 if bad then return bad end
 
--- The stats hash, read once: its type, whether it exists, the queue's virtual time (lib/park.lua),
--- the last event's id (lib/events.lua) and the counters this call adds to (lib/counters.lua,
--- pre_read: written with the event id in one HSET).
-local sf = redis.pcall('HMGET', c.K_STATS, 'vtime', 'events', unpack(STATS_COUNTERS))
+-- The stats hash, read once: its type, whether it exists, the queue's virtual time (lib/park.lua)
+-- and the last event's id (lib/events.lua).
+local sf = redis.pcall('HMGET', c.K_STATS, 'total:enqueued', 'vtime', 'events')
 if sf.err then
   return type_error(c.K_STATS, 'hash') or redis.error_reply(sf.err)
 end
-events_read(c, sf[2])
-pre_read(c, c.K_STATS, STATS_COUNTERS, sf, 3)
+events_read(c, sf[3])
 -- Every task this store ever created wrote the stats hash (total:enqueued), so its absence marks
 -- a queue new to this store (asked of Redis only when none of the fields read is there).
 local fresh = 0
-if not (sf[1] or sf[2] or sf[3] or sf[4] or sf[5]) and redis.call('EXISTS', c.K_STATS) == 0 then
+if not (sf[1] or sf[2] or sf[3]) and redis.call('EXISTS', c.K_STATS) == 0 then
   fresh = 1
 end
 
@@ -457,7 +453,7 @@ for i = 1, n do
         -- the loop.
         if eligible_t[it.tenant] then
           eligible_t[it.tenant] = false
-          if vtime == nil then vtime = fstr(vtime_of(sf[1])) end
+          if vtime == nil then vtime = fstr(vtime_of(sf[2])) end
           eligible[#eligible + 1] = vtime
           eligible[#eligible + 1] = it.tenant
         end

@@ -1138,7 +1138,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}
             "orq:{q}:scheduled" zset B={now+100}
-            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 total:reaped=1 total:failed=1 n:retrying=1 n:queued=0 served=1 events={now}-3
+            "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 served=1 events={now}-3
             "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now} e=1 k=1-0f w=w1 x={now+30000} s=leased
             "orq:{q}:task:B" hash s=retrying k=1-bb t=t1 a=1 mr=1 bi=100 bm=2 bx=1000 bj=0 w="" hi="1 {now} w0 expired lease expired" le="lease expired" u={now} o=expired x="" r={now+100}
             "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 rp=0 served=1
@@ -1176,14 +1176,14 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts=1 k=paused id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash events=10000000000000-8 total:repaired=1 total:enqueued=1 n:queued=1
+            "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
     Case {
-        name: "enqueue: a stats counter read before the writes is written as its new value; a garbage one is repaired by HINCRBY and counted",
+        name: "enqueue: a garbage stats counter is reset to the increment and counted as repaired; the others are added to",
         seed: &["HSET orq:{q}:stats n:queued x total:enqueued 41"],
         script: "enqueue",
         argv: "1 A t1 echo {} '' ''",
@@ -1199,7 +1199,7 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
-        name: "enqueue: a stats counter whose sum leaves Lua's exact integers is added by HINCRBY",
+        name: "enqueue: a stats counter at the edge of Lua's exact integers is added to exactly",
         seed: &["HSET orq:{q}:stats total:enqueued 9007199254740990"],
         script: "enqueue",
         argv: "1 A t1 echo {} '' ''",

@@ -9,8 +9,6 @@
 --   KEYS, K_TASK .. K_WORKERS  the queue key set as passed to the call (keys.lua documents it)
 --   counts                     counters.lua: the deferred counter increments (false: not deferred)
 --   status_fields, tenant_keys counters.lua: memos of 'n:<status>' and tenant hash keys
---   pre, sets                  counters.lua: counters read before the writes, and the values
---                              to write (one HSET per hash)
 --   tenant_errors, list_errors keys.lua: the type checks of tenant hashes and ready lists made
 --   tenant_reads               keys.lua: tenant hash fields read by the check (false: none)
 --   ev_*                       events.lua: the pending batch of events (ev_buf false: events are
@@ -34,7 +32,7 @@ do
   -- The context's tables of per-call memos, made on first use (most calls touch few of them):
   -- reading one of these fields while it is absent makes it an empty table.
   local LAZY = {status_fields = true, tenant_keys = true, tenant_errors = true, list_errors = true,
-    tenant_rps = true, stored_args = true, unpark_checked = true, pre = true, sets = true}
+    tenant_rps = true, stored_args = true, unpark_checked = true}
   local LAZY_META = {__index = function(c, k)
     if LAZY[k] then
       local t = {}
@@ -55,7 +53,7 @@ do
       K_LEASES = KEYS[5], K_DEAD = KEYS[6], K_COMPLETED = KEYS[7], K_CANCELLED = KEYS[8],
       K_IDEM = KEYS[9], K_TENANT = KEYS[10], K_STATS = KEYS[11], K_EVENTS = KEYS[12],
       K_KNOWN = KEYS[13], K_CONFIG = KEYS[14], K_PARKED = KEYS[15], K_WORKERS = KEYS[16],
-      counts = false, status_fields = nil, tenant_keys = nil, pre = nil, sets = nil,
+      counts = false, status_fields = nil, tenant_keys = nil,
       tenant_errors = nil, list_errors = nil, tenant_reads = false,
       ev_buf = false, ev_len = 0, ev_count = 0, ev_now = 0,
       ev_last_ms = false, ev_last_n = false, ev_entries = 0, ev_first_n = 0, ev_read = nil,

@@ -131,21 +131,10 @@ do
   -- one; while every entry read goes, twice as many, at most eight reads a call (up to
   -- ~255 × that many entries: old entries of one event each go as fast as new ones of a hundred
   -- come), then one XTRIM MINID (the first entry kept; no XLEN).
-  -- The stats hash's values kept by counters.lua (take_sets) go out in the same HSET as the
-  -- last event's id, and the other hashes' values after it (flush_sets).
   local function finish_events(c)
-    local stats = take_sets(c, c.K_STATS)
-    if c.ev_entries == 0 then
-      if stats then redis.call('HSET', c.K_STATS, unpack(stats)) end
-      flush_sets(c)
-      return
-    end
+    if c.ev_entries == 0 then return end
     local n = c.ev_last_n
-    stats = stats or {}
-    stats[#stats + 1] = 'events'
-    stats[#stats + 1] = istr(c.ev_last_ms) .. '-' .. istr(n)
-    redis.call('HSET', c.K_STATS, unpack(stats))
-    flush_sets(c)
+    redis.call('HSET', c.K_STATS, 'events', istr(c.ev_last_ms) .. '-' .. istr(n))
     local first = c.ev_first_n
     local due = first > n or math.floor((first - 1) / TRIM_STEP) ~= math.floor(n / TRIM_STEP)
     if n > EVENTS_MAX and due then

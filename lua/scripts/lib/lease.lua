@@ -55,27 +55,20 @@ do
   -- stats and config hashes are checked by `lease_reads`, which reads them.
   LEASE_KEYS = {3, 4, 5, 6, 12, 15, 16}
 
-  -- The stats hash's counters a lease adds to, read with its other fields (counters.lua,
-  -- pre_read).
-  local STATS_COUNTERS = {'n:queued', 'n:leased', 'served'}
-
   -- What a lease reads of the queue's hashes, read before the call's first write so that the
-  -- reads check their types (instead of a TYPE each): the config's paused and aging_step_ms,
+  -- reads check their types (instead of a TYPE each): the config's paused and aging_step_ms
   -- and the stats hash's virtual time (only the lease loop writes it in a call; the unparks
-  -- read it themselves), the last event's id and the counters a lease adds to. Returns {paused,
-  -- step, vtime}, or nil and the CORRUPT reply.
+  -- read it themselves). Returns {paused, step, vtime}, or nil and the CORRUPT reply.
   function lease_reads(c)
     local cf = redis.pcall('HMGET', c.K_CONFIG, 'paused', 'aging_step_ms')
     if cf.err then
       return nil, type_error(c.K_CONFIG, 'hash') or redis.error_reply(cf.err)
     end
-    local sf = redis.pcall('HMGET', c.K_STATS, 'vtime', 'events', unpack(STATS_COUNTERS))
-    if sf.err then
-      return nil, type_error(c.K_STATS, 'hash') or redis.error_reply(sf.err)
+    local vt = redis.pcall('HGET', c.K_STATS, 'vtime')
+    if type(vt) == 'table' then
+      return nil, type_error(c.K_STATS, 'hash') or redis.error_reply(vt.err)
     end
-    events_read(c, sf[2])
-    pre_read(c, c.K_STATS, STATS_COUNTERS, sf, 3)
-    return {paused = cf[1] == '1', step = aging_step(cf[2]), vtime = vtime_of(sf[1])}
+    return {paused = cf[1] == '1', step = aging_step(cf[2]), vtime = vtime_of(vt)}
   end
 
   -- When the task `id` became ready (ms): its last change, or its creation when never changed
