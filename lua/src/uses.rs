@@ -222,7 +222,7 @@ fn top_level(f: &LibFile) -> Vec<&'static str> {
 // its top level is the `local` of the names it provides and one `do` block that defines them,
 // constants and functions (the statements at the block's own level are `local` definitions and
 // the definitions of the provided names), and it reads KEYS and ARGV only as parameters of its
-// functions. (The bounded pure memos of format.lua and events.lua are the exception,
+// functions. (The bounded pure memos of format.lua, keys.lua and events.lua are the exception,
 // documented there.)
 #[test]
 fn lib_files_define_what_they_provide_and_keep_no_call_state() {
