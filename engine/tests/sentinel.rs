@@ -154,7 +154,11 @@ async fn a_crash_failover_is_followed_under_load() {
         || async { (numsub(new, &wake_channel("wq")) >= 1).then_some(()) },
     )
     .await;
-    let woken = submit_retrying(&client, spec("wq", "slow", r#"{"woken":1}"#)).await;
+    let woken = submit_retrying(
+        &client,
+        spec("wq", "slow", r#"{"woken":1}"#).idempotency_key("woken"),
+    )
+    .await;
     let lost = completed_or_lost(&client, "wq", std::slice::from_ref(&woken)).await;
     assert!(lost.is_empty());
 

@@ -282,8 +282,14 @@ pub struct Acked {
 
 /// Submit `spec` as a client would through a failover: retry on a transient error (the same
 /// idempotency key, so a retry of a submit that was stored returns that task) until it is
-/// acknowledged; panic on any other error or after [`LONG`].
+/// acknowledged; panic on any other error or after [`LONG`]. `spec` must carry an idempotency
+/// key: a submit refused as transient may have been stored (NOREPLICAS after the write, a lost
+/// reply), and without the key its retry would store a second task.
 pub async fn submit_retrying(client: &Client, spec: orq::TaskSpec) -> Acked {
+    assert!(
+        spec.idempotency_key.is_some(),
+        "submit_retrying needs an idempotency key"
+    );
     let started = Instant::now();
     loop {
         match client.submit(spec.clone()).await {
@@ -500,11 +506,14 @@ impl Workload {
         // failover (no worker serves that queue, so nothing else could free it). The queue is
         // a fresh one: the workload's queue may still hold a task whose submit was applied but
         // never acknowledged (refused as NOREPLICAS when the submitter stopped), which a lease
-        // there could take first.
+        // there could take first. The submit carries an idempotency key, so a retry of a
+        // submit stored but refused returns that task instead of storing a second one.
         let crash_queue = format!("{}-crashed", self.queue);
         let crashed = submit_retrying(
             &self.client,
-            spec(&crash_queue, "slow", r#"{"crashed":true}"#).lease_ms(1_000),
+            spec(&crash_queue, "slow", r#"{"crashed":true}"#)
+                .lease_ms(1_000)
+                .idempotency_key("crashed"),
         )
         .await;
         let leased = lease_as_crashed_worker(&*self.scheduler_store, &crash_queue).await;
