@@ -16,7 +16,8 @@ they cost or save in dispatch. Measured against a private redis-server under
   top:<name>   EVALSHA of script <name>'s source with its body replaced by `return 0`, less
                eval_noop: the per-call top-level cost Functions would save for <name>
   call:<name>  one real single-task call by EVALSHA (enqueue of one task, lease of one,
-               heartbeat, get, complete_batch of one)
+               heartbeat, get, complete_batch of one; lease_idle: a lease that finds nothing
+               ready or due, an idle worker's poll)
   fcall:<name> the same calls as FCALLs of orq's function library (`FUNCTION LOAD`ed from
                `source --library`), on a second queue; `library` says whether it loaded
 
@@ -158,6 +159,10 @@ def main():
             fig[f"{prefix}:complete_batch"] = c.count(
                 lambda: run("complete_batch",
                             [[86400000, 100, 1, t, k, "null"] for t, k in tokens])) / n
+            # Nothing ready, nothing due: what an idle worker's poll costs.
+            fig[f"{prefix}:lease_idle"] = c.count(
+                lambda: run("lease", [["w1", 1, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
+                                      for _ in range(n)])) / n
 
         single_calls("call", lambda name, k, argv: r.call("EVALSHA", sha[name], 16, *k, *argv),
                      "bench")

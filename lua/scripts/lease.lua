@@ -57,17 +57,14 @@
 --   epoch, wait_ms = time the task waited in its ready set, ms). Records the worker as seen
 --   (KEYS[16]).
 --
--- Uses: ctx, format, keys, lease
+-- Uses: ctx, format, lease
 
 local c = new_ctx(KEYS)
 
 local now = now_ms()
 local a, e = lease_args(ARGV, 0)
 if not a then return e end
-local bad = check_keys(c, LEASE_KEYS)
-if bad then return bad end
-local r
-r, bad = lease_reads(c)
+local r, bad = lease_look(c, a, now)
 if not r then return bad end
 local out, next_ms = lease_tasks(c, a, now, r)
 return {now, out, next_ms}

@@ -649,6 +649,62 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
+        name: "lease: an idle lease records its worker, forgets eight silent others but never itself, and answers the next run_at",
+        seed: &[
+            "ZADD orq:{q}:workers {t-3800000} w1 {t} w0",
+            "ZADD orq:{q}:workers {t-3700000} s1 {t-3700000} s2 {t-3700000} s3 {t-3700000} s4 {t-3700000} s5",
+            "ZADD orq:{q}:workers {t-3700000} s6 {t-3700000} s7 {t-3700000} s8 {t-3700000} s9",
+            "ZADD orq:{q}:scheduled {t+60000} A",
+            "HSET orq:{q}:task:A s scheduled t t1 l 5000 a 0 e 0",
+        ],
+        script: "lease",
+        argv: "w1 1 ab 0 10 10",
+        reply: r#"[{now} [] {t+60000}]"#,
+        keys: r#"
+            "orq:{q}:scheduled" zset A={t+60000}
+            "orq:{q}:task:A" hash s=scheduled t=t1 l=5000 a=0 e=0
+            "orq:{q}:workers" zset s9={t-3700000} w0={t} w1={now}
+        "#,
+    },
+    Case {
+        name: "lease: an idle lease answers when a parked tenant's next token is due, not a capped one's",
+        seed: &[
+            "ZADD orq:{q}:parked {t+1000} t2 9007199254740991 t1",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:0:t2 B",
+            "HSET orq:{q}:task:A t t1 l 5000 a 0 e 0 c {t}",
+            "HSET orq:{q}:task:B t t2 l 5000 a 0 e 0 c {t}",
+        ],
+        script: "lease",
+        argv: "w1 1 ab 0 10 10",
+        reply: r#"[{now} [] {t+1000}]"#,
+        keys: r#"
+            "orq:{q}:parked" zset t2={t+1000} t1=9007199254740991
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:ready:0:t2" list B
+            "orq:{q}:task:A" hash t=t1 l=5000 a=0 e=0 c={t}
+            "orq:{q}:task:B" hash t=t2 l=5000 a=0 e=0 c={t}
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
+        name: "lease: an idle lease with only capped tenants parked does not know when to ask again",
+        seed: &[
+            "ZADD orq:{q}:parked 9007199254740991 t1",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "HSET orq:{q}:task:A t t1 l 5000 a 0 e 0 c {t}",
+        ],
+        script: "lease",
+        argv: "w1 1 ab 0 10 10",
+        reply: r#"[{now} [] -1]"#,
+        keys: r#"
+            "orq:{q}:parked" zset t1=9007199254740991
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:task:A" hash t=t1 l=5000 a=0 e=0 c={t}
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
         name: "lease: a tenant at its max_inflight and one out of tokens are parked, the next is leased",
         seed: &[
             "ZADD orq:{q}:tenants 0 t1 0.25 t2 0.5 t3",

@@ -1,11 +1,12 @@
 -- lib/lease.lua: the lease transition, shared by the lease script and complete_batch (which
 -- also leases). Provides lease_args (its arguments, checked), LEASE_KEYS and lease_reads (the queue
--- keys it checks, the hashes by reading them) and lease_tasks (promote, reap, unpark, then serve
+-- keys it checks, the hashes by reading them), lease_look (the lease script's reads before its
+-- first write, which check the keys they read) and lease_tasks (promote, reap, unpark, then serve
 -- tenants by fair share).
 -- Needs: format, args, keys, counters, events, park, task, ready, workers, maintenance, limits
 -- Per-call state: none of its own (the other files' in the context).
 
-local lease_args, LEASE_KEYS, lease_reads, lease_tasks
+local lease_args, LEASE_KEYS, lease_reads, lease_look, lease_tasks
 do
   -- The queue's starvation-bound step (ms; 0 = strict priority) given the config hash's
   -- `aging_step_ms` as read. A stored value outside the range `configure` accepts reads as 0.
@@ -69,6 +70,60 @@ do
       return nil, type_error(c.K_STATS, 'hash') or redis.error_reply(vt.err)
     end
     return {paused = cf[1] == '1', step = aging_step(cf[2]), vtime = vtime_of(vt)}
+  end
+
+  -- The queue keys the lease script checks by reading them (below); the others it writes are
+  -- checked by type.
+  local LOOK_TYPED = {6, 12}
+
+  -- A ZSET read made with pcall before the first write: its reply, or nil and the CORRUPT reply
+  -- when `key` holds another type.
+  local function zread(key, ...)
+    local v = redis.pcall(...)
+    if type(v) == 'table' and v.err then
+      return nil, type_error(key, 'zset') or redis.error_reply(v.err)
+    end
+    return v
+  end
+
+  -- What the lease script reads before its first write (with `a` from `lease_args`, at `now`):
+  -- what lease_reads reads, and the ends of the indexes its upkeep and its answer need, so that
+  -- these reads check the keys' types instead of a TYPE each (about 4,400 Redis instructions
+  -- apiece); only the dead set and the stream, which it writes but does not read, are checked by
+  -- type. An idle lease, the most common call, made 19 calls into Redis and now makes 11.
+  -- Returns lease_reads' table with `pre` = {sched_first, parked_first (the sets' first scores,
+  -- -1 when empty), expired (the ids reap_expired reads), old_workers (silent_workers'), tenants
+  -- (the tenants set's size)}, or nil and the INVALID / CORRUPT reply. Nothing is written.
+  function lease_look(c, a, now)
+    local bad = check_keys(c, LOOK_TYPED)
+    if bad then return nil, bad end
+    local r
+    r, bad = lease_reads(c)
+    if not r then return nil, bad end
+    local pre = {}
+    local v
+    v, bad = zread(c.K_SCHEDULED, 'ZRANGE', c.K_SCHEDULED, 0, 0, 'WITHSCORES')
+    if not v then return nil, bad end
+    pre.sched_first = #v > 0 and tonumber(v[2]) or -1
+    if a.reap_bound > 0 then
+      v, bad = zread(c.K_LEASES, 'ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, a.reap_bound)
+    else
+      v, bad = zread(c.K_LEASES, 'ZCARD', c.K_LEASES)
+      v = v and {}
+    end
+    if not v then return nil, bad end
+    pre.expired = v
+    v, bad = zread(c.K_PARKED, 'ZRANGE', c.K_PARKED, 0, 0, 'WITHSCORES')
+    if not v then return nil, bad end
+    pre.parked_first = #v > 0 and tonumber(v[2]) or -1
+    v, bad = zread(c.K_TENANTS, 'ZCARD', c.K_TENANTS)
+    if not v then return nil, bad end
+    pre.tenants = v
+    v = silent_workers(c, now)
+    if v.err then return nil, type_error(c.K_WORKERS, 'zset') or redis.error_reply(v.err) end
+    pre.old_workers = v
+    r.pre = pre
+    return r
   end
 
   -- When the task `id` became ready (ms): its last change, or its creation when never changed
@@ -156,14 +211,26 @@ do
   -- write. Returns the reply's {task, ...} and next_ms.
   function lease_tasks(c, a, now, r)
     local worker, n, bits = a.worker, a.n, a.bits
+    -- The lease script's reads before its first write (lease_look), or nil (complete_batch): what
+    -- they show needs no second read while the call has not changed it.
+    local pre = r.pre
     defer_events(c)
-    if a.promote_bound > 0 then promote_due(c, now, a.promote_bound) end
-    note_worker(c, worker, now)
-    if a.reap_bound > 0 then reap_expired(c, now, a.reap_bound, a.seed) end
+    local promoted, reaped, unparked = 0, 0, 0
+    if a.promote_bound > 0 and not (pre and (pre.sched_first < 0 or pre.sched_first > now)) then
+      promoted = promote_due(c, now, a.promote_bound)
+    end
+    note_worker(c, worker, now, pre and pre.old_workers)
+    if a.reap_bound > 0 then reaped = reap_expired(c, now, a.reap_bound, a.seed, pre and pre.expired) end
 
     local out = {}
     local paused, step = r.paused, r.step
-    unpark_due(c, now, TENANT_SCAN_MAX)
+    if not (pre and (pre.parked_first < 0 or pre.parked_first > now)) then
+      unparked = unpark_due(c, now, TENANT_SCAN_MAX)
+    end
+    -- Nothing ready before the call and nothing made ready by it: the tenants set is empty.
+    local none_ready = pre and pre.tenants == 0 and promoted + reaped + unparked == 0
+    -- Whether the call has changed the parked set (the upkeep above, or a tenant parked below).
+    local parked_changed = promoted + reaped + unparked > 0
     -- Status counters and `served` are added once at the end; the tenant's live leases are read
     -- from its hash plus the leases this call made (tenant -> count). Counts still deferred by the
     -- caller (complete_batch) or by the promotions and reaps above are written first, so the
@@ -182,7 +249,7 @@ do
     -- quantum (FAIR_QUANTUM tasks), or more when start-time fair queuing would (while its virtual
     -- time stays ahead of the next tenant's), as far as its limits allow and the call still wants.
     for _ = 1, 2 * n + TENANT_SCAN_MAX do
-      if paused or #out >= n then break end
+      if paused or none_ready or #out >= n then break end
       local head = redis.call('ZRANGE', c.K_TENANTS, 0, 1, 'WITHSCORES')
       if #head == 0 then break end
       local tenant, vt = head[1], num(head[2], 0)
@@ -230,6 +297,7 @@ do
         redis.call('ZREM', c.K_TENANTS, tenant)
         redis.call('ZADD', c.K_PARKED, istr(parked_until), tenant)
         c.any_parked = nil
+        parked_changed = true
       else
         local weight = num(th.weight, 1)
         if weight <= 0 then weight = 1 end
@@ -344,9 +412,22 @@ do
     -- When to ask again: now when an eligible tenant has ready work left; otherwise the earliest of
     -- the next scheduled run_at and the next rate-limit token; -1 when unknown (paused, or only
     -- in-flight caps hold work back: a lease ending frees them).
-    local next_ms = first_score(c.K_SCHEDULED)
-    local refill = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', '(' .. istr(PARKED_CAPPED), 'LIMIT', 0, 1,
-      'WITHSCORES')
+    -- (The scheduled set changes only by promotions and reaps' retries; the parked set's first
+    -- entry read before the call is its first one scored below PARKED_CAPPED unless it is capped.)
+    local next_ms
+    if pre and promoted + reaped == 0 then
+      next_ms = pre.sched_first
+    else
+      next_ms = first_score(c.K_SCHEDULED)
+    end
+    local refill
+    if pre and not parked_changed then
+      refill = {}
+      if pre.parked_first >= 0 and pre.parked_first < PARKED_CAPPED then refill = {'', pre.parked_first} end
+    else
+      refill = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', '(' .. istr(PARKED_CAPPED), 'LIMIT', 0, 1,
+        'WITHSCORES')
+    end
     if #refill > 0 then
       local at = tonumber(refill[2])
       if at < now then at = now end

@@ -37,9 +37,10 @@ do
   end
 
   -- Expire up to `bound` leases whose deadline has passed: each counts as a failed attempt.
-  -- `seed` in [0, 1) spreads the jitter of the retries. Returns the count.
-  function reap_expired(c, now, bound, seed)
-    local expired = redis.call('ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, bound)
+  -- `seed` in [0, 1) spreads the jitter of the retries. `expired`: the ids of those leases as the
+  -- caller read them earlier in the call, at `now` (nil: read here). Returns the count.
+  function reap_expired(c, now, bound, seed, expired)
+    expired = expired or redis.call('ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, bound)
     for i = 1, #expired do
       local id = expired[i]
       redis.call('ZREM', c.K_LEASES, id)

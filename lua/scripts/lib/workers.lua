@@ -1,19 +1,39 @@
 -- lib/workers.lua: the queue's set of workers seen. Provides note_worker (record a call of a
--- worker, forget silent ones).
+-- worker, forget silent ones) and silent_workers (the read note_worker makes, made earlier).
 -- Needs: format
 -- Per-call state: none.
 
-local note_worker
+local note_worker, silent_workers
 do
   -- How long a worker stays in the workers set after its last lease or heartbeat call (ms).
   local WORKER_FORGET_MS = FACTS.worker_forget_ms
 
-  -- Record that `worker` called at `now`, and forget up to 8 workers silent for WORKER_FORGET_MS.
-  function note_worker(c, worker, now)
+  -- Most silent workers forgotten per call.
+  local FORGET_MAX = 8
+
+  -- The workers silent for WORKER_FORGET_MS at `now`, up to one more than a call forgets, read
+  -- with pcall so that a caller can read them before its first write (the read checks the set's
+  -- type): the list, or the error table when the key holds another type.
+  function silent_workers(c, now)
+    return redis.pcall('ZRANGEBYSCORE', c.K_WORKERS, '-inf', istr(now - WORKER_FORGET_MS), 'LIMIT', 0,
+      FORGET_MAX + 1)
+  end
+
+  -- Record that `worker` called at `now`, and forget up to FORGET_MAX workers silent for
+  -- WORKER_FORGET_MS: those of `old` (what silent_workers answered earlier in the call, at `now`)
+  -- other than `worker`, or when `old` is nil those read after the record.
+  function note_worker(c, worker, now, old)
     redis.call('ZADD', c.K_WORKERS, istr(now), worker)
-    local old = redis.call('ZRANGEBYSCORE', c.K_WORKERS, '-inf', istr(now - WORKER_FORGET_MS), 'LIMIT', 0, 8)
+    if old == nil then
+      old = redis.call('ZRANGEBYSCORE', c.K_WORKERS, '-inf', istr(now - WORKER_FORGET_MS), 'LIMIT', 0, FORGET_MAX)
+    end
+    local forgotten = 0
     for i = 1, #old do
-      redis.call('ZREM', c.K_WORKERS, old[i])
+      if forgotten >= FORGET_MAX then break end
+      if old[i] ~= worker then
+        redis.call('ZREM', c.K_WORKERS, old[i])
+        forgotten = forgotten + 1
+      end
     end
   end
 end
