@@ -135,7 +135,7 @@ elseif mode == 'tenant' then
       redis.call('HSET', key, 'burst', istr(math.max(1, math.ceil(rate))))
     end
   end
-  redis.call('ZADD', c.K_KNOWN, 0, tenant)
+  redis.call('ZADD', c.K_KNOWN, '0', tenant)
   -- New limits are judged by the next lease call, not by the reason the tenant was parked.
   unpark(c, tenant)
   emit(c, now, 'tenant_configured', '', tenant, 0)

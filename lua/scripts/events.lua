@@ -68,7 +68,7 @@ local out = {}
 local events = 0
 while events < count do
   local want = count - events
-  local chunk = redis.call('XRANGE', c.K_EVENTS, start, '+', 'COUNT', want)
+  local chunk = redis.call('XRANGE', c.K_EVENTS, start, '+', 'COUNT', istr(want))
   for i = 1, #chunk do
     local fields = chunk[i][2]
     local m = 0

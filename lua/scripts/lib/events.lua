@@ -95,7 +95,7 @@ do
       if not lt then
         -- No record (a new queue, a lost stats hash): go on from the stream's last id, if any.
         if rec then repaired(c, 1) end
-        local top = redis.call('XREVRANGE', c.K_EVENTS, '+', '-', 'COUNT', 1)
+        local top = redis.call('XREVRANGE', c.K_EVENTS, '+', '-', 'COUNT', '1')
         if top[1] then lt, ln = parse_stream_id(top[1][1]) end
         lt, ln = lt or 0, ln or 0
       end
@@ -107,7 +107,7 @@ do
       -- The stream holds a later id than the record (a stale stats hash, a stream restored
       -- without its stats hash): go on after it. A stream whose last id outlived its entries
       -- starts again.
-      local top = redis.call('XREVRANGE', c.K_EVENTS, '+', '-', 'COUNT', 1)
+      local top = redis.call('XREVRANGE', c.K_EVENTS, '+', '-', 'COUNT', '1')
       local tt, tn = parse_stream_id(top[1] and top[1][1])
       if tt and tt < FACTS.exact_int_max and tn < FACTS.exact_int_max - 2 * EVENTS_PER_ENTRY then
         t, n = tt + 1, tn + m
@@ -141,7 +141,7 @@ do
       local want = c.ev_entries + 1
       local drop, old = 0, nil
       for _ = 1, 8 do
-        old = redis.call('XRANGE', c.K_EVENTS, '-', '+', 'COUNT', want)
+        old = redis.call('XRANGE', c.K_EVENTS, '-', '+', 'COUNT', istr(want))
         drop = 0
         for i = 1, #old do
           local _, on = parse_stream_id(old[i][1])

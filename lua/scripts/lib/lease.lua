@@ -102,18 +102,18 @@ do
     if not r then return nil, bad end
     local pre = {}
     local v
-    v, bad = zread(c.K_SCHEDULED, 'ZRANGE', c.K_SCHEDULED, 0, 0, 'WITHSCORES')
+    v, bad = zread(c.K_SCHEDULED, 'ZRANGE', c.K_SCHEDULED, '0', '0', 'WITHSCORES')
     if not v then return nil, bad end
     pre.sched_first = #v > 0 and tonumber(v[2]) or -1
     if a.reap_bound > 0 then
-      v, bad = zread(c.K_LEASES, 'ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, a.reap_bound)
+      v, bad = zread(c.K_LEASES, 'ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', '0', istr(a.reap_bound))
     else
       v, bad = zread(c.K_LEASES, 'ZCARD', c.K_LEASES)
       v = v and {}
     end
     if not v then return nil, bad end
     pre.expired = v
-    v, bad = zread(c.K_PARKED, 'ZRANGE', c.K_PARKED, 0, 0, 'WITHSCORES')
+    v, bad = zread(c.K_PARKED, 'ZRANGE', c.K_PARKED, '0', '0', 'WITHSCORES')
     if not v then return nil, bad end
     pre.parked_first = #v > 0 and tonumber(v[2]) or -1
     v, bad = zread(c.K_TENANTS, 'ZCARD', c.K_TENANTS)
@@ -156,7 +156,7 @@ do
         if rp_has(m, p) then
           local key = ready_key(c, tenant, p)
           local want = k - #out
-          local got = redis.pcall('LPOP', key, want)
+          local got = redis.pcall('LPOP', key, istr(want))
           if bad(got) then
             repaired(c, 1)
             m = m - POW2[p]
@@ -176,7 +176,7 @@ do
       -- Aged: the head of each marked list and its score (false: the list is empty).
       local heads = {}
       local function look(p)
-        local h = redis.pcall('LRANGE', ready_key(c, tenant, p), 0, 0)
+        local h = redis.pcall('LRANGE', ready_key(c, tenant, p), '0', '0')
         if bad(h) then repaired(c, 1) end
         if bad(h) or #h == 0 then
           heads[p] = false
@@ -250,7 +250,7 @@ do
     -- time stays ahead of the next tenant's), as far as its limits allow and the call still wants.
     for _ = 1, 2 * n + TENANT_SCAN_MAX do
       if paused or none_ready or #out >= n then break end
-      local head = redis.call('ZRANGE', c.K_TENANTS, 0, 1, 'WITHSCORES')
+      local head = redis.call('ZRANGE', c.K_TENANTS, '0', '1', 'WITHSCORES')
       if #head == 0 then break end
       local tenant, vt = head[1], num(head[2], 0)
       -- Whether the tenants set holds a tenant after this pass: another one, or this one put back
@@ -425,7 +425,7 @@ do
       refill = {}
       if pre.parked_first >= 0 and pre.parked_first < PARKED_CAPPED then refill = {'', pre.parked_first} end
     else
-      refill = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', '(' .. istr(PARKED_CAPPED), 'LIMIT', 0, 1,
+      refill = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', '(' .. istr(PARKED_CAPPED), 'LIMIT', '0', '1',
         'WITHSCORES')
     end
     if #refill > 0 then

@@ -21,7 +21,7 @@ do
 
   -- Move up to `bound` due scheduled/retrying tasks to their ready sets. Returns the count.
   function promote_due(c, now, bound)
-    local due = redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)
+    local due = redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', '0', istr(bound))
     for i = 1, #due do
       local id = due[i]
       redis.call('ZREM', c.K_SCHEDULED, id)
@@ -40,7 +40,7 @@ do
   -- `seed` in [0, 1) spreads the jitter of the retries. `expired`: the ids of those leases as the
   -- caller read them earlier in the call, at `now` (nil: read here). Returns the count.
   function reap_expired(c, now, bound, seed, expired)
-    expired = expired or redis.call('ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', 0, bound)
+    expired = expired or redis.call('ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', '0', istr(bound))
     for i = 1, #expired do
       local id = expired[i]
       redis.call('ZREM', c.K_LEASES, id)
@@ -65,7 +65,7 @@ do
     local idx = {{c.K_COMPLETED, 'completed'}, {c.K_CANCELLED, 'cancelled'}}
     for j = 1, 2 do
       local key, status = idx[j][1], idx[j][2]
-      local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', 0, bound)
+      local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', '0', istr(bound))
       for i = 1, #old do
         local id = old[i]
         local t = fields(c, id, TRIM_FIELDS)
@@ -86,7 +86,7 @@ do
 
   -- Score of the earliest entry of a ZSET, or -1 when it is empty.
   function first_score(key)
-    local r = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    local r = redis.call('ZRANGE', key, '0', '0', 'WITHSCORES')
     if #r == 0 then
       return -1
     end

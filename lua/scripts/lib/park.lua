@@ -47,7 +47,7 @@ do
 
   -- Unpark up to `bound` tenants whose parked-until time has come. Returns the count.
   function unpark_due(c, now, bound)
-    local due = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', istr(now), 'LIMIT', 0, bound)
+    local due = redis.call('ZRANGEBYSCORE', c.K_PARKED, '-inf', istr(now), 'LIMIT', '0', istr(bound))
     for i = 1, #due do
       unpark(c, due[i])
     end

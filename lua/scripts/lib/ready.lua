@@ -102,7 +102,7 @@ do
   -- no ready work left.
   function from_ready(c, id, tenant, priority)
     local key = ready_key(c, tenant, priority)
-    redis.call('LREM', key, 1, id)
+    redis.call('LREM', key, '1', id)
     local m = rp_exact(c, tenant, rp_get(c, tenant))
     if redis.call('LLEN', key) == 0 and rp_has(m, priority) then
       m = m - POW2[priority]

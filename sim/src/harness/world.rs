@@ -224,8 +224,12 @@ pub fn unit(h: u64) -> f64 {
 /// The Lua source of each script as this run uses it: with the planted bug's patch applied.
 fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
     let mut out = BTreeMap::new();
+    // Patches of one script apply one after the other.
     let mut patch = |name: &'static str, from: &str, to: &str| {
-        let src = &orq_lua::script(name).source;
+        let src = out
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| orq_lua::script(name).source.clone());
         assert!(
             src.contains(from),
             "planted bug patch for {name} no longer applies"
@@ -255,8 +259,14 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
             for name in ["lease", "complete_batch"] {
                 patch(
                     name,
-                "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', 0, bound)",
-                "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', '+inf', 'LIMIT', 0, bound)",
+                    "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', istr(now), 'LIMIT', '0', istr(bound))",
+                    "redis.call('ZRANGEBYSCORE', c.K_SCHEDULED, '-inf', '+inf', 'LIMIT', '0', istr(bound))",
+                );
+                // The lease script promotes only when its first read found a due task.
+                patch(
+                    name,
+                    "pre.sched_first < 0 or pre.sched_first > now",
+                    "pre.sched_first < 0",
                 );
             }
         }
