@@ -331,12 +331,14 @@ fn task_key_of_another_type_is_corrupt_and_left_alone() {
 // half-way through would leave a half-applied transition).
 // Method: replace the stats hash with a list and call every writing script; compare dumps. Then
 // replace each other queue key the lease script checks with a string (its old value is
-// dropped) and call lease.
+// dropped) and call lease. A's lease has expired, so the lease has work to do (a reap, which may
+// write every key it checks).
 #[test]
 fn queue_keys_of_another_type_are_refused_before_any_write() {
     on_both_stores(|s| {
         enqueue(s, A, "t1");
         let (_, token) = lease(s, 1).remove(0);
+        s.command(&["ZADD", "orq:{q}:leases", "0", A]);
         s.command(&["DEL", STATS]);
         s.command(&["RPUSH", STATS, "foreign"]);
         let before = s.dump();
@@ -388,6 +390,7 @@ fn queue_keys_of_another_type_are_refused_before_any_write() {
             let key = format!("orq:{{q}}:{key}");
             s.command(&["DEL", &key]);
             s.command(&["SET", &key, "foreign"]);
+            s.command(&["ZADD", "orq:{q}:leases", "0", A]);
             let before = s.dump();
             let r = call(s, "lease", &["w1", "1", "00ff", "0.5", "100", "10"]);
             let e = error(s, &r, "CORRUPT");
@@ -400,6 +403,45 @@ fn queue_keys_of_another_type_are_refused_before_any_write() {
             );
             s.command(&["DEL", &key]);
         }
+    });
+}
+
+// Goal: a call checks the keys it writes (lib/keys.lua); an idle lease (nothing ready, due or
+// expired) writes only the workers set, which it reads first, so keys of another type that it
+// does not touch do not stop it, and it changes nothing else. The lease that has work refuses.
+// Method: make the stream, the dead set and the stats hash strings with one leased task (lease
+// not expired); call lease; compare dumps apart from the workers set; then expire the lease.
+#[test]
+fn an_idle_lease_writes_only_the_workers_set() {
+    on_both_stores(|s| {
+        enqueue(s, A, "t1");
+        lease(s, 1);
+        for key in ["events", "dead", "stats"] {
+            let key = format!("orq:{{q}}:{key}");
+            s.command(&["DEL", &key]);
+            s.command(&["SET", &key, "foreign"]);
+        }
+        s.command(&["DEL", "orq:{q}:workers"]);
+        let before = s.dump();
+        let r = call(s, "lease", &["w2", "1", "00ff", "0.5", "100", "10"]);
+        let Resp::Array(parts) = &r else {
+            panic!("{}: lease answered {r:?}", s.name())
+        };
+        assert_eq!(parts[1], Resp::Array(vec![]), "{}: {r:?}", s.name());
+        assert_eq!(
+            s.command(&["ZCARD", "orq:{q}:workers"]),
+            Resp::Int(1),
+            "{}: the worker is recorded",
+            s.name()
+        );
+        s.command(&["DEL", "orq:{q}:workers"]);
+        assert_eq!(before, s.dump(), "{}: an idle lease wrote", s.name());
+
+        s.command(&["ZADD", "orq:{q}:leases", "0", A]);
+        let before = s.dump();
+        let r = call(s, "lease", &["w2", "1", "00ff", "0.5", "100", "10"]);
+        refused_for_a_string(s, &r, "orq:{q}:events");
+        assert_eq!(before, s.dump(), "{}: a refused lease wrote", s.name());
     });
 }
 

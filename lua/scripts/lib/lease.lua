@@ -56,25 +56,39 @@ do
   -- stats and config hashes are checked by `lease_reads`, which reads them.
   LEASE_KEYS = {3, 4, 5, 6, 12, 15, 16}
 
-  -- What a lease reads of the queue's hashes, read before the call's first write so that the
-  -- reads check their types (instead of a TYPE each): the config's paused and aging_step_ms
-  -- and the stats hash's virtual time (only the lease loop writes it in a call; the unparks
-  -- read it themselves). Returns {paused, step, vtime}, or nil and the CORRUPT reply.
-  function lease_reads(c)
+  -- The config hash's paused and aging_step_ms, read (with pcall, so that the read checks the
+  -- hash's type) before the call's first write: {paused, step}, or nil and the CORRUPT reply.
+  local function read_config(c)
     local cf = redis.pcall('HMGET', c.K_CONFIG, 'paused', 'aging_step_ms')
     if cf.err then
       return nil, type_error(c.K_CONFIG, 'hash') or redis.error_reply(cf.err)
     end
+    return {paused = cf[1] == '1', step = aging_step(cf[2])}
+  end
+
+  -- The stats hash's virtual time, read the same way (only the lease loop writes it in a call;
+  -- the unparks read it themselves), into `r.vtime`: nil and the CORRUPT reply when the hash is
+  -- of another type, else `r`.
+  local function read_vtime(c, r)
     local vt = redis.pcall('HGET', c.K_STATS, 'vtime')
     if type(vt) == 'table' then
       return nil, type_error(c.K_STATS, 'hash') or redis.error_reply(vt.err)
     end
-    return {paused = cf[1] == '1', step = aging_step(cf[2]), vtime = vtime_of(vt)}
+    r.vtime = vtime_of(vt)
+    return r
   end
 
-  -- The queue keys the lease script checks by reading them (below); the others it writes are
-  -- checked by type.
-  local LOOK_TYPED = {6, 12}
+  -- What a lease reads of the queue's hashes before the call's first write, so that the reads
+  -- check their types (instead of a TYPE each): {paused, step, vtime} (read_config, read_vtime),
+  -- or nil and the CORRUPT reply.
+  function lease_reads(c)
+    local r, bad = read_config(c)
+    if not r then return nil, bad end
+    return read_vtime(c, r)
+  end
+
+  -- No queue key checked by type alone (check_keys): the lease script's reads check them.
+  local NO_TYPES = {}
 
   -- A ZSET read made with pcall before the first write: its reply, or nil and the CORRUPT reply
   -- when `key` holds another type.
@@ -87,18 +101,23 @@ do
   end
 
   -- What the lease script reads before its first write (with `a` from `lease_args`, at `now`):
-  -- what lease_reads reads, and the ends of the indexes its upkeep and its answer need, so that
-  -- these reads check the keys' types instead of a TYPE each (about 4,400 Redis instructions
-  -- apiece); only the dead set and the stream, which it writes but does not read, are checked by
-  -- type. An idle lease, the most common call, made 19 calls into Redis and now makes 11.
-  -- Returns lease_reads' table with `pre` = {sched_first, parked_first (the sets' first scores,
-  -- -1 when empty), expired (the ids reap_expired reads), old_workers (silent_workers'), tenants
-  -- (the tenants set's size)}, or nil and the INVALID / CORRUPT reply. Nothing is written.
+  -- the config (read_config), and the ends of the indexes its upkeep and its answer need, read
+  -- so that the reads check the keys' types instead of a TYPE each (about 4,400 Redis
+  -- instructions apiece). When they show work (a due task, an expired lease, a due parked
+  -- tenant, a ready one in an unpaused queue), the keys the call may then write and has not read
+  -- are checked too: the stream, the dead set (when a lease expired) and the stats hash (by
+  -- reading the virtual time). An idle lease, the most common call, writes only the workers set,
+  -- which it has read: it checks nothing else (lib/keys.lua: a call checks the keys it writes)
+  -- and makes 8 calls into Redis (19 before).
+  -- Returns {paused, step, vtime (nil when idle), idle, pre = {sched_first, parked_first (the
+  -- sets' first scores, -1 when empty), expired (the ids reap_expired reads), old_workers
+  -- (silent_workers'), tenants (the tenants set's size)}}, or nil and the INVALID / CORRUPT
+  -- reply. Nothing is written.
   function lease_look(c, a, now)
-    local bad = check_keys(c, LOOK_TYPED)
+    local bad = check_keys(c, NO_TYPES)
     if bad then return nil, bad end
     local r
-    r, bad = lease_reads(c)
+    r, bad = read_config(c)
     if not r then return nil, bad end
     local pre = {}
     local v
@@ -123,6 +142,14 @@ do
     if v.err then return nil, type_error(c.K_WORKERS, 'zset') or redis.error_reply(v.err) end
     pre.old_workers = v
     r.pre = pre
+    r.idle = not ((a.promote_bound > 0 and pre.sched_first >= 0 and pre.sched_first <= now)
+      or #pre.expired > 0 or (pre.parked_first >= 0 and pre.parked_first <= now)
+      or (pre.tenants > 0 and not r.paused))
+    if not r.idle then
+      bad = type_error(c.K_EVENTS, 'stream') or (#pre.expired > 0 and type_error(c.K_DEAD, 'zset'))
+      if bad then return nil, bad end
+      return read_vtime(c, r)
+    end
     return r
   end
 
@@ -207,7 +234,7 @@ do
 
   -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
   -- says: promote due tasks, record the worker, reap expired leases, unpark due tenants, then
-  -- serve tenants by fair share. `r` is what `lease_reads` answered before the call's first
+  -- serve tenants by fair share. `r` is what `lease_reads` (the lease script: `lease_look`) answered before the first
   -- write. Returns the reply's {task, ...} and next_ms.
   function lease_tasks(c, a, now, r)
     local worker, n, bits = a.worker, a.n, a.bits
