@@ -339,6 +339,8 @@ fn queue_keys_of_another_type_are_refused_before_any_write() {
         enqueue(s, A, "t1");
         let (_, token) = lease(s, 1).remove(0);
         s.command(&["ZADD", "orq:{q}:leases", "0", A]);
+        // A due entry, so that promote has work too (a ghost: the refusal comes first).
+        s.command(&["ZADD", "orq:{q}:scheduled", "0", "ghost"]);
         s.command(&["DEL", STATS]);
         s.command(&["RPUSH", STATS, "foreign"]);
         let before = s.dump();
@@ -407,12 +409,14 @@ fn queue_keys_of_another_type_are_refused_before_any_write() {
 }
 
 // Goal: a call checks the keys it writes (lib/keys.lua); an idle lease (nothing ready, due or
-// expired) writes only the workers set, which it reads first, so keys of another type that it
-// does not touch do not stop it, and it changes nothing else. The lease that has work refuses.
+// expired) writes only the workers set, which it reads first, and an idle promote or reap
+// writes nothing, so keys of another type that they do not touch do not stop them, and they
+// change nothing else. The lease that has work refuses.
 // Method: make the stream, the dead set and the stats hash strings with one leased task (lease
-// not expired); call lease; compare dumps apart from the workers set; then expire the lease.
+// not expired); call lease, promote and reap; compare dumps apart from the workers set; then
+// expire the lease and lease again.
 #[test]
-fn an_idle_lease_writes_only_the_workers_set() {
+fn idle_lease_promote_and_reap_write_only_what_they_read() {
     on_both_stores(|s| {
         enqueue(s, A, "t1");
         lease(s, 1);
@@ -436,6 +440,18 @@ fn an_idle_lease_writes_only_the_workers_set() {
         );
         s.command(&["DEL", "orq:{q}:workers"]);
         assert_eq!(before, s.dump(), "{}: an idle lease wrote", s.name());
+        for (script, args) in [
+            ("promote", vec!["10"]),
+            ("reap", vec!["10", "0.5", "86400000", "10"]),
+        ] {
+            let r = call(s, script, &args);
+            assert!(
+                matches!(r, Resp::Array(_)),
+                "{}: idle {script} answered {r:?}",
+                s.name()
+            );
+            assert_eq!(before, s.dump(), "{}: an idle {script} wrote", s.name());
+        }
 
         s.command(&["ZADD", "orq:{q}:leases", "0", A]);
         let before = s.dump();

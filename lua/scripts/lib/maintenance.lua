@@ -1,10 +1,12 @@
 -- lib/maintenance.lua: the bounded upkeep several scripts run. Provides promote_due (due
 -- scheduled/retrying tasks to ready), reap_expired (expired leases as failed attempts),
--- trim_finished (finished tasks past their retention) and first_score (when to look again).
+-- trim_finished (finished tasks past their retention), first_score (when to look again) and
+-- read_first / read_old (their reads, made with pcall before a call's first write so that they
+-- check the index's type).
 -- Needs: format, keys, counters, events, task, ready, retry
 -- Per-call state: none of its own.
 
-local promote_due, reap_expired, trim_finished, first_score
+local promote_due, reap_expired, trim_finished, first_score, read_first, read_old
 do
   -- Whether a task read from an index can be acted on: its hash exists, its status is one of
   -- `statuses` (a set), and it has a tenant whose keys are of orq's types. An entry that fails is
@@ -60,12 +62,15 @@ do
 
   -- Delete completed and cancelled tasks older than `retention_ms`, at most `bound` of each:
   -- the hash and the index entry go together. Returns the count.
-  function trim_finished(c, now, retention_ms, bound)
+  -- `olds`: {completed ids, cancelled ids} as read_old answered them earlier in the call, at
+  -- `now` (nil: read here).
+  function trim_finished(c, now, retention_ms, bound, olds)
     local n = 0
     local idx = {{c.K_COMPLETED, 'completed'}, {c.K_CANCELLED, 'cancelled'}}
     for j = 1, 2 do
       local key, status = idx[j][1], idx[j][2]
-      local old = redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', '0', istr(bound))
+      local old = olds and olds[j] or redis.call('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT',
+        '0', istr(bound))
       for i = 1, #old do
         local id = old[i]
         local t = fields(c, id, TRIM_FIELDS)
@@ -82,6 +87,27 @@ do
       end
     end
     return n
+  end
+
+  -- The score of the earliest entry of the ZSET `key` (-1 when it is empty), read with pcall: nil
+  -- and the CORRUPT reply when the key holds another type.
+  function read_first(key)
+    local r = redis.pcall('ZRANGE', key, '0', '0', 'WITHSCORES')
+    if r.err then
+      return nil, type_error(key, 'zset') or redis.error_reply(r.err)
+    end
+    return #r > 0 and tonumber(r[2]) or -1
+  end
+
+  -- The entries of the finished index `key` older than `retention_ms` at `now` that
+  -- trim_finished would delete (at most `bound`), read with pcall: nil and the CORRUPT reply when
+  -- the key holds another type.
+  function read_old(key, now, retention_ms, bound)
+    local r = redis.pcall('ZRANGEBYSCORE', key, '-inf', istr(now - retention_ms), 'LIMIT', '0', istr(bound))
+    if r.err then
+      return nil, type_error(key, 'zset') or redis.error_reply(r.err)
+    end
+    return r
   end
 
   -- Score of the earliest entry of a ZSET, or -1 when it is empty.
