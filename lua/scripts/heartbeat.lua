@@ -29,9 +29,14 @@ local missing = require_args(ARGV, {'id', 'token'})
 if missing then return missing end
 local ext, e = arg_int(ARGV[3], 'extend_ms', 0, FACTS.lease_ms_max)
 if not ext then return redis.error_reply(e) end
-local bad = check_keys(c, {5, 16})
+local bad = check_keys(c, {5})
 if bad then return bad end
-local state = check_lease(c, id, token, 'heartbeat', false)
+-- The workers silent long enough to be forgotten, read before the first write (the read checks
+-- the set's type instead of a TYPE).
+local old = silent_workers(c, now)
+if old.err then return type_error(c.K_WORKERS, 'zset') or redis.error_reply(old.err) end
+-- The lease check reads the fields the heartbeat needs too (the worker, the task's lease_ms).
+local state, t = check_lease(c, id, token, 'heartbeat', false, {'status', 'token', 'worker', 'lease_ms'})
 if state ~= 'ok' then
   if state == 'again' then
     return redis.error_reply('STALE lease ended')
@@ -39,13 +44,12 @@ if state ~= 'ok' then
   return state
 end
 if ext == 0 then
-  ext = num(redis.call('HGET', task_key(c, id), F.lease_ms), LEASE_MS_DEFAULT)
+  ext = num(t.lease_ms, LEASE_MS_DEFAULT)
   if ext < FACTS.lease_ms_min or ext > FACTS.lease_ms_max then ext = LEASE_MS_DEFAULT end
   ext = math.floor(ext)
 end
 local exp = now + ext
 redis.call('ZADD', c.K_LEASES, istr(exp), id)
 redis.call('HSET', task_key(c, id), F.lease_exp, istr(exp), F.hb_at, istr(now))
-local worker = redis.call('HGET', task_key(c, id), F.worker)
-if worker and worker ~= '' then note_worker(c, worker, now) end
+if t.worker and t.worker ~= '' then note_worker(c, t.worker, now, old) end
 return {now, exp}

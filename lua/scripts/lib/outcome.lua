@@ -34,7 +34,8 @@ do
   end
 
   -- The lease-holder check shared by heartbeat, complete, fail and release. Reads the task fields
-  -- `names` (default LEASE_FIELDS; they must include those four).
+  -- `names` (default LEASE_FIELDS; they must include status and token, and tenant with
+  -- `need_tenant`; an outcome they leave out is read when the lease has ended).
   -- Returns 'ok' and the fields when `token` holds the live lease; 'again' when the same token already ended the
   -- lease with `op` (a retried call whose reply was lost); otherwise an error reply to return.
   -- With `need_tenant`, a live lease whose task has no tenant, or whose tenant's keys are of
