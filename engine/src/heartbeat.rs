@@ -17,6 +17,11 @@ use crate::report::report_retry_ms;
 /// cancellation to the worker, so this bounds how long a cancelled task's handler keeps running.
 pub const HEARTBEAT_INTERVAL_MAX_MS: u64 = 2_000;
 
+/// Shortest wait before a refused heartbeat is sent again near the lease's deadline (ms): the
+/// wait is at most half the lease's remaining time by the local clock, and not below this (or
+/// the remaining time, when less).
+pub const HEARTBEAT_RETRY_MIN_MS: u64 = 50;
+
 /// The time between heartbeats for a lease of `lease_ms`: `lease_ms / divisor`, at least 100 ms
 /// and at most [`HEARTBEAT_INTERVAL_MAX_MS`].
 pub fn heartbeat_interval_ms(lease_ms: u64, divisor: u64) -> u64 {
@@ -48,7 +53,11 @@ pub enum BeatStep {
 /// the reply was not one), at local time `now_ms`, for a lease whose deadline by the local clock
 /// is `lease_deadline_ms` (moved on by every heartbeat that succeeded), heartbeating every
 /// `interval_ms`. `jitter_unit` (in `[0, 1)`) spreads the retries of many workers refused
-/// together.
+/// together. A refused heartbeat is sent again after the report's backoff, at most the interval
+/// and at most half the lease's remaining time by the local clock (at least
+/// [`HEARTBEAT_RETRY_MIN_MS`]): the local deadline is off by the clock's drift over the lease,
+/// so a retry aimed at it could come after the store's deadline (simulator seed 2215, a clock
+/// 4.6 % slow); halving the remaining time puts the tries before it.
 pub fn after_heartbeat(
     reply: &Result<(u64, u64), Error>,
     refusals: u32,
@@ -61,11 +70,14 @@ pub fn after_heartbeat(
         return BeatStep::Lost;
     }
     match reply {
-        Err(e) if e.is_unavailable() => BeatStep::Held {
-            next_in_ms: report_retry_ms(refusals.saturating_sub(1), jitter_unit)
-                .min(interval_ms)
-                .min(lease_deadline_ms - now_ms),
-        },
+        Err(e) if e.is_unavailable() => {
+            let remaining = lease_deadline_ms - now_ms;
+            BeatStep::Held {
+                next_in_ms: report_retry_ms(refusals.saturating_sub(1), jitter_unit)
+                    .min(interval_ms)
+                    .min((remaining / 2).max(remaining.min(HEARTBEAT_RETRY_MIN_MS))),
+            }
+        }
         _ => BeatStep::Held {
             next_in_ms: interval_ms,
         },
@@ -95,7 +107,8 @@ mod tests {
     }
 
     // Goal: a heartbeat refused transiently is retried with the report's doubling backoff, never
-    // later than the regular interval or the deadline; a success waits the interval.
+    // later than the regular interval or half the time left before the local deadline (at least
+    // 50 ms, or what is left when less); a success waits the interval.
     #[test]
     fn refused_heartbeats_are_retried_soon_while_the_lease_is_live() {
         let ok = Ok((1_000, 7_000));
@@ -119,6 +132,15 @@ mod tests {
         assert_eq!(
             after_heartbeat(&e, 9, 5_980, 6_000, 1_000, 0.999_999),
             BeatStep::Held { next_in_ms: 20 }
+        );
+        // Near the deadline: half the time left, then 50 ms steps.
+        assert_eq!(
+            after_heartbeat(&e, 9, 4_920, 6_000, 2_000, 0.999_999),
+            BeatStep::Held { next_in_ms: 540 }
+        );
+        assert_eq!(
+            after_heartbeat(&e, 9, 5_920, 6_000, 2_000, 0.999_999),
+            BeatStep::Held { next_in_ms: 50 }
         );
         let lost = Err(Error::unreachable("heartbeat", "connection reset"));
         assert_eq!(

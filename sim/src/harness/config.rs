@@ -287,6 +287,9 @@ impl TenantSetting {
 const TENANCY_SALT: u64 = 0x7465_6e61_6e63_7900;
 /// Salt of the swarm draws' own stream (which fault families a seed turns on).
 const SWARM_SALT: u64 = 0x7377_6172_6d00_0000;
+/// Time added to a liveness budget sized by the drawn work, ms ([`SimConfig::draw`]).
+const LIVENESS_SLACK_MS: u64 = 300_000;
+
 /// Probability that a seed draws tenancy settings (limits, weights, aging, pauses).
 const P_TENANCY: f64 = 0.5;
 /// Capped or rate-limited tenants must still drain within this much of the liveness budget
@@ -351,6 +354,18 @@ impl SimConfig {
         }
         .draw_tenancy()
         .draw_swarm()
+        .size_liveness_budget()
+    }
+
+    /// The liveness budget: ten virtual minutes, or, when the drawn work needs more, the work
+    /// itself at two attempts per task, each as long as the longest handler, over the worker
+    /// slots, plus five minutes. (Seed 1381: 120 tasks of up to 9.9 s on one slot took longer
+    /// than ten minutes with nothing stuck.) Computed, not drawn: the other draws are unchanged.
+    fn size_liveness_budget(mut self) -> SimConfig {
+        let slots = u64::from(self.workers * self.concurrency).max(1);
+        let work = 2 * u64::from(self.tasks) * self.handler_ms_max / slots;
+        self.liveness_budget_ms = self.liveness_budget_ms.max(work + LIVENESS_SLACK_MS);
+        self
     }
 
     /// From the seed's own swarm stream: which fault families are on ([`FAULT_FAMILIES`]), and
