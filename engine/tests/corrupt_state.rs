@@ -56,6 +56,9 @@ async fn worker_and_scheduler_keep_serving_healthy_tasks_beside_corrupt_state() 
         .unwrap();
     let _: () = raw.del("orq:{bad}:stats").await.unwrap();
     let _: () = raw.rpush("orq:{bad}:stats", "foreign").await.unwrap();
+    // A due entry, so that promote has work on `bad` (an idle promote writes nothing and checks
+    // only the scheduled set it reads: design note 53).
+    let _: () = raw.zadd("orq:{bad}:scheduled", GHOST, 0).await.unwrap();
 
     // A by-id call on the foreign queue is a typed error, not a raw Redis one.
     let e = ops::promote(&*env.store, "bad", 10).await.unwrap_err();
