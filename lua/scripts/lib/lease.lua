@@ -121,9 +121,8 @@ do
     if not r then return nil, bad end
     local pre = {}
     local v
-    v, bad = zread(c.K_SCHEDULED, 'ZRANGE', c.K_SCHEDULED, '0', '0', 'WITHSCORES')
-    if not v then return nil, bad end
-    pre.sched_first = #v > 0 and tonumber(v[2]) or -1
+    pre.sched_first, bad = read_first(c.K_SCHEDULED)
+    if not pre.sched_first then return nil, bad end
     if a.reap_bound > 0 then
       v, bad = zread(c.K_LEASES, 'ZRANGEBYSCORE', c.K_LEASES, '-inf', '(' .. istr(now), 'LIMIT', '0', istr(a.reap_bound))
     else
@@ -132,9 +131,8 @@ do
     end
     if not v then return nil, bad end
     pre.expired = v
-    v, bad = zread(c.K_PARKED, 'ZRANGE', c.K_PARKED, '0', '0', 'WITHSCORES')
-    if not v then return nil, bad end
-    pre.parked_first = #v > 0 and tonumber(v[2]) or -1
+    pre.parked_first, bad = read_first(c.K_PARKED)
+    if not pre.parked_first then return nil, bad end
     v, bad = zread(c.K_TENANTS, 'ZCARD', c.K_TENANTS)
     if not v then return nil, bad end
     pre.tenants = v
