@@ -284,7 +284,7 @@ pub const QUEUE_FIELDS: [&[&str]; 3] = [
         "tokens",
         "tokens_at",
         "n:leased",
-        "n:queued",
+        "n:scheduled",
         "served",
         "c_win",
         "c_cur",

@@ -279,17 +279,19 @@ end
 for j = 1, #adders do
   local tenant = adders[j]
   local tk = tenant_key(c, tenant)
-  local f = redis.pcall('HMGET', tk, 'max_queued', 'n:queued', 'n:scheduled', 'n:retrying', 'rp')
+  local f = redis.pcall('HMGET', tk, 'max_queued', 'n:scheduled', 'n:retrying', 'rp')
   if f.err then
     -- Not a hash: nothing is written (the reply names the key and its type).
     return type_error(tk, 'hash') or redis.error_reply(f.err)
   end
   c.tenant_errors[tenant] = false
   -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
-  if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[5]) end
+  if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[4]) end
   local cap = tonumber(f[1])
   if cap and cap >= 0 then
-    local waiting = (tonumber(f[2]) or 0) + (tonumber(f[3]) or 0) + (tonumber(f[4]) or 0)
+    -- Its queued tasks are its ready lists' entries (a tenant's hash does not count them).
+    local waiting = ready_total(c, tenant, c.tenant_rps[tenant]) + (tonumber(f[2]) or 0)
+      + (tonumber(f[3]) or 0)
     if waiting + adding[tenant] > cap then
       return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
     end

@@ -20,7 +20,8 @@
 --
 -- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total, config_fields}
 --   stats_fields: the stats hash, flat;
---   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count, parked}; parked is -1 when the
+--   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count, parked}; ready_count is the
+--   tenant's queued tasks (its ready lists' entries: its hash counts none); parked is -1 when the
 --   tenant is not held back, FACTS.parked_capped (2^53 - 1) when parked at its max_inflight,
 --   else the ms its next rate-limit token is due;
 --   index_sizes: {scheduled, leases, dead, completed, cancelled} entry counts (ZCARD);

@@ -458,7 +458,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:5:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=5 mr=2 bx=60000 bj=0
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -474,7 +473,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -490,7 +488,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -538,7 +535,6 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash s=queued t=t1 y=echo
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -590,7 +586,6 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash s=queued t=t1
             "orq:{q}:task:B" hash t=t2 y=echo p="{}" c={now} mr=0 bx=60000 bj=0 i=k
-            "orq:{q}:tenant:t2" hash n:queued=1
             "orq:{q}:tenants" zset t2=0
         "#,
     },
@@ -629,7 +624,6 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:task:B s queued t t1 pr 9 l 5000 a 0 e 0",
             "HSET orq:{q}:task:C s queued t t2 l 5000 a 0 e 0",
             "HSET orq:{q}:stats n:queued 3",
-            "HSET orq:{q}:tenant:t1 n:queued 2",
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
@@ -643,7 +637,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash s=queued t=t1 pr=4 l=5000 a=0 e=0
             "orq:{q}:task:B" hash s=leased t=t1 pr=9 l=5000 a=1 e=1 k=1-ab w=w1 x={now+5000} u={now}
             "orq:{q}:task:C" hash s=queued t=t2 l=5000 a=0 e=0
-            "orq:{q}:tenant:t1" hash n:queued=1 rp=16 n:leased=1 served=1
+            "orq:{q}:tenant:t1" hash rp=16 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -715,9 +709,8 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:task:B s queued t t2 l 5000 a 0 e 0",
             "HSET orq:{q}:task:C s queued t t3 l 5000 a 0 e 0",
             "HSET orq:{q}:stats n:queued 3 vtime 0.5",
-            "HSET orq:{q}:tenant:t1 n:queued 1 max_inflight 2 n:leased 2",
-            "HSET orq:{q}:tenant:t2 n:queued 1 rate_per_s 1 burst 1 tokens 0 tokens_at {t}",
-            "HSET orq:{q}:tenant:t3 n:queued 1",
+            "HSET orq:{q}:tenant:t1 max_inflight 2 n:leased 2",
+            "HSET orq:{q}:tenant:t2 rate_per_s 1 burst 1 tokens 0 tokens_at {t}",
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
@@ -732,9 +725,9 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash s=queued t=t1 l=5000 a=0 e=0
             "orq:{q}:task:B" hash s=queued t=t2 l=5000 a=0 e=0
             "orq:{q}:task:C" hash s=leased t=t3 l=5000 a=1 e=1 k=1-ab w=w1 x={now+5000} u={now}
-            "orq:{q}:tenant:t1" hash n:queued=1 max_inflight=2 n:leased=2
-            "orq:{q}:tenant:t2" hash n:queued=1 rate_per_s=1 burst=1 tokens=0 tokens_at={t}
-            "orq:{q}:tenant:t3" hash n:queued=0 rp=0 n:leased=1 served=1
+            "orq:{q}:tenant:t1" hash max_inflight=2 n:leased=2
+            "orq:{q}:tenant:t2" hash rate_per_s=1 burst=1 tokens=0 tokens_at={t}
+            "orq:{q}:tenant:t3" hash rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -747,7 +740,7 @@ const CASES: &[Case] = &[
             "RPUSH orq:{q}:ready:0:t1 B",
             "HSET orq:{q}:task:B s queued t t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1 vtime 7.5",
-            "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
+            "HSET orq:{q}:tenant:t1 n:leased 1 max_inflight 1",
         ],
         script: "complete",
         argv: "A 1-ab ok 86400000 0",
@@ -759,7 +752,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:leased=0 n:queued=1 vtime=7.5 total:completed=1 n:completed=1 events={now}-1
             "orq:{q}:task:A" hash s=completed k=1-ab t=t1 a=1 w=w1 x={t+5000} rs=ok u={now}
             "orq:{q}:task:B" hash s=queued t=t1
-            "orq:{q}:tenant:t1" hash n:leased=0 n:queued=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
+            "orq:{q}:tenant:t1" hash n:leased=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1
             "orq:{q}:tenants" zset t1=7.5
         "#,
     },
@@ -779,7 +772,7 @@ const CASES: &[Case] = &[
             "orq:{q}:leases" zset A={now+1000}
             "orq:{q}:stats" hash n:scheduled=0 seq=7 n:queued=0 n:leased=1 served=1 events={now}-2
             "orq:{q}:task:A" hash t=t1 pr=5 l=1000 a=1 e=1 c={t} u={now} k=1-0f w=w1 x={now+1000} s=leased
-            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 n:queued=0 rp=0 n:leased=1 served=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 weight=2 rp=0 n:leased=1 served=1
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -870,7 +863,7 @@ const CASES: &[Case] = &[
             "RPUSH orq:{q}:ready:0:t1 B",
             "ZADD orq:{q}:parked 9007199254740991 t1",
             "HSET orq:{q}:stats n:leased 1 n:queued 1",
-            "HSET orq:{q}:tenant:t1 n:leased 1 n:queued 1 max_inflight 1",
+            "HSET orq:{q}:tenant:t1 n:leased 1 max_inflight 1",
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
@@ -882,7 +875,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:leased=1 n:queued=0 total:completed=1 n:completed=1 served=1 events={now}-2
             "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
             "orq:{q}:task:B" hash s=leased t=t1 l=5000 e=1 a=1 k=1-cd w=w2 x={now+5000} u={now}
-            "orq:{q}:tenant:t1" hash n:leased=1 n:queued=0 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
+            "orq:{q}:tenant:t1" hash n:leased=1 max_inflight=1 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
     },
@@ -906,7 +899,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:leased=1 n:scheduled=0 total:completed=1 n:completed=1 n:queued=0 served=1 events={now}-3
             "orq:{q}:task:A" hash s=completed k=2-ab t=t1 a=1 w=w1 rs="" u={now}
             "orq:{q}:task:B" hash t=t1 l=5000 c={t} u={now} e=1 a=1 k=1-cd w=w2 x={now+5000} s=leased
-            "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 n:queued=0 rp=0 served=1
+            "orq:{q}:tenant:t1" hash n:leased=1 n:scheduled=0 c_win={now_minute} c_prev=0 c_cur=1 n:completed=1 rp=0 served=1
             "orq:{q}:workers" zset w2={now}
         "#,
     },
@@ -1015,7 +1008,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:9:t1" list A
             "orq:{q}:stats" hash vtime=3.5 seq=10 n:leased=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash k=2-ab t=t1 pr=9 a=1 w="" c={t} o=released x="" u={now}
-            "orq:{q}:tenant:t1" hash n:leased=-1 n:queued=1
+            "orq:{q}:tenant:t1" hash n:leased=-1
             "orq:{q}:tenants" zset t1=3.5
         "#,
     },
@@ -1034,7 +1027,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
             "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash s=cancelled t=t1 a=0 f={now} u={now}
-            "orq:{q}:tenant:t1" hash rp=0 n:queued=-1 n:cancelled=1
+            "orq:{q}:tenant:t1" hash rp=0 n:cancelled=1
         "#,
     },
     Case {
@@ -1061,7 +1054,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:B" hash s=queued t=t1 pr=3
             "orq:{q}:task:C" hash s=cancelled t=t1 pr=3 f={now} u={now}
             "orq:{q}:task:D" hash s=queued t=t1 pr=3
-            "orq:{q}:tenant:t1" hash rp=9 n:queued=-1 n:cancelled=1
+            "orq:{q}:tenant:t1" hash rp=9 n:cancelled=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1080,7 +1073,6 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=2
             "orq:{q}:task:B" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash t=t1 y=echo p="{}" c={now} pr=2
-            "orq:{q}:tenant:t1" hash n:queued=3
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1107,7 +1099,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash s=leased t=t1 c={t+100000} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:task:B" hash s=leased t=t1 pr=9 c={t+100095} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now}
             "orq:{q}:task:C" hash s=queued t=t1 pr=9 c={t-200} u={t+100096}
-            "orq:{q}:tenant:t1" hash rp=512 n:queued=-2 n:leased=2 served=2
+            "orq:{q}:tenant:t1" hash rp=512 n:leased=2 served=2
             "orq:{q}:tenants" zset t1=2
             "orq:{q}:workers" zset w1={now}
         "#,
@@ -1136,7 +1128,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:5:t1" list A
             "orq:{q}:stats" hash n:dead=-1 n:queued=1 total:replayed=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 pr=5 a=0 y=echo le=boom c={t} rn=1 f="" o=replayed r={now} u={now}
-            "orq:{q}:tenant:t1" hash n:dead=-1 n:queued=1
+            "orq:{q}:tenant:t1" hash n:dead=-1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1197,7 +1189,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:scheduled=0 n:leased=1 n:queued=0 total:reaped=1 total:failed=1 n:retrying=1 served=1 events={now}-3
             "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now} e=1 k=1-0f w=w1 x={now+30000} s=leased
             "orq:{q}:task:B" hash s=retrying k=1-bb t=t1 a=1 mr=1 bi=100 bm=2 bx=1000 bj=0 w="" hi="1 {now} w0 expired lease expired" le="lease expired" u={now} o=expired x="" r={now+100}
-            "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:queued=0 n:retrying=1 rp=0 served=1
+            "orq:{q}:tenant:t1" hash n:scheduled=0 n:leased=1 n:retrying=1 rp=0 served=1
             "orq:{q}:workers" zset w1={now}
         "#
     },
@@ -1215,7 +1207,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#
     },
@@ -1234,7 +1225,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1250,7 +1240,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash n:queued=1 total:enqueued=42 total:repaired=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1266,7 +1255,6 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=9007199254740991 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
-            "orq:{q}:tenant:t1" hash n:queued=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1305,7 +1293,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash n:retrying=-1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 pr=0 a=1 c={t} u={now}
             "orq:{q}:task:B" hash s=scheduled t=t1 pr=0 a=0
-            "orq:{q}:tenant:t1" hash n:retrying=-1 n:queued=1
+            "orq:{q}:tenant:t1" hash n:retrying=-1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1340,19 +1328,19 @@ const CASES: &[Case] = &[
         seed: &[
             "HSET orq:{q}:stats n:queued 1 total:enqueued 2",
             "ZADD orq:{q}:known_tenants 0 t1 0 t2",
-            "HSET orq:{q}:tenant:t1 n:queued 1 weight 2",
+            "HSET orq:{q}:tenant:t1 weight 2",
             "RPUSH orq:{q}:ready:0:t1 A",
             "ZADD orq:{q}:scheduled 5 B",
         ],
         script: "stats",
         argv: "1",
-        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [n:queued 1 weight 2] 1 -1]] [1 0 0 0 0] 2 []]"#,
+        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [weight 2] 1 -1]] [1 0 0 0 0] 2 []]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0 t2=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:scheduled" zset B=5
             "orq:{q}:stats" hash n:queued=1 total:enqueued=2
-            "orq:{q}:tenant:t1" hash n:queued=1 weight=2
+            "orq:{q}:tenant:t1" hash weight=2
         "#,
     },
     Case {

@@ -529,7 +529,7 @@ fn garbage_counters_are_reset_and_counted() {
         s.command(&[
             "HSET",
             "orq:{q}:tenant:t1",
-            "n:queued",
+            "n:leased",
             "y",
             "weight",
             "-inf",
@@ -541,8 +541,16 @@ fn garbage_counters_are_reset_and_counted() {
             s.name()
         );
         assert_eq!(stat(s, "n:queued"), 1, "{}", s.name());
-        assert_eq!(stat(s, "total:repaired"), 2, "{}", s.name());
+        assert_eq!(stat(s, "total:repaired"), 1, "{}", s.name());
         assert_eq!(lease(s, 1).len(), 1, "{}", s.name());
+        // The tenant's garbage n:leased restarts at the lease's increment.
+        assert_eq!(
+            s.command(&["HGET", "orq:{q}:tenant:t1", "n:leased"]),
+            Resp::Bulk(b"1".to_vec()),
+            "{}",
+            s.name()
+        );
+        assert_eq!(stat(s, "total:repaired"), 2, "{}", s.name());
     });
 }
 

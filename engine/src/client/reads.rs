@@ -266,9 +266,13 @@ impl Client {
                 }
                 _ => 0.0,
             };
+            // A tenant's hash counts no queued tasks: they are its ready lists' entries, which
+            // the script sums (design note 55).
+            let mut tenant_counts = counts(&tf);
+            tenant_counts.insert(Status::Queued, int_at(op, e, 2)?.max(0));
             tenants.push(TenantStats {
                 tenant: str_at(op, e, 0)?.to_string(),
-                counts: counts(&tf),
+                counts: tenant_counts,
                 weight: get("weight").unwrap_or(1.0),
                 max_inflight: get("max_inflight").map(|v| v as u64),
                 max_queued: get("max_queued").map(|v| v as u64),

@@ -106,6 +106,9 @@ do
   -- Move the count of `n` tasks (default 1) of `tenant` from status `old` (nil for new tasks) to
   -- `new`, in the queue's stats hash and the tenant's hash (deferred to the end of the call when
   -- counters are deferred). Batch scripts call it once per tenant with the batch's count.
+  -- A tenant's hash counts no `queued` tasks: they are its ready lists' entries, which a reader
+  -- sums (`ready_total`, lib/ready.lua), so a submit or a lease writes no counter of the tenant's
+  -- for them (design note 55). The queue's stats hash counts every status.
   function count_status(c, tenant, old, new, n)
     n = n or 1
     local tk = c.tenant_keys[tenant]
@@ -116,10 +119,10 @@ do
     if old then
       local f = status_field(c, old)
       count(c, c.K_STATS, f, -n)
-      count(c, tk, f, -n)
+      if old ~= 'queued' then count(c, tk, f, -n) end
     end
     local f = status_field(c, new)
     count(c, c.K_STATS, f, n)
-    count(c, tk, f, n)
+    if new ~= 'queued' then count(c, tk, f, n) end
   end
 end

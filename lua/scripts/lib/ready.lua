@@ -1,11 +1,11 @@
 -- lib/ready.lua: the ready lists and their mask. Provides to_ready (a task onto its tenant's ready
 -- list), from_ready (a queued task off it), mark_ready, the mask helpers (rp_parse, rp_has,
 -- rp_any, rp_get, rp_store, rp_exact, POW2) that lease and cancel use to touch only non-empty
--- lists.
+-- lists, and ready_total (a tenant's queued tasks, counted from its lists).
 -- Needs: format, keys, counters, park, status
 -- Per-call state: c.tenant_rps (tenant -> its mask as last read or stored in this call).
 
-local POW2, rp_parse, rp_has, rp_any, rp_store, mark_ready, to_ready, rp_exact, from_ready
+local POW2, rp_parse, rp_has, rp_any, rp_store, mark_ready, to_ready, rp_exact, from_ready, ready_total
 do
   -- The ready-list mask: bit p of the tenant hash's `rp` field is set exactly while the tenant's
   -- ready list of priority p holds ids, so lease and cancel touch only those lists. Every push
@@ -95,6 +95,20 @@ do
       end
     end
     return m
+  end
+
+  -- How many ids the ready lists of `tenant` hold: its queued tasks (a tenant's hash counts none,
+  -- lib/counters.lua). `m` is its mask as stored (an unknown mask reads all ten lists); a list of
+  -- another type counts 0. One LLEN per list that holds ids.
+  function ready_total(c, tenant, m)
+    local total = 0
+    for p = 0, 9 do
+      if rp_has(m, p) then
+        local n = redis.pcall('LLEN', ready_key(c, tenant, p))
+        if type(n) == 'number' then total = total + n end
+      end
+    end
+    return total
   end
 
   -- Remove a queued task of priority `priority` from its tenant's ready list (LREM: O(N) in the
