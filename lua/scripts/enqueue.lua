@@ -58,9 +58,11 @@
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
 --   it would read or write holds another Redis type than orq's; nothing written: the stats hash
---   and each item's ready list, task key and idempotency key are checked always; the tenant hash,
---   known tenants, events and scheduled set when the call adds a task of theirs; the parked and
---   tenants sets when an added task may make a tenant without ready work eligible).
+--   and each item's task key and idempotency key are checked always; the tenant hash, events and
+--   scheduled set when the call adds a task of theirs, the ready list by the push of the tasks it
+--   adds to it (the pushes are the first write: those before a refused one are taken back), the
+--   known tenants when it adds a task of a tenant whose hash does not show them listing it; the
+--   parked and tenants sets when an added task may make a tenant without ready work eligible).
 -- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
 --   (lib/park.lua, wake).
 --
@@ -96,7 +98,7 @@ for i = 1, n do
   local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],
     priority = nil, run_at = nil, max_retries = nil, b_init = nil, b_mult = nil, b_max = nil,
     b_jitter = nil, lease_ms = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, custom = nil,
-    existed = nil}
+    existed = nil, new = nil, rk = nil}
   if it.id == '' or it.tenant == '' or it.type == '' then
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
@@ -183,9 +185,9 @@ if has_separator(joined) then
 end
 
 -- The queue keys' types are checked where the call reads or writes them, each before the first
--- write: the stats hash here (its read), the ready lists, task keys and tenant hashes per item
--- below, then the keys only a new task writes (known tenants, events, scheduled, and the parked
--- and tenants sets when a tenant becomes ready).
+-- write: the stats hash here (its read), the task keys and tenant hashes per item below, then
+-- the keys only a new task writes (known tenants, events, scheduled, and the parked and tenants
+-- sets when a tenant becomes ready); the ready lists by their pushes, the first write.
 local bad = check_keys(c, {})
 if bad then return bad end
 
@@ -246,33 +248,46 @@ local function existing_task(it)
   return nil, nil
 end
 
--- Admission: a tenant's waiting tasks (queued, scheduled, retrying) may not exceed its
--- max_queued. Checked for the whole batch before the first write, so a refused batch stores
--- nothing. An item whose idempotency key is repeated within the batch counts once.
+-- Which items add a task (`it.new`): not matching a stored task (its idempotency key or id),
+-- nor an earlier new item of this batch (its key or id). The ready ones are pushed in the first
+-- write, per list (`ready`: list key -> {id, ...}, keys in first-use order). Admission: a tenant's
+-- waiting tasks (queued, scheduled, retrying) may not exceed its max_queued. Checked for the
+-- whole batch before the first write, so a refused batch stores nothing.
 local adding = {}
 local adders = {}         -- the tenants adding tasks, in first-seen order
+local listed = {}         -- tenant -> true when its hash shows the known tenants list it
 local scheduling = {}     -- tenant -> how many of its new tasks are scheduled (nil: none)
 local any_scheduled = false
-local seen_idem = {}
+local new_idem = {}       -- '<tenant>:<key>' of the batch's new items
+local new_ids = {}        -- ids of the batch's new items
+local ready = {}
 for i = 1, n do
   local it = items[i]
-  -- The ready list of the item's priority (memoised per call); the tenant's hash is checked by
-  -- its admission read below (one HMGET instead of a TYPE and the HMGET).
-  bad = list_error(c, it.tenant, it.priority)
-  if bad then return bad end
-  local dup = it.idem ~= '' and seen_idem[it.tenant .. ':' .. it.idem]
-  if it.idem ~= '' then seen_idem[it.tenant .. ':' .. it.idem] = true end
   local existing
   existing, bad = existing_task(it)
   if bad then return bad end
   it.existed = existing
-  if not dup and not existing then
+  local ik = it.idem ~= '' and it.tenant .. ':' .. it.idem
+  if not existing and not new_ids[it.id] and not (ik and new_idem[ik]) then
+    it.new = true
+    new_ids[it.id] = true
+    if ik then new_idem[ik] = true end
     local add = adding[it.tenant]
     if not add then adders[#adders + 1] = it.tenant end
     adding[it.tenant] = (add or 0) + 1
     if it.run_at > now then
       any_scheduled = true
       scheduling[it.tenant] = (scheduling[it.tenant] or 0) + 1
+    else
+      local rk = ready_key(c, it.tenant, it.priority)
+      it.rk = rk
+      local r = ready[rk]
+      if not r then
+        r = {}
+        ready[rk] = r
+        ready[#ready + 1] = rk
+      end
+      r[#r + 1] = it.id
     end
   end
 end
@@ -285,6 +300,9 @@ for j = 1, #adders do
     return type_error(tk, 'hash') or redis.error_reply(f.err)
   end
   c.tenant_errors[tenant] = false
+  -- A hash with any of these fields is a tenant the known tenants list: the calls that write them
+  -- (a submit, configure, the moves of its tasks) list it first (the simulator checks it).
+  listed[tenant] = f[1] or f[2] or f[3] or f[4]
   -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
   if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[4]) end
   local cap = tonumber(f[1])
@@ -299,8 +317,8 @@ for j = 1, #adders do
 end
 
 -- The keys only new tasks write, checked before the first write. Per tenant adding tasks:
--- whether the known tenants list it (a ZSCORE, which checks the set's type too; a new one is
--- added), and, when it gets a ready task but had no ready work (its mask, read above: a tenant
+-- whether the known tenants list it (known when its hash has admission fields, read above; else a
+-- ZSCORE, which checks the set's type too; a new one is added), and, when it gets a ready task but had no ready work (its mask, read above: a tenant
 -- with ready work is in the tenants or the parked set already, lib/ready.lua), whether it is
 -- parked (it stays parked) or becomes eligible for fair share (the ZADD NX after the writes).
 local known_new = {}      -- tenant -> true when the known tenants do not list it
@@ -309,13 +327,17 @@ local any_eligible = false
 local any_parked = nil    -- whether the parked set holds any tenant (read when first needed)
 for j = 1, #adders do
   local tenant = adders[j]
-  local z = redis.pcall('ZSCORE', c.K_KNOWN, tenant)
-  if type(z) == 'table' then
-    return type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err)
+  if not listed[tenant] then
+    local z = redis.pcall('ZSCORE', c.K_KNOWN, tenant)
+    if type(z) == 'table' then
+      return type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err)
+    end
+    known_new[tenant] = not z
+    -- A tenant new to the queue has no ready list: its mask is exact (0), so this call stores it
+    -- with its first ready task and the next submit trusts the hash (`listed`).
+    if not z and c.tenant_rps[tenant] < 0 then c.tenant_rps[tenant] = 0 end
   end
-  known_new[tenant] = not z
-  -- Whether one of its new tasks is ready at once (the counts may include an item that repeats
-  -- an earlier item's id: then the check is made for nothing, never skipped).
+  -- Whether one of its new tasks is ready at once.
   local readying = adding[tenant] > (scheduling[tenant] or 0)
   if readying and not rp_any(c.tenant_rps[tenant]) then
     if any_parked == nil then
@@ -344,14 +366,29 @@ if any_eligible then
   if bad then return bad end
 end
 
--- The writes. Per task: one HSET of the whole record (its status too, unless queued), one XADD;
--- per call: the ready lists (one RPUSH per tenant and priority), the scheduled set, the known
--- tenants and the fair-share set (one ZADD each for all the call's tenants), the status counters
--- (deferred, lib/counters.lua), and one trim of the event stream.
+-- The first write: the ready lists, one RPUSH per tenant and priority. A push to a key of another
+-- type fails: the pushes before it are taken back (RPOP of what each added) and the call answers
+-- CORRUPT with nothing written, as a TYPE check of every list first would, without its call.
+for j = 1, #ready do
+  local rk = ready[j]
+  local ids = ready[rk]
+  local pushed = redis.pcall('RPUSH', rk, unpack(ids))
+  if type(pushed) == 'table' then
+    for k = 1, j - 1 do
+      redis.call('RPOP', ready[k], istr(#ready[ready[k]]))
+    end
+    return type_error(rk, 'list') or redis.error_reply(pushed.err)
+  end
+end
+
+-- The other writes. Per task: one HSET of the whole record (its status too, unless queued), one
+-- XADD; per call: the scheduled set, the known tenants and the fair-share set (one ZADD each for
+-- all the call's tenants), the status counters (deferred, lib/counters.lua), and one trim of the
+-- event stream.
 defer_events(c)
 defer_counts(c)
 local vtime = nil
-local ready = {}          -- ready list key -> {id, ...}, keys in first-use order
+local marked = {}         -- ready list key -> true once its tenant's mask is marked
 local scheduled = {}      -- {score, id, ...}
 local known_args = {}     -- {'0', tenant, ...}: the known tenants' ZADD (new tenants only)
 local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
@@ -361,15 +398,10 @@ local added_n = {}        -- tenant -> status -> new tasks
 local total_added = 0
 for i = 1, n do
   local it = items[i]
-  -- An item without an idempotency key matches only its own id: checked before the writes, or
-  -- created by an earlier item of this batch. With a key, earlier items may have set it.
-  local existing
-  if it.idem ~= '' then
-    existing = existing_task(it)
-  else
-    existing = it.existed or (created_ids[it.id] and it.id)
-  end
-  if existing then
+  if not it.new then
+    -- The task it matches: with an idempotency key, the one the key names now (an earlier item
+    -- of this batch may have set it); without, its own id (stored, or created by an earlier item).
+    local existing = it.idem ~= '' and existing_task(it) or it.existed or it.id
     out[i] = {0, task_view(c, existing)}
   else
     local key = task_keys[i]
@@ -443,12 +475,9 @@ for i = 1, n do
       scheduled[#scheduled + 1] = it.id
       emit(c, now, 'scheduled', it.id, it.tenant, 0, 'run_at', istr(it.run_at))
     else
-      local rk = ready_key(c, it.tenant, it.priority)
-      local r = ready[rk]
-      if not r then
-        r = {}
-        ready[rk] = r
-        ready[#ready + 1] = rk
+      local rk = it.rk
+      if not marked[rk] then
+        marked[rk] = true
         mark_ready(c, it.tenant, it.priority)
         -- The tenant becomes eligible for fair share at the queue's virtual time when it was
         -- idle (a parked tenant stays parked; decided above): listed once for the ZADD NX after
@@ -460,15 +489,10 @@ for i = 1, n do
           eligible[#eligible + 1] = it.tenant
         end
       end
-      r[#r + 1] = it.id
       emit(c, now, 'queued', it.id, it.tenant, 0)
     end
     out[i] = {1, status, it.run_at}
   end
-end
-for j = 1, #ready do
-  local rk = ready[j]
-  redis.call('RPUSH', rk, unpack(ready[rk]))
 end
 if #known_args > 0 then
   redis.call('ZADD', c.K_KNOWN, unpack(known_args))

@@ -458,6 +458,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:5:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=5 mr=2 bx=60000 bj=0
+            "orq:{q}:tenant:t1" hash rp=32
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -473,6 +474,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -488,6 +490,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -535,6 +538,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash s=queued t=t1 y=echo
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -586,6 +590,7 @@ const CASES: &[Case] = &[
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash s=queued t=t1
             "orq:{q}:task:B" hash t=t2 y=echo p="{}" c={now} mr=0 bx=60000 bj=0 i=k
+            "orq:{q}:tenant:t2" hash rp=1
             "orq:{q}:tenants" zset t2=0
         "#,
     },
@@ -1073,6 +1078,7 @@ const CASES: &[Case] = &[
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=2
             "orq:{q}:task:B" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash t=t1 y=echo p="{}" c={now} pr=2
+            "orq:{q}:tenant:t1" hash rp=5
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1207,6 +1213,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#
     },
@@ -1225,6 +1232,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1240,6 +1248,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash n:queued=1 total:enqueued=42 total:repaired=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },
@@ -1255,6 +1264,7 @@ const CASES: &[Case] = &[
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:stats" hash total:enqueued=9007199254740991 n:queued=1 events={now}-1
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
+            "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
         "#,
     },

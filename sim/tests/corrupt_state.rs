@@ -216,6 +216,7 @@ const A: &str = "01AAAAAAAAAAAAAAAAAAAAAAAA";
 const B: &str = "01BBBBBBBBBBBBBBBBBBBBBBBB";
 const C: &str = "01CCCCCCCCCCCCCCCCCCCCCCCC";
 const D: &str = "01DDDDDDDDDDDDDDDDDDDDDDDD";
+const E: &str = "01EEEEEEEEEEEEEEEEEEEEEEEE";
 const GHOST: &str = "01GGGGGGGGGGGGGGGGGGGGGGGG";
 
 // Goal: an index entry whose task hash is gone is dropped by the script that meets it and counted
@@ -591,6 +592,19 @@ fn a_ready_list_of_another_type_is_refused_and_counts_as_empty_at_lease() {
         refused_for_a_string(s, &r, "orq:{q}:ready:0:t1");
         let r = call(s, "cancel", &[A]);
         error(s, &r, "CORRUPT");
+        // A batch whose earlier items push to healthy lists (t2's, which holds B, and a new
+        // tenant's) before the damaged one: the pushes are the first write, and those made are
+        // taken back.
+        let default = ",0,1,100,2,1000,0,30000,,,86400000";
+        let r = call(
+            s,
+            "enqueue",
+            &[
+                "3", D, "t2", "job", "{}", "0", default, E, "t9", "job", "{}", "0", default, C,
+                "t1", "job", "{}", "0", default,
+            ],
+        );
+        refused_for_a_string(s, &r, "orq:{q}:ready:0:t1");
         assert_eq!(before, s.dump(), "{}: refused calls wrote", s.name());
         // Another priority of the same tenant has a healthy list.
         enqueue_at_priority(s, C, "t1", "4");

@@ -148,6 +148,10 @@ pub(super) fn check_touched(
     }
 }
 
+/// The tenant hash's fields whose presence shows that the known tenants list the tenant (the
+/// admission fields `enqueue` reads).
+const LISTED_BY: [&[u8]; 4] = [b"max_queued", b"n:scheduled", b"n:retrying", b"rp"];
+
 /// The rules for everything in `a`, on `db` and its copy `shadow`. Returns the number of capped
 /// tenants found exactly at their cap.
 fn check_affected(
@@ -178,6 +182,24 @@ fn check_affected(
     for t in &a.tenants {
         let h = hash_at(&mut key, &[b"tenant:", t]);
         at_cap += u64::from(check_tenant(shadow, t, h, ledger)?);
+        // A submit skips the known tenants' ZSCORE for a tenant whose hash has one of these
+        // fields (lua/scripts/enqueue.lua): every call that writes one lists the tenant first.
+        if let Some(h) = h.filter(|h| LISTED_BY.iter().any(|f| h.get(*f).is_some())) {
+            key.truncate(base);
+            key.extend_from_slice(b"known_tenants");
+            if !matches!(db.get(&key), Some(StoreValue::ZSet(z)) if z.score(t).is_some()) {
+                let fields: Vec<String> = LISTED_BY
+                    .iter()
+                    .filter(|f| h.get(**f).is_some())
+                    .map(|f| text(f))
+                    .collect();
+                return Err(format!(
+                    "tenant {} has a hash with {} but is not in the known tenants",
+                    text(t),
+                    fields.join(", ")
+                ));
+            }
+        }
     }
     if a.stats {
         if let Some(h) = hash_at(&mut key, &[b"stats"]) {
@@ -257,5 +279,24 @@ mod tests {
         assert_eq!(check(&s, &mut shadow, false), Ok(0));
         let err = check(&s, &mut shadow, true).unwrap_err();
         assert!(err.contains("differs from the store"), "{err}");
+    }
+
+    // Goal: a submit may trust a tenant hash to show that the known tenants list it. Method: a
+    // tenant hash with a ready-list mask and no entry in the known tenants is reported; listed,
+    // it passes.
+    #[test]
+    fn a_tenant_hash_outside_the_known_tenants_is_found() {
+        let s = store();
+        let mut shadow = None;
+        assert_eq!(check(&s, &mut shadow, false), Ok(0));
+        s.command(&[b"HSET", b"orq:{q}:tenant:t1", b"rp", b"0", b"weight", b"2"]);
+        let err = check(&s, &mut shadow, false).unwrap_err();
+        assert!(
+            err.contains("tenant t1 has a hash with rp but is not in the known tenants"),
+            "{err}"
+        );
+        s.command(&[b"ZADD", b"orq:{q}:known_tenants", b"0", b"t1"]);
+        s.command(&[b"HSET", b"orq:{q}:tenant:t1", b"rp", b"0"]);
+        assert_eq!(check(&s, &mut shadow, false), Ok(0));
     }
 }
