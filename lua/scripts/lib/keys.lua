@@ -23,7 +23,8 @@
 --   KEYS[7]  orq:{q}:completed       ZSET completed tasks, score=finish time ms
 --   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
 --   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
---   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, limits, counters,
+--   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, limits, counters
+--                                    n:<status> but for queued: its ready lists' entries are those,
 --                                    rp: the ready-list mask, a bit per priority whose list holds ids)
 --   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, vtime, events)
 --   KEYS[12] orq:{q}:events          STREAM the events of each call, numbered, >= EVENTS_MAX kept
