@@ -493,3 +493,89 @@ fn soak_seeds_2215_and_1381_pass() {
         );
     }
 }
+
+// Goal: check 9 ("a refused outcome is sent again while its lease lives") does not blame a worker
+// that crashed (found by the `engine` fuzz target, CI of 2026-12-04: fuzz/artifacts/engine/
+// crash-08fbd854…, input `AgAAAAABAAAGAQABAgEyMgBkPAooAxQCAQEBPDwyZCcyMjJhY2NlcHRlZAAAAwAAAwIB`).
+// w1 crashed at 2,456 ms in the tick its completer's call was refused: aborting a worker drops
+// its completer only when the runtime next polls it, so the refusal was recorded after the
+// crash had forgotten w1's outcomes, and at 2,573 ms the checker reported an outcome "dropped"
+// by a worker that no longer existed. The harness now marks crashed incarnations and check 9
+// ignores their calls (WorldState::crashed). Method: the run that input describes, every field
+// as the fuzz target's panic printed it, passes.
+#[test]
+fn a_call_ending_in_the_tick_of_its_workers_crash_is_not_a_dropped_outcome() {
+    use orq_sim::harness::config::TenantSetting;
+    use orq_sim::harness::{run, Faults, SimConfig, Verdict};
+    let seed = 1099511627778;
+    let c = SimConfig {
+        seed,
+        tenants: 2,
+        tasks: 7,
+        batch_max: 1,
+        workers: 2,
+        concurrency: 3,
+        schedulers: 1,
+        submit_window_ms: 2100,
+        safety_ms: 4000,
+        liveness_budget_ms: 600000,
+        lease_ms: 1000,
+        handler_ms_max: 782,
+        p_transient: 0.0703125,
+        p_permanent: 0.001953125,
+        p_delayed: 0.0625,
+        delay_ms_max: 4100,
+        p_cancel: 0.0005859375000000001,
+        max_retries_max: 3,
+        faults: Faults {
+            mean_fault_gap_ms: 1240,
+            w_crash: 2,
+            w_stall: 1,
+            w_clock_jump: 1,
+            w_script_flush: 1,
+            p_crash_before_effect: 0.007031249999999999,
+            p_crash_after_effect: 0.007031249999999999,
+            stall_ms_max: 3000,
+            p_slow_call: 0.009716419036340341,
+            p_slow_report: 0.2769726761140963,
+            downtime_ms_max: 2000,
+            p_lost_reply: 0.01953125,
+            p_fail_before: 0.007617187500000001,
+            p_duplicate: 0.005859375,
+            clock_offset_ms_max: 400,
+            drift_ppm_max: 10000,
+            clock_jump_ms_max: 1940,
+            w_pause: 0,
+            pause_ms_max: 0,
+            p_refusal: 0.022449721511247335,
+            w_refusal: 3,
+            refusal_ms_max: 8346,
+            loading_ms_max: 0,
+            families: ["crash", "stall", "clock", "restart", "network", "refusal"]
+                .map(String::from)
+                .to_vec(),
+        },
+        tenant_limits: vec![
+            TenantSetting {
+                tenant: "t0".into(),
+                weight: None,
+                max_inflight: Some(1),
+                rate_per_s: None,
+                burst: None,
+            },
+            TenantSetting {
+                tenant: "t1".into(),
+                weight: Some(0.5),
+                max_inflight: None,
+                rate_per_s: None,
+                burst: None,
+            },
+        ],
+        aging_step_ms: 0,
+        full_check_every: 1000,
+        ..SimConfig::draw(seed).with_lossy_restart()
+    };
+    assert_eq!(c.faults.families, c.faults.families_on());
+    let r = run(&c);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.verdict);
+}

@@ -110,6 +110,9 @@ pub fn call_started(w: &World, actor: &str, script: &str, args: &[Vec<u8>]) {
         return;
     }
     let mut st = w.state.lock().unwrap();
+    if st.crashed.contains(actor) {
+        return;
+    }
     let l = &mut st.ledger.reports;
     if script == "complete_batch" {
         l.completer.entry(actor.to_string()).or_default().0 += 1;
@@ -133,6 +136,11 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
     }
     let now = w.vt.elapsed_ms();
     let mut st = w.state.lock().unwrap();
+    // A call of a crashed incarnation that ended in the tick of its crash: its worker is gone
+    // and will never try again (its outcomes and heartbeats were forgotten at the crash).
+    if st.crashed.contains(actor) {
+        return;
+    }
     let l = &mut st.ledger.reports;
     if script == "complete_batch" {
         let c = l.completer.entry(actor.to_string()).or_default();

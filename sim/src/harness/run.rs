@@ -394,6 +394,11 @@ async fn supervise(config: SimConfig) -> Report {
         if let Some(slot) = workers.get_mut(name) {
             if let Some(h) = slot.handle.take() {
                 h.abort();
+                let actor = match slot.incarnation {
+                    0 => name.to_string(),
+                    n => format!("{name}.{n}"),
+                };
+                world.state.lock().unwrap().crashed.insert(actor);
                 reports::forget(world, Some(name), false);
                 let down = world.draw_range(0, world.config.faults.downtime_ms_max);
                 slot.restart_at_ms = Some(world.vt.elapsed_ms() + down);

@@ -184,6 +184,11 @@ pub struct WorldState {
     pub violation: Option<String>,
     /// Actors whose store calls wait until this virtual ms.
     pub stalls: BTreeMap<String, u64>,
+    /// Worker incarnations (actor ids, `w1`, `w1.2`) that crashed. Aborting a worker drops its
+    /// tasks (completer, handlers, heartbeats) only when the runtime next polls it, so a call
+    /// of the crashed incarnation may still end in the tick of the crash: nobody hears its
+    /// reply, and check 9 ([`super::reports`]) ignores it.
+    pub crashed: BTreeSet<String>,
     /// What the checker compares the store against.
     pub ledger: Ledger,
     /// Last stream entry id seen.
