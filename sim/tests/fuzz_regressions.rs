@@ -579,3 +579,74 @@ fn a_call_ending_in_the_tick_of_its_workers_crash_is_not_a_dropped_outcome() {
     let r = run(&c);
     assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.verdict);
 }
+
+// Goal: check 9 does not hold a worker to a lease deadline that a lossy restart moved under it
+// (found by the `engine` fuzz target in a 600 s run, 2026-12-04: input
+// `P3LcAHJycnJycgEB/////+Pj4+P/fSIcHBzj4+Pj//+yAQk=`). w2 leased the task at 1,480 ms (store
+// deadline 6,480), a heartbeat at 3,179 ms extended it to 8,179, and the store rolled back to its
+// snapshot of 2,163 ms: the deadline was 6,480 again while w2 reckoned 8,179, so during an OOM
+// episode it spaced its refused heartbeats by its own deadline (5,943, then 7,057 ms) and the
+// checker reported a heartbeat missing before 6,480. A rollback now resets the workers'
+// reckoning as a clock jump does (reports::reckoning_reset): leases last seen before it are
+// excused until their next heartbeat reaches the store. Method: the run that input describes
+// passes.
+#[test]
+fn a_heartbeat_extension_undone_by_a_rollback_does_not_make_the_next_heartbeat_late() {
+    use orq_sim::harness::{run, Faults, SimConfig, Verdict};
+    let seed = 8246779701635084863;
+    let c = SimConfig {
+        seed,
+        tenants: 1,
+        tasks: 7,
+        batch_max: 1,
+        workers: 2,
+        concurrency: 4,
+        schedulers: 0,
+        submit_window_ms: 10300,
+        safety_ms: 12200,
+        liveness_budget_ms: 600000,
+        lease_ms: 5000,
+        handler_ms_max: 8868,
+        p_transient: 0.266015625,
+        p_permanent: 0.044335937500000006,
+        p_delayed: 0.3984375,
+        delay_ms_max: 25600,
+        p_cancel: 0.0244140625,
+        max_retries_max: 5,
+        faults: Faults {
+            mean_fault_gap_ms: 1758,
+            w_crash: 3,
+            w_stall: 0,
+            w_clock_jump: 1,
+            w_script_flush: 1,
+            p_crash_before_effect: 0.0266015625,
+            p_crash_after_effect: 0.0266015625,
+            stall_ms_max: 15000,
+            p_slow_call: 0.0,
+            p_slow_report: 0.16755651705553226,
+            downtime_ms_max: 9080,
+            p_lost_reply: 0.0498046875,
+            p_fail_before: 0.0498046875,
+            p_duplicate: 0.020859375,
+            clock_offset_ms_max: 8,
+            drift_ppm_max: 1800,
+            clock_jump_ms_max: 0,
+            w_pause: 0,
+            pause_ms_max: 0,
+            p_refusal: 0.024822229721427225,
+            w_refusal: 1,
+            refusal_ms_max: 13487,
+            loading_ms_max: 100,
+            families: ["crash", "clock", "restart", "network", "refusal"]
+                .map(String::from)
+                .to_vec(),
+        },
+        tenant_limits: vec![],
+        aging_step_ms: 0,
+        full_check_every: 1000,
+        ..SimConfig::draw(seed).with_lossy_restart()
+    };
+    assert_eq!(c.faults.families, c.faults.families_on());
+    let r = run(&c);
+    assert_eq!(r.verdict, Verdict::Pass, "{:?}", r.verdict);
+}

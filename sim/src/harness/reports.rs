@@ -18,9 +18,10 @@
 //! group-committed, and a retried one waits for a free completer call); while one of those is
 //! in flight the outcome is not judged.
 //!
-//! Excused (what is pending is forgotten): the worker crashed or stalled, the store's clock
-//! jumped since the worker last learned its lease's deadline (the deadline moved under it), the
-//! store rolled back.
+//! Excused (what is pending is forgotten): the worker crashed or stalled (a call of a crashed
+//! incarnation that ends in the tick of its crash is not heard), the store's clock jumped or the
+//! store rolled back since the worker last learned its lease's deadline (the deadline moved under
+//! it: a rollback undoes the heartbeats that extended the lease after its snapshot).
 
 use super::checker::{task_key, token_items};
 use super::config::HEARTBEAT_DIVISOR;
@@ -78,8 +79,10 @@ pub struct ReportLedger {
     /// is this plus the lease's length. (By lease, not by task: a late heartbeat of an earlier
     /// lease says nothing about the current one.)
     pub lease_seen: BTreeMap<(String, String), u64>,
-    /// Virtual ms of the store clock's last jump.
-    pub last_jump_ms: Option<u64>,
+    /// Virtual ms of the last event that made the workers' reckoning of their leases' deadlines
+    /// wrong: a jump of the store's clock, or a lossy restart (a rollback undoes the heartbeats
+    /// that extended a lease after the snapshot, so its worker believes it longer than it is).
+    pub reckoning_reset_ms: Option<u64>,
 }
 
 impl ReportLedger {
@@ -214,12 +217,13 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
     }
 }
 
-/// The store's clock jumped: every worker's reckoning of its leases' deadlines is off by the
-/// jump until its next lease or heartbeat, so outcomes of leases last seen before now are
+/// The store's clock jumped, or the store rolled back (a lossy restart): every worker's reckoning
+/// of its leases' deadlines is off (by the jump; by the heartbeats the rollback undid) until its
+/// next lease or heartbeat, so outcomes and heartbeats of leases last seen before now are
 /// excused.
-pub fn clock_jumped(w: &World) {
+pub fn reckoning_reset(w: &World) {
     let now = w.vt.elapsed_ms();
-    w.state.lock().unwrap().ledger.reports.last_jump_ms = Some(now);
+    w.state.lock().unwrap().ledger.reports.reckoning_reset_ms = Some(now);
     forget(w, None, false);
 }
 
@@ -243,14 +247,14 @@ pub fn check(w: &World) {
     let now = w.vt.elapsed_ms();
     let store_now_ms = (w.store_time.now_micros() / 1000) as i64;
     let lease_ms = w.config.lease_ms;
-    let (pending, completer, seen, jump) = {
+    let (pending, completer, seen, reset) = {
         let st = w.state.lock().unwrap();
         let l = &st.ledger.reports;
         (
             l.pending.clone(),
             l.completer.clone(),
             l.lease_seen.clone(),
-            l.last_jump_ms,
+            l.reckoning_reset_ms,
         )
     };
     let (status_f, token_f, exp_f) = (stored::status, stored::token, stored::lease_exp);
@@ -266,8 +270,8 @@ pub fn check(w: &World) {
         let vals = r.as_array().unwrap_or_default();
         let text = |i: usize| vals.get(i).and_then(|v| v.as_str()).unwrap_or_default();
         let lease = (task.clone(), token.clone());
-        let seen_before_jump = jump.is_some_and(|j| seen.get(&lease).is_none_or(|s| *s <= j));
-        if text(0) != "leased" || text(1) != token || seen_before_jump {
+        let seen_before_reset = reset.is_some_and(|r| seen.get(&lease).is_none_or(|s| *s <= r));
+        if text(0) != "leased" || text(1) != token || seen_before_reset {
             let mut st = w.state.lock().unwrap();
             st.ledger.reports.pending.remove(&(task, token));
             continue;

@@ -440,7 +440,7 @@ async fn supervise(config: SimConfig) -> Report {
                     st.ledger.rollback_point_ms = Some(snapshot_ms);
                 }
                 world.reset_stream_position();
-                reports::forget(&world, None, false);
+                reports::reckoning_reset(&world);
                 world.fault_event(
                     "store",
                     "lossy_restart",
@@ -483,7 +483,7 @@ async fn supervise(config: SimConfig) -> Report {
                     let max = f.clock_jump_ms_max as i64;
                     let delta = world.draw_range(0, 2 * max as u64) as i64 - max;
                     world.jump_store_clock(delta);
-                    reports::clock_jumped(&world);
+                    reports::reckoning_reset(&world);
                     world.fault_event("store", "clock_jump", None, json!({"delta_ms": delta}));
                 }
                 3 => {
