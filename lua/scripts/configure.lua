@@ -8,7 +8,7 @@
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant> (weight, max_inflight,
 --                                   max_queued, rate_per_s, burst, tokens, tokens_at)
---   KEYS[11] orq:{q}:stats          HASH counters
+--   KEYS[11] orq:{q}:stats          HASH counters, capped (tenants with a max_queued, lib/capped.lua)
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
 --   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms, defaults (JSON)
@@ -39,7 +39,7 @@
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
 -- Publishes: the queue's wake-up on resume, and when a tenant's new limits unpark it (lib/park.lua, wake).
 --
--- Uses: ctx, format, args, keys, events, park
+-- Uses: ctx, format, args, keys, events, park, capped
 
 local c = new_ctx(KEYS)
 
@@ -114,6 +114,7 @@ elseif mode == 'tenant' then
   local key = tenant_key(c, tenant)
   bad = type_error(key, 'hash')
   if bad then return bad end
+  local had_cap = redis.call('HGET', key, 'max_queued') ~= false
   for i = 1, #spec do
     local name = spec[i][1]
     local v = vals[name]
@@ -135,6 +136,9 @@ elseif mode == 'tenant' then
       redis.call('HSET', key, 'burst', istr(math.max(1, math.ceil(rate))))
     end
   end
+  -- The queue's count of capped tenants (lib/capped.lua), before the tenant is listed.
+  local has_cap = redis.call('HGET', key, 'max_queued') ~= false
+  capped_changed(c, (has_cap and 1 or 0) - (had_cap and 1 or 0))
   redis.call('ZADD', c.K_KNOWN, '0', tenant)
   -- New limits are judged by the next lease call, not by the reason the tenant was parked.
   unpark(c, tenant)

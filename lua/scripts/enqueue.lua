@@ -10,7 +10,8 @@
 --   KEYS[4]  orq:{q}:scheduled      ZSET score=run_at ms
 --   KEYS[9]  orq:{q}:idem:          prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, with TTL
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant>
---   KEYS[11] orq:{q}:stats          HASH counters, vtime, events (read once, before any write)
+--   KEYS[11] orq:{q}:stats          HASH counters, vtime, events, capped (read once, before any
+--                                   write; capped written on the queue's first submit)
 --   KEYS[12] orq:{q}:events         STREAM
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names (a tenant not listed yet is added)
 --   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a parked tenant stays parked;
@@ -58,15 +59,18 @@
 -- Errors: INVALID <message> (nothing written); LIMITED <tenant> max_queued retry_after_ms=<n>
 --   (a tenant's waiting tasks would exceed its max_queued; nothing written); CORRUPT <key> (a key
 --   it would read or write holds another Redis type than orq's; nothing written: the stats hash
---   and each item's task key and idempotency key are checked always; the tenant hash, events and
---   scheduled set when the call adds a task of theirs, the ready list by the push of the tasks it
---   adds to it (the pushes are the first write: those before a refused one are taken back), the
---   known tenants when it adds a task of a tenant whose hash does not show them listing it; the
---   parked and tenants sets when an added task may make a tenant without ready work eligible).
+--   and each item's task key and idempotency key are checked always; events and the scheduled set
+--   when the call adds a task of theirs; the tenant hash when the call reads it (a tenant adding a
+--   scheduled task, a queue with capped tenants or whose count of them is unknown, or a ready
+--   list of the tenant that was empty: lib/capped.lua); the ready list by the push of the tasks
+--   it adds to it; the known tenants when it adds a task of a read tenant whose hash does not
+--   show them listing it (or on the queue's first submit); the parked and tenants sets when an
+--   added task may make a tenant without ready work eligible. The pushes are the first write:
+--   a refusal after them takes them back).
 -- Emits: queued or scheduled, one per new task. Publishes: the queue's wake-up when it adds a task
 --   (lib/park.lua, wake).
 --
--- Uses: ctx, format, args, keys, counters, events, park, task, ready
+-- Uses: ctx, format, args, keys, counters, events, park, task, ready, capped
 
 local c = new_ctx(KEYS)
 
@@ -193,7 +197,7 @@ if bad then return bad end
 
 -- The stats hash, read once: its type, whether it exists, the queue's virtual time (lib/park.lua)
 -- and the last event's id (lib/events.lua).
-local sf = redis.pcall('HMGET', c.K_STATS, 'total:enqueued', 'vtime', 'events')
+local sf = redis.pcall('HMGET', c.K_STATS, 'total:enqueued', 'vtime', 'events', CAPPED)
 if sf.err then
   return type_error(c.K_STATS, 'hash') or redis.error_reply(sf.err)
 end
@@ -203,6 +207,19 @@ events_read(c, sf[3])
 local fresh = 0
 if not (sf[1] or sf[2] or sf[3]) and redis.call('EXISTS', c.K_STATS) == 0 then
   fresh = 1
+end
+-- The queue's count of capped tenants (lib/capped.lua). A queue that never took a task and knows
+-- no tenant has none: its first submit starts the count (written with the other writes).
+local capped = capped_parse(sf[4])
+local capped_starts = false
+if not sf[4] and not sf[1] then
+  local kn = redis.pcall('ZCARD', c.K_KNOWN)
+  if type(kn) == 'table' then
+    return type_error(c.K_KNOWN, 'zset') or redis.error_reply(kn.err)
+  end
+  if kn == 0 then
+    capped, capped_starts = 0, true
+  end
 end
 
 -- Whether any item's task key exists: one EXISTS for the batch, so that in the common case (fresh
@@ -261,6 +278,7 @@ local any_scheduled = false
 local new_idem = {}       -- '<tenant>:<key>' of the batch's new items
 local new_ids = {}        -- ids of the batch's new items
 local ready = {}
+local list_tenant = {}    -- ready list key -> its tenant
 for i = 1, n do
   local it = items[i]
   local existing
@@ -285,71 +303,51 @@ for i = 1, n do
       if not r then
         r = {}
         ready[rk] = r
+        list_tenant[rk] = it.tenant
         ready[#ready + 1] = rk
       end
       r[#r + 1] = it.id
     end
   end
 end
-for j = 1, #adders do
-  local tenant = adders[j]
+-- A tenant's hash, read for its admission fields and mask: a CORRUPT reply when it is not a hash,
+-- else its max_queued, n:scheduled and n:retrying as read. Records the mask (c.tenant_rps) and
+-- whether the hash shows the known tenants listing it (`listed`).
+local read = {}           -- tenant -> true once its hash was read in this call
+local function read_tenant(tenant)
   local tk = tenant_key(c, tenant)
   local f = redis.pcall('HMGET', tk, 'max_queued', 'n:scheduled', 'n:retrying', 'rp')
   if f.err then
-    -- Not a hash: nothing is written (the reply names the key and its type).
+    -- Not a hash (the reply names the key and its type).
     return type_error(tk, 'hash') or redis.error_reply(f.err)
   end
+  read[tenant] = true
   c.tenant_errors[tenant] = false
   -- A hash with any of these fields is a tenant the known tenants list: the calls that write them
   -- (a submit, configure, the moves of its tasks) list it first (the simulator checks it).
   listed[tenant] = f[1] or f[2] or f[3] or f[4]
   -- The tenant's ready-list mask (lib/ready.lua), read here with the admission fields.
   if c.tenant_rps[tenant] == nil then c.tenant_rps[tenant] = rp_parse(f[4]) end
-  local cap = tonumber(f[1])
-  if cap and cap >= 0 then
-    -- Its queued tasks are its ready lists' entries (a tenant's hash does not count them).
-    local waiting = ready_total(c, tenant, c.tenant_rps[tenant]) + (tonumber(f[2]) or 0)
-      + (tonumber(f[3]) or 0)
-    if waiting + adding[tenant] > cap then
-      return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
-    end
-  end
+  return nil, f
 end
-
--- The keys only new tasks write, checked before the first write. Per tenant adding tasks:
--- whether the known tenants list it (known when its hash has admission fields, read above; else a
--- ZSCORE, which checks the set's type too; a new one is added), and, when it gets a ready task but had no ready work (its mask, read above: a tenant
--- with ready work is in the tenants or the parked set already, lib/ready.lua), whether it is
--- parked (it stays parked) or becomes eligible for fair share (the ZADD NX after the writes).
-local known_new = {}      -- tenant -> true when the known tenants do not list it
-local eligible_t = {}     -- tenant -> true when its ready tasks make it eligible
-local any_eligible = false
-local any_parked = nil    -- whether the parked set holds any tenant (read when first needed)
+-- Whether no tenant of the queue has a max_queued (the stats hash's exact count, lib/capped.lua):
+-- then a tenant adding only ready tasks needs no read before the pushes, and none at all when
+-- each of its lists already held ids (the tenant then has ready work: it is known, its mask
+-- marks those lists, and it is in the tenants or the parked set).
+local uncapped = capped == 0
 for j = 1, #adders do
   local tenant = adders[j]
-  if not listed[tenant] then
-    local z = redis.pcall('ZSCORE', c.K_KNOWN, tenant)
-    if type(z) == 'table' then
-      return type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err)
-    end
-    known_new[tenant] = not z
-    -- A tenant new to the queue has no ready list: its mask is exact (0), so this call stores it
-    -- with its first ready task and the next submit trusts the hash (`listed`).
-    if not z and c.tenant_rps[tenant] < 0 then c.tenant_rps[tenant] = 0 end
-  end
-  -- Whether one of its new tasks is ready at once.
-  local readying = adding[tenant] > (scheduling[tenant] or 0)
-  if readying and not rp_any(c.tenant_rps[tenant]) then
-    if any_parked == nil then
-      local pc = redis.pcall('ZCARD', c.K_PARKED)
-      if type(pc) == 'table' then
-        return type_error(c.K_PARKED, 'zset') or redis.error_reply(pc.err)
+  if not uncapped or scheduling[tenant] then
+    local err, f = read_tenant(tenant)
+    if err then return err end
+    local cap = tonumber(f[1])
+    if cap and cap >= 0 then
+      -- Its queued tasks are its ready lists' entries (a tenant's hash does not count them).
+      local waiting = ready_total(c, tenant, c.tenant_rps[tenant]) + (tonumber(f[2]) or 0)
+        + (tonumber(f[3]) or 0)
+      if waiting + adding[tenant] > cap then
+        return redis.error_reply('LIMITED ' .. tenant .. ' max_queued retry_after_ms=' .. istr(ADMISSION_RETRY_MS))
       end
-      any_parked = pc > 0
-    end
-    if not (any_parked and redis.call('ZSCORE', c.K_PARKED, tenant)) then
-      eligible_t[tenant] = true
-      any_eligible = true
     end
   end
 end
@@ -361,24 +359,81 @@ if any_scheduled then
   bad = type_error(c.K_SCHEDULED, 'zset')
   if bad then return bad end
 end
-if any_eligible then
-  bad = type_error(c.K_TENANTS, 'zset')
-  if bad then return bad end
-end
 
 -- The first write: the ready lists, one RPUSH per tenant and priority. A push to a key of another
--- type fails: the pushes before it are taken back (RPOP of what each added) and the call answers
--- CORRUPT with nothing written, as a TYPE check of every list first would, without its call.
+-- type fails, and so may a check after the pushes: the pushes made are taken back (RPOP of what
+-- each added) and the call answers CORRUPT with nothing written, as checks before them would.
+local pushed = 0
+local function take_back(reply)
+  for k = 1, pushed do
+    redis.call('RPOP', ready[k], istr(#ready[ready[k]]))
+  end
+  return reply
+end
+local marked = {}         -- ready list key -> true once its tenant's mask is marked
 for j = 1, #ready do
   local rk = ready[j]
   local ids = ready[rk]
-  local pushed = redis.pcall('RPUSH', rk, unpack(ids))
-  if type(pushed) == 'table' then
-    for k = 1, j - 1 do
-      redis.call('RPOP', ready[k], istr(#ready[ready[k]]))
-    end
-    return type_error(rk, 'list') or redis.error_reply(pushed.err)
+  local len = redis.pcall('RPUSH', rk, unpack(ids))
+  if type(len) == 'table' then
+    return take_back(type_error(rk, 'list') or redis.error_reply(len.err))
   end
+  pushed = j
+  local tenant = list_tenant[rk]
+  if not read[tenant] then
+    if len > #ids then
+      -- The list held ids: its bit of the mask is set already.
+      marked[rk] = true
+    else
+      -- It was empty: the tenant's mask decides whether it had ready work.
+      local err = read_tenant(tenant)
+      if err then return take_back(err) end
+    end
+  end
+end
+
+-- The keys only new tasks write, checked before the other writes (a refusal takes the pushes
+-- back). Per tenant whose hash was read: whether the known tenants list it (known when its hash
+-- has admission fields; else a ZSCORE, which checks the set's type too; a new one is added), and,
+-- when it gets a ready task but had no ready work (its mask: a tenant with ready work is in the
+-- tenants or the parked set already, lib/ready.lua), whether it is parked (it stays parked) or
+-- becomes eligible for fair share (the ZADD NX after the writes).
+local known_new = {}      -- tenant -> true when the known tenants do not list it
+local eligible_t = {}     -- tenant -> true when its ready tasks make it eligible
+local any_eligible = false
+local any_parked = nil    -- whether the parked set holds any tenant (read when first needed)
+for j = 1, #adders do
+  local tenant = adders[j]
+  -- A tenant not read had ready work in every list it adds to: known, and not newly eligible.
+  if read[tenant] and not listed[tenant] then
+    local z = redis.pcall('ZSCORE', c.K_KNOWN, tenant)
+    if type(z) == 'table' then
+      return take_back(type_error(c.K_KNOWN, 'zset') or redis.error_reply(z.err))
+    end
+    known_new[tenant] = not z
+    -- A tenant new to the queue has no ready list: its mask is exact (0), so this call stores it
+    -- with its first ready task and the next submit trusts the hash (`listed`).
+    if not z and c.tenant_rps[tenant] < 0 then c.tenant_rps[tenant] = 0 end
+  end
+  -- Whether one of its new tasks is ready at once.
+  local readying = adding[tenant] > (scheduling[tenant] or 0)
+  if read[tenant] and readying and not rp_any(c.tenant_rps[tenant]) then
+    if any_parked == nil then
+      local pc = redis.pcall('ZCARD', c.K_PARKED)
+      if type(pc) == 'table' then
+        return take_back(type_error(c.K_PARKED, 'zset') or redis.error_reply(pc.err))
+      end
+      any_parked = pc > 0
+    end
+    if not (any_parked and redis.call('ZSCORE', c.K_PARKED, tenant)) then
+      eligible_t[tenant] = true
+      any_eligible = true
+    end
+  end
+end
+if any_eligible then
+  bad = type_error(c.K_TENANTS, 'zset')
+  if bad then return take_back(bad) end
 end
 
 -- The other writes. Per task: one HSET of the whole record (its status too, unless queued), one
@@ -388,7 +443,6 @@ end
 defer_events(c)
 defer_counts(c)
 local vtime = nil
-local marked = {}         -- ready list key -> true once its tenant's mask is marked
 local scheduled = {}      -- {score, id, ...}
 local known_args = {}     -- {'0', tenant, ...}: the known tenants' ZADD (new tenants only)
 local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
@@ -514,4 +568,7 @@ if total_added > 0 then
 end
 flush_counts(c)
 flush_events(c)
+if capped_starts then
+  redis.call('HSET', c.K_STATS, CAPPED, '0')
+end
 return {now, out, fresh}

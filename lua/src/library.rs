@@ -70,6 +70,7 @@ lib_files!(
     "workers",
     "maintenance",
     "limits",
+    "capped",
     "outcome",
     "lease",
 );

@@ -456,7 +456,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:5:t1" list A
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=5 mr=2 bx=60000 bj=0
             "orq:{q}:tenant:t1" hash rp=32
             "orq:{q}:tenants" zset t1=0
@@ -472,7 +472,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
@@ -488,7 +488,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
@@ -504,7 +504,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:scheduled" zset A={now+5000}
-            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:scheduled=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} r={now+5000} pr=2 mr=5 bm=3 s=scheduled
             "orq:{q}:tenant:t1" hash n:scheduled=1
         "#,
@@ -535,7 +535,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash s=queued t=t1 y=echo
             "orq:{q}:tenant:t1" hash rp=1
@@ -587,7 +587,7 @@ const CASES: &[Case] = &[
             "orq:{q}:idem:t2:k" string B expires={now+600000}
             "orq:{q}:known_tenants" zset t2=0
             "orq:{q}:ready:0:t2" list B
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
             "orq:{q}:task:A" hash s=queued t=t1
             "orq:{q}:task:B" hash t=t2 y=echo p="{}" c={now} mr=0 bx=60000 bj=0 i=k
             "orq:{q}:tenant:t2" hash rp=1
@@ -1074,7 +1074,7 @@ const CASES: &[Case] = &[
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list B
             "orq:{q}:ready:2:t1" list A C
-            "orq:{q}:stats" hash total:enqueued=3 n:queued=3 events={now}-3
+            "orq:{q}:stats" hash total:enqueued=3 n:queued=3 events={now}-3 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} pr=2
             "orq:{q}:task:B" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:task:C" hash t=t1 y=echo p="{}" c={now} pr=2
@@ -1211,7 +1211,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts=1700000000000 k=paused id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-4 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0
@@ -1230,7 +1230,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts=1 k=paused id="" t="" a=0} {ts={now} e="queued A t1 0"}
             "orq:{q}:known_tenants" zset t1=0
             "orq:{q}:ready:0:t1" list A
-            "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1
+            "orq:{q}:stats" hash events=10000000000000-8 total:enqueued=1 n:queued=1 total:repaired=1 capped=0
             "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now}
             "orq:{q}:tenant:t1" hash rp=1
             "orq:{q}:tenants" zset t1=0

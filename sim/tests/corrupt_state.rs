@@ -555,9 +555,12 @@ fn garbage_counters_are_reset_and_counted() {
     });
 }
 
-// Goal: a tenant whose own keys hold another Redis type is refused at submit (CORRUPT naming the
-// key, nothing written) and, at lease, leaves the fair-share set (counted) so that the other
-// tenants are still served.
+// Goal: a tenant whose own keys hold another Redis type is refused at a submit that reads its
+// hash (CORRUPT naming the key, nothing written: here its list of the task's priority is empty,
+// so the pushes made are taken back) and, at lease, leaves the fair-share set (counted) so that
+// the other tenants are still served. A submit that only appends to a list of the tenant that
+// holds ids reads nothing of the tenant while the queue has no capped tenant (design note 56):
+// it is taken, and waits with the tenant's other tasks.
 #[test]
 fn tenant_keys_of_another_type_do_not_block_other_tenants() {
     on_both_stores(|s| {
@@ -566,9 +569,17 @@ fn tenant_keys_of_another_type_do_not_block_other_tenants() {
         s.command(&["DEL", "orq:{q}:tenant:t1"]);
         s.command(&["SET", "orq:{q}:tenant:t1", "foreign"]);
         let before = s.dump();
-        let r = enqueue(s, C, "t1");
+        let r = call(s, "enqueue", &["1", C, "t1", "job", "{}", "4", ""]);
         refused_for_a_string(s, &r, "orq:{q}:tenant:t1");
         assert_eq!(before, s.dump(), "{}: refused enqueue wrote", s.name());
+        let r = enqueue(s, D, "t1");
+        assert!(r.as_array().is_some(), "{}: {r:?}", s.name());
+        assert_eq!(
+            s.command(&["LRANGE", "orq:{q}:ready:0:t1", "0", "-1"]),
+            Resp::Array(vec![Resp::Bulk(A.into()), Resp::Bulk(D.into())]),
+            "{}",
+            s.name()
+        );
         let leased = lease(s, 2);
         assert_eq!(leased.len(), 1, "{}", s.name());
         assert_eq!(leased[0].0, B);

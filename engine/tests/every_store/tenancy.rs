@@ -176,6 +176,55 @@ async fn max_queued_refuses_submits_beyond_it_and_stores_nothing(env: Env) {
     env.client.submit(task("other", 0)).await.unwrap();
 }
 
+// Goal: a max_queued set on a queue already in use is enforced at once, also for a tenant whose
+// ready list holds tasks (a submit reads no tenant hash while the queue's count of capped tenants
+// is 0, lua/scripts/lib/capped.lua: setting a cap must count it), and lifting it, or setting and
+// lifting it again, lets the tenant's submits through.
+async fn a_cap_set_on_a_busy_queue_holds_and_lifting_it_frees_the_tenant(env: Env) {
+    submit_n(&env, "t", 2).await;
+    submit_n(&env, "u", 1).await;
+    let cap = |n: Option<u64>| TenantLimits {
+        max_queued: Some(n),
+        ..TenantLimits::default()
+    };
+    for round in 0..2 {
+        env.client
+            .configure_tenant("q", "t", &cap(Some(3 + 2 * round)))
+            .await
+            .unwrap();
+        env.client.submit(task("t", 0)).await.unwrap();
+        assert!(
+            matches!(
+                env.client.submit(task("t", 0)).await,
+                Err(Error::Limited { .. })
+            ),
+            "round {round}: t is at its cap of {}",
+            3 + 2 * round
+        );
+        // Another tenant, and a second cap on it, do not lift t's.
+        env.client
+            .configure_tenant("q", "u", &cap(Some(100)))
+            .await
+            .unwrap();
+        env.client
+            .configure_tenant("q", "u", &cap(None))
+            .await
+            .unwrap();
+        env.client.submit(task("u", 0)).await.unwrap();
+        assert!(
+            env.client.submit(task("t", 0)).await.is_err(),
+            "round {round}: t is still capped after u's cap came and went"
+        );
+        env.client
+            .configure_tenant("q", "t", &cap(None))
+            .await
+            .unwrap();
+        env.client.submit(task("t", 0)).await.unwrap();
+    }
+    // t: 2, then per round one under the cap and one after lifting it; u: 1, then one per round.
+    assert_eq!(env.stats("q").await.counts[&Status::Queued], 6 + 3);
+}
+
 // Goal: a paused queue leases nothing while submits still work; resume leases again; nothing is
 // lost across pause / resume.
 async fn paused_queue_leases_nothing_and_resume_loses_nothing(env: Env) {
@@ -504,6 +553,7 @@ pub fn cases() -> Vec<crate::deployment::Case> {
         max_inflight_caps_live_leases_and_skips_the_tenant,
         rate_limit_serves_the_burst_then_says_when_to_retry,
         max_queued_refuses_submits_beyond_it_and_stores_nothing,
+        a_cap_set_on_a_busy_queue_holds_and_lifting_it_frees_the_tenant,
         paused_queue_leases_nothing_and_resume_loses_nothing,
         aging_step_bounds_how_long_low_priority_waits,
         a_lifted_limit_does_not_turn_into_a_burst_of_credit,
