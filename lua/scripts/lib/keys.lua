@@ -24,9 +24,10 @@
 --   KEYS[8]  orq:{q}:cancelled       ZSET cancelled tasks, score=cancel time ms
 --   KEYS[9]  orq:{q}:idem:           prefix of STRING orq:{q}:idem:<tenant>:<key> = task id, TTL
 --   KEYS[10] orq:{q}:tenant:         prefix of HASH orq:{q}:tenant:<tenant> (weight, limits, counters
---                                    n:<status> but for queued: its ready lists' entries are those,
+--                                    n:<status> except queued, which its ready lists' entries are;
 --                                    rp: the ready-list mask, a bit per priority whose list holds ids)
---   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, vtime, events)
+--   KEYS[11] orq:{q}:stats           HASH queue counters (n:<status>, total:<event>, vtime, events,
+--                                    capped: the tenants with a max_queued, lib/capped.lua)
 --   KEYS[12] orq:{q}:events          STREAM the events of each call, numbered, >= EVENTS_MAX kept
 --   KEYS[13] orq:{q}:known_tenants   ZSET every tenant that ever submitted, score=0 (name order)
 --   KEYS[14] orq:{q}:config          HASH queue settings: paused (0|1), aging_step_ms
