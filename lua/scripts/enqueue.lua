@@ -48,9 +48,10 @@
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms, 1..31622400000;
 --                           required with an idempotency key, ignored without one
 --
--- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: {1, status, run_at_ms}
---   for a new task (status queued or scheduled; the rest of the record is what the caller sent,
---   with created_at = updated_at = now_ms, so it is not sent back), or {0, fields} when an
+-- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: 1 for a new task (the
+--   record is what the caller sent, with created_at = updated_at = now_ms and run_at = run_at, or
+--   now_ms + delay; its status is scheduled when that run_at is later than now_ms, else queued:
+--   the caller knows all of it, so none of it is sent back), or {0, fields} when an
 --   idempotency key (or the id) matched an existing task, fields being that task as lib/task.lua's
 --   `task_view` gives it (the compact hash, flat, then id); fresh is 1 when the
 --   queue's stats hash did not exist before this call (the queue's first enqueue in this store,
@@ -545,7 +546,7 @@ for i = 1, n do
       end
       emit(c, now, 'queued', it.id, it.tenant, 0)
     end
-    out[i] = {1, status, it.run_at}
+    out[i] = 1
   end
 end
 if #known_args > 0 then

@@ -2,7 +2,8 @@
 //! before any is stored, then one script call per queue).
 
 use super::{arg, call, opt_arg, Client, Submitted};
-use crate::decode::{self, array_at, int_at, items, str_at};
+use crate::decode::{self, array_at, int_at, items};
+use crate::resp::Resp;
 use crate::error::{Error, Result};
 use crate::task::{
     Backoff, Status, TaskSpec, BATCH_MAX, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, IDEMPOTENCY_TTL_MS,
@@ -110,25 +111,21 @@ impl Client {
                 return Err(Error::protocol(op, "reply count differs from task count"));
             }
             for ((r, &i), id) in results.iter().zip(&positions).zip(ids) {
-                let item = r
-                    .as_array()
-                    .ok_or_else(|| Error::protocol(op, "item is not an array"))?;
-                let submitted = if int_at(op, item, 0)? == 1 {
-                    // A new task: the store sends back only what it decided (the status and
-                    // run_at); the rest is what was sent.
-                    let status = str_at(op, item, 1)?;
-                    let status = Status::parse(status)
-                        .ok_or_else(|| Error::protocol(op, format!("unknown status {status:?}")))?;
-                    let run_at_ms = int_at(op, item, 2)? as u64;
-                    Submitted {
-                        task: specs[i].stored(id, status, run_at_ms, stored_at),
-                        created: true,
+                let submitted = match r {
+                    // A new task: the store answers 1 and the record is what was sent, stored at
+                    // the store's time (its status and run_at follow from it, `first_run`).
+                    Resp::Int(1) => {
+                        let (status, run_at_ms) = first_run(&specs[i], stored_at);
+                        Submitted {
+                            task: specs[i].stored(id, status, run_at_ms, stored_at),
+                            created: true,
+                        }
                     }
-                } else {
-                    Submitted {
+                    Resp::Array(item) if int_at(op, item, 0)? == 0 => Submitted {
                         task: decode::task(op, queue, array_at(op, item, 1)?)?,
                         created: false,
-                    }
+                    },
+                    _ => return Err(Error::protocol(op, "item is neither 1 nor [0, task]")),
                 };
                 out[i] = Some(submitted);
             }
@@ -141,4 +138,19 @@ impl Client {
         }
         Ok(out.into_iter().flatten().collect())
     }
+}
+
+/// A new task's status and first run (ms) when the store took it at `stored_at_ms`, by
+/// enqueue.lua's rule: `run_at_ms` when set, else `stored_at_ms + delay_ms`; scheduled when that
+/// is later than `stored_at_ms`, else queued.
+fn first_run(spec: &TaskSpec, stored_at_ms: u64) -> (Status, u64) {
+    let run_at_ms = spec
+        .run_at_ms
+        .unwrap_or_else(|| stored_at_ms.saturating_add(spec.delay_ms));
+    let status = if run_at_ms > stored_at_ms {
+        Status::Scheduled
+    } else {
+        Status::Queued
+    };
+    (status, run_at_ms)
 }

@@ -116,6 +116,50 @@ async fn delayed_task_is_not_leased_before_its_run_at(env: Env) {
     assert_eq!(env.get("q", &late.id).await.status, Status::Scheduled);
 }
 
+// Goal: a new task's answer to its submit is the task as stored: the store answers a new task
+// with 1 only, and the client derives its status and run_at from its spec and the store's time.
+// Method: submit one batch with no delay, a delay, a run_at in the past and a run_at an hour
+// ahead; each answer's status, run_at and created_at equal what `get` reads back, and the past
+// run_at is kept as sent, queued.
+async fn a_submits_answer_is_the_stored_task(env: Env) {
+    let mut past = spec("q", "echo", "{}");
+    past.run_at_ms = Some(1_000);
+    let subs = env
+        .client
+        .submit_batch(vec![
+            spec("q", "echo", "{}"),
+            spec("q", "echo", "{}").delay_ms(5_000),
+            past,
+            spec("q", "echo", "{}"),
+        ])
+        .await
+        .unwrap();
+    let now_ms = subs[0].task.created_at_ms;
+    let mut ahead = spec("q", "echo", "{}");
+    ahead.run_at_ms = Some(now_ms + 3_600_000);
+    let ahead = env.client.submit(ahead).await.unwrap();
+    let want = [
+        (Status::Queued, now_ms),
+        (Status::Scheduled, now_ms + 5_000),
+        (Status::Queued, 1_000),
+        (Status::Queued, now_ms),
+        (Status::Scheduled, now_ms + 3_600_000),
+    ];
+    let all: Vec<_> = subs.iter().chain([&ahead]).collect();
+    for (sub, (status, run_at_ms)) in all.iter().zip(want) {
+        assert!(sub.created);
+        let t = &sub.task;
+        assert_eq!((t.status, t.run_at_ms), (status, run_at_ms), "answer of {}", t.id);
+        let stored = env.get("q", &t.id).await;
+        assert_eq!(
+            (stored.status, stored.run_at_ms, stored.created_at_ms),
+            (t.status, t.run_at_ms, t.created_at_ms),
+            "stored {}",
+            t.id
+        );
+    }
+}
+
 // Goal: the most urgent priority is leased first.
 // Method: submit priorities 1, 5, 9 in one batch, then lease one task at a time.
 async fn higher_priority_is_leased_first(env: Env) {
@@ -440,6 +484,7 @@ pub fn cases() -> Vec<crate::deployment::Case> {
     cases![
         submitted_task_completes_with_the_handlers_result,
         delayed_task_is_not_leased_before_its_run_at,
+        a_submits_answer_is_the_stored_task,
         higher_priority_is_leased_first,
         same_priority_is_leased_in_submit_order,
         batch_of_500_is_created_and_completed_by_a_worker,
