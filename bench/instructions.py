@@ -43,6 +43,13 @@ SUFFIXES = ["task:", "ready:", "tenants", "scheduled", "leases", "dead", "comple
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+def leased_id(task):
+    """The id of one task of a lease reply: its fields are a flat array, or one string of names
+    and values joined by NUL bytes (lua/scripts/lease.lua's reply)."""
+    flat = task[1] if isinstance(task[1], list) else task[1].split(b"\0")
+    return dict(zip(flat[0::2], flat[1::2]))[b"id"]
+
+
 def source(name):
     """The source orq sends for script `name` (the generated prelude, the lib files it uses, the script), as
     the orq-lua crate builds it: `cargo run -p orq-lua --example source -- NAME`."""
@@ -223,7 +230,7 @@ def main():
                 return ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
 
             def tokens_of(tasks, bits):
-                return [(dict(zip(t[1][0::2], t[1][1::2]))[b"id"], f"{t[2]}-{bits}") for t in tasks]
+                return [(leased_id(t), f"{t[2]}-{bits}") for t in tasks]
 
             def refill_phase():
                 argv = lease_argv()
@@ -256,8 +263,7 @@ def main():
             leased = []
             for rep in replies:
                 for task in rep[1]:
-                    flat = task[1]
-                    leased.append(dict(zip(flat[0::2], flat[1::2]))[b"id"])
+                    leased.append(leased_id(task))
             results.append(("lease", lease_calls, ir))
             if len(leased) != a.tasks:
                 sys.exit(f"leased {len(leased)} of {a.tasks} tasks")

@@ -131,8 +131,40 @@ pub async fn lease(
     )
 }
 
-/// Decode a lease reply's tasks (`{expires_at_ms, fields, epoch, attempt}` each, lease.lua) and
-/// its next_ms (-1: unknown) into a [`Leased`].
+/// The fields of one leased task of a lease reply (`{expires_at_ms, fields, epoch, attempt[,
+/// payload]}`, lease.lua), flat (stored name, value, ..., `id`, id), as the record was before
+/// the lease: `fields` is an array, or one string of the names and values joined by NUL bytes
+/// whose payload value is empty and sent apart as `payload` (nil when the record has none).
+/// `None` when the entry has neither shape.
+pub fn leased_fields(item: &[Resp]) -> Option<Vec<Resp>> {
+    match item.get(1)? {
+        Resp::Array(flat) => Some(flat.clone()),
+        Resp::Bulk(packed) => Some(unpack(packed, item.get(4))),
+        _ => None,
+    }
+}
+
+/// A packed field string and the payload sent apart, flat ([`leased_fields`]).
+fn unpack(packed: &[u8], payload: Option<&Resp>) -> Vec<Resp> {
+    let mut flat: Vec<Resp> = packed
+        .split(|b| *b == 0)
+        .map(|part| Resp::Bulk(part.to_vec()))
+        .collect();
+    if let Some(Resp::Bulk(p)) = payload {
+        for pair in flat.chunks_mut(2) {
+            if let [Resp::Bulk(name), value] = pair {
+                if name.as_slice() == stored::payload.as_bytes() {
+                    *value = Resp::Bulk(p.clone());
+                }
+            }
+        }
+    }
+    flat
+}
+
+/// Decode a lease reply's tasks (`{expires_at_ms, fields, epoch, attempt[, payload]}` each, the
+/// fields an array or one packed string, lease.lua) and its next_ms (-1: unknown) into a
+/// [`Leased`].
 fn leased(
     op: &'static str,
     queue: &str,
@@ -154,7 +186,9 @@ fn leased(
             attempt: int_at(op, item, 3)?,
             now_ms,
         };
-        let flat = lease.apply(array_at(op, item, 1)?, worker, token_bits);
+        let before = leased_fields(item)
+            .ok_or_else(|| Error::protocol(op, "leased item has no fields"))?;
+        let flat = lease.apply(&before, worker, token_bits);
         // One task with garbage fields must not cost the others of the batch their lease.
         match decode::task(op, queue, &flat) {
             Ok(task) => tasks.push(task),
@@ -498,5 +532,70 @@ mod tests {
         );
         assert_eq!((lease.worker.as_str(), lease.expires_at_ms), ("w1", 5_300));
         assert_eq!((task.id.as_str(), task.updated_at_ms), ("A", 300));
+    }
+
+    // Goal: a lease reply's packed fields decode to the same tasks as the array form, the
+    // payload (sent apart) kept byte for byte even when it holds the separator, and a packed
+    // record without a payload is refused as corrupt, naming the task, not the whole batch.
+    // Method: one reply of three entries (packed with a NUL-holding payload, the array form of
+    // the same record, packed without a payload) through `leased`.
+    #[test]
+    fn packed_lease_fields_decode_like_the_array_form() {
+        let payload = "{\"a\":\"x\u{0}y z\"}";
+        let packed = |id: &str, p: &str| {
+            let text = format!("t\0t1\0y\0echo\0p\0{p}\0c\0100\0id\0{id}");
+            Resp::Bulk(text.into_bytes())
+        };
+        let entry = |fields: Resp, payload: Resp| {
+            Resp::Array(vec![
+                Resp::Int(5_300),
+                fields,
+                Resp::Int(1),
+                Resp::Int(1),
+                payload,
+            ])
+        };
+        let array_form = Resp::Array(vec![
+            Resp::Int(5_300),
+            Resp::Array(flat(&[
+                ("t", "t1"),
+                ("y", "echo"),
+                ("p", payload),
+                ("c", "100"),
+                ("id", "B"),
+            ])),
+            Resp::Int(1),
+            Resp::Int(1),
+        ]);
+        let entries = [
+            entry(packed("A", ""), Resp::Bulk(payload.as_bytes().to_vec())),
+            array_form,
+            Resp::Array(vec![
+                Resp::Int(5_300),
+                Resp::Bulk(b"t\0t1\0y\0echo\0c\0100\0id\0C".to_vec()),
+                Resp::Int(1),
+                Resp::Int(1),
+                Resp::Nil,
+            ]),
+        ];
+        let got = leased("lease", "q", "w1", "ab", 300, &entries, -1).unwrap();
+        assert_eq!(got.tasks.len(), 2, "{got:?}");
+        let (a, b) = (&got.tasks[0], &got.tasks[1]);
+        assert_eq!((a.id.as_str(), b.id.as_str()), ("A", "B"));
+        assert_eq!(a.payload, payload);
+        let same = |t: &Task| {
+            (
+                t.tenant.clone(),
+                t.task_type.clone(),
+                t.payload.clone(),
+                t.created_at_ms,
+                t.attempt,
+                t.lease.clone().map(|l| (l.epoch, l.token, l.expires_at_ms)),
+            )
+        };
+        assert_eq!(same(a), same(b));
+        assert_eq!(got.corrupt.len(), 1);
+        assert_eq!(got.corrupt[0].id, "C");
+        assert_eq!(got.corrupt[0].token, "1-ab");
     }
 }

@@ -205,7 +205,7 @@ fn words(line: &str) -> Vec<String> {
 
 fn text(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(b).into_owned();
-    if s.is_empty() || s.contains([' ', '=', '{', '}', '"', '\n']) {
+    if s.is_empty() || s.contains([' ', '=', '{', '}', '"', '\n', '\0']) {
         format!("{s:?}")
     } else {
         s
@@ -632,7 +632,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [s queued t t1 pr 9 l 5000 a 0 e 0 id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+5000} "s\0queued\0t\0t1\0pr\09\0l\05000\0a\00\0e\00\0id\0B" 1 1 nil]] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
@@ -644,6 +644,29 @@ const CASES: &[Case] = &[
             "orq:{q}:task:C" hash s=queued t=t2 l=5000 a=0 e=0
             "orq:{q}:tenant:t1" hash rp=16 n:leased=1 served=1
             "orq:{q}:tenants" zset t2=0.5 t1=1
+            "orq:{q}:workers" zset w1={now}
+        "#,
+    },
+    Case {
+        name: "lease: a record without free text comes back packed with its payload apart; one with a last error as an array",
+        seed: &[
+            "ZADD orq:{q}:tenants 0 t1",
+            "RPUSH orq:{q}:ready:0:t1 A B",
+            "HSET orq:{q}:task:A t t1 y echo p [1,2] c {t+100000}",
+            "HSET orq:{q}:task:B t t1 y echo p [3] c {t+100000} le boom a 1 e 1",
+            "HSET orq:{q}:tenant:t1 rp 1",
+            "HSET orq:{q}:stats n:queued 2",
+        ],
+        script: "lease",
+        argv: "w1 2 ab 0 10 10",
+        reply: r#"[{now} [[{now+30000} "t\0t1\0y\0echo\0p\0\0c\0{t+100000}\0id\0A" 1 1 [1,2]] [{now+30000} [t t1 y echo p [3] c {t+100000} le boom a 1 e 1 id B] 2 2]] -1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 2 w w1 epoch 2 wait_ms 0"}
+            "orq:{q}:leases" zset A={now+30000} B={now+30000}
+            "orq:{q}:stats" hash n:queued=0 n:leased=2 served=2 events={now}-2
+            "orq:{q}:task:A" hash t=t1 y=echo p=[1,2] c={t+100000} e=1 a=1 k=1-ab w=w1 x={now+30000} u={now} s=leased
+            "orq:{q}:task:B" hash t=t1 y=echo p=[3] c={t+100000} le=boom a=2 e=2 k=2-ab w=w1 x={now+30000} u={now} s=leased
+            "orq:{q}:tenant:t1" hash rp=0 n:leased=2 served=2
             "orq:{q}:workers" zset w1={now}
         "#,
     },
@@ -719,7 +742,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} [s queued t t3 l 5000 a 0 e 0 id C] 1 1]] {t+1000}]"#,
+        reply: r#"[{now} [[{now+5000} "s\0queued\0t\0t3\0l\05000\0a\00\0e\00\0id\0C" 1 1 nil]] {t+1000}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased C t3 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset C={now+5000}
@@ -771,7 +794,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 0f 0 10 0",
-        reply: r#"[{now} [[{now+1000} [t t1 pr 5 l 1000 a 0 e 0 c {t} u {now} id A] 1 1]] -1]"#,
+        reply: r#"[{now} [[{now+1000} "t\0t1\0pr\05\0l\01000\0a\00\0e\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil]] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
@@ -872,7 +895,7 @@ const CASES: &[Case] = &[
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} [s queued t t1 l 5000 id B] 1 1]] -1]"#,
+        reply: r#"[{now} [completed] [[{now+5000} "s\0queued\0t\0t1\0l\05000\0id\0B" 1 1 nil]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
@@ -896,7 +919,7 @@ const CASES: &[Case] = &[
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} [t t1 l 5000 c {t} u {now} id B] 1 1]] -1]"#,
+        reply: r#"[{now} [completed] [[{now+5000} "t\0t1\0l\05000\0c\0{t}\0u\0{now}\0id\0B" 1 1 nil]] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
@@ -1095,7 +1118,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} [s queued t t1 c {t+100000} id A] 1 1] [{now+30000} [s queued t t1 pr 9 c {t+100095} id B] 1 1]] {now}]"#,
+        reply: r#"[{now} [[{now+30000} "s\0queued\0t\0t1\0c\0{t+100000}\0id\0A" 1 1 nil] [{now+30000} "s\0queued\0t\0t1\0pr\09\0c\0{t+100095}\0id\0B" 1 1 nil]] {now}]"#,
         keys: r#"
             "orq:{q}:config" hash aging_step_ms=10
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 1 w w1 epoch 1 wait_ms 0"}
@@ -1187,7 +1210,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 0f 0 10 10",
-        reply: r#"[{now} [[{now+30000} [t t1 pr 0 a 0 c {t} u {now} id A] 1 1]] {now+100}]"#,
+        reply: r#"[{now} [[{now+30000} "t\0t1\0pr\00\0a\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil]] {now+100}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}

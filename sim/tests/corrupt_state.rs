@@ -197,10 +197,10 @@ fn lease(s: &mut dyn Subject, n: usize) -> Vec<(String, String)> {
         .unwrap()
         .iter()
         .map(|t| {
-            // {expires_at, the record before the lease, epoch, attempt}: the token is
-            // "<epoch>-<the bits sent>" (lease.lua's reply).
+            // {expires_at, the record before the lease, epoch, attempt[, payload]}
+            // (orq::ops::leased_fields): the token is "<epoch>-<the bits sent>".
             let item = t.as_array().unwrap();
-            let flat = item[1].as_array().unwrap();
+            let flat = orq::ops::leased_fields(item).unwrap();
             let id = flat
                 .chunks(2)
                 .find(|p| p[0].as_str() == Some("id"))

@@ -69,11 +69,10 @@ fn enqueue(s: &MemoryStore, id: &str, tenant: &str, idem: &str) -> Resp {
 /// Lease one task; its (id, token).
 fn lease_one(s: &MemoryStore) -> Option<(String, String)> {
     let r = call(s, "lease", &["w1", "1", "00ff", "0.5", "100", "10"]);
-    // {expires_at, the record before the lease, epoch, attempt}: the token is "<epoch>-00ff".
+    // {expires_at, the record before the lease, epoch, attempt[, payload]}
+    // (orq::ops::leased_fields): the token is "<epoch>-00ff".
     let item = r.as_array()?.get(1)?.as_array()?.first()?.as_array()?;
-    let id = item
-        .get(1)?
-        .as_array()?
+    let id = orq::ops::leased_fields(item)?
         .chunks(2)
         .find(|p| p[0].as_str() == Some("id"))
         .and_then(|p| p[1].as_str())?

@@ -413,13 +413,13 @@ impl Known {
             _ => None,
         };
         if let Some((tasks, bits)) = leased {
-            // Each task is {expires_at, the record before the lease, epoch, attempt}; its
-            // token is "<epoch>-<bits>".
+            // Each task is {expires_at, the record before the lease, epoch, attempt[, payload]}
+            // (orq::ops::leased_fields reads the record); its token is "<epoch>-<bits>".
             for t in tasks.and_then(Resp::as_array).unwrap_or(&[]) {
                 let Some(item) = t.as_array() else {
                     continue;
                 };
-                let Some(fields) = item.get(1).and_then(Resp::as_array) else {
+                let Some(fields) = orq::ops::leased_fields(item) else {
                     continue;
                 };
                 let id = fields

@@ -409,7 +409,18 @@ do
                 'wait_ms', istr(wait))
               flat[#flat + 1] = 'id'
               flat[#flat + 1] = id
-              out[#out + 1] = {exp, flat, epoch, attempt}
+              if at[F.last_error] or at[F.result] or at[F.history] then
+                -- Free text may hold any byte: the fields as an array (lease.lua's header).
+                out[#out + 1] = {exp, flat, epoch, attempt}
+              else
+                -- The fields joined by NUL, the payload apart (false: a record without one).
+                local payload = false
+                if at.p then
+                  payload = flat[at.p]
+                  flat[at.p] = ''
+                end
+                out[#out + 1] = {exp, table.concat(flat, '\0'), epoch, attempt, payload}
+              end
             else
               -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
               repaired(c, 1)

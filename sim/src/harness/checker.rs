@@ -328,10 +328,9 @@ pub fn post_call(
                 for entry in leased {
                     let fields = entry
                         .as_array()
-                        .and_then(|e| e.get(1))
-                        .and_then(Resp::as_array)
+                        .and_then(orq::ops::leased_fields)
                         .unwrap_or_default();
-                    let f = flat_map(fields);
+                    let f = flat_map(&fields);
                     let id = f.get("id").cloned().unwrap_or_default();
                     let run_at: i64 = f.get("run_at").and_then(|v| v.parse().ok()).unwrap_or(0);
                     // Check 4: never leased before run_at by the store's clock. The clock may
