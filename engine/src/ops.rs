@@ -186,8 +186,8 @@ fn leased(
             attempt: int_at(op, item, 3)?,
             now_ms,
         };
-        let before = leased_fields(item)
-            .ok_or_else(|| Error::protocol(op, "leased item has no fields"))?;
+        let before =
+            leased_fields(item).ok_or_else(|| Error::protocol(op, "leased item has no fields"))?;
         let flat = lease.apply(&before, worker, token_bits);
         // One task with garbage fields must not cost the others of the batch their lease.
         match decode::task(op, queue, &flat) {
@@ -543,7 +543,7 @@ mod tests {
     fn packed_lease_fields_decode_like_the_array_form() {
         let payload = "{\"a\":\"x\u{0}y z\"}";
         let packed = |id: &str, p: &str| {
-            let text = format!("t\0t1\0y\0echo\0p\0{p}\0c\0100\0id\0{id}");
+            let text = format!("t\x00t1\x00y\x00echo\x00p\x00{p}\x00c\x00100\x00id\x00{id}");
             Resp::Bulk(text.into_bytes())
         };
         let entry = |fields: Resp, payload: Resp| {
@@ -572,7 +572,7 @@ mod tests {
             array_form,
             Resp::Array(vec![
                 Resp::Int(5_300),
-                Resp::Bulk(b"t\0t1\0y\0echo\0c\0100\0id\0C".to_vec()),
+                Resp::Bulk(b"t\x00t1\x00y\x00echo\x00c\x00100\x00id\x00C".to_vec()),
                 Resp::Int(1),
                 Resp::Int(1),
                 Resp::Nil,

@@ -3,8 +3,8 @@
 
 use super::{arg, call, opt_arg, Client, Submitted};
 use crate::decode::{self, array_at, int_at, items};
-use crate::resp::Resp;
 use crate::error::{Error, Result};
+use crate::resp::Resp;
 use crate::task::{
     Backoff, Status, TaskSpec, BATCH_MAX, DEFAULT_LEASE_MS, DEFAULT_MAX_RETRIES, IDEMPOTENCY_TTL_MS,
 };

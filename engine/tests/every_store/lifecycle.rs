@@ -149,7 +149,12 @@ async fn a_submits_answer_is_the_stored_task(env: Env) {
     for (sub, (status, run_at_ms)) in all.iter().zip(want) {
         assert!(sub.created);
         let t = &sub.task;
-        assert_eq!((t.status, t.run_at_ms), (status, run_at_ms), "answer of {}", t.id);
+        assert_eq!(
+            (t.status, t.run_at_ms),
+            (status, run_at_ms),
+            "answer of {}",
+            t.id
+        );
         let stored = env.get("q", &t.id).await;
         assert_eq!(
             (stored.status, stored.run_at_ms, stored.created_at_ms),
