@@ -123,7 +123,8 @@ pub(super) struct Lane<'w> {
     /// end; the lane retries after a doubling wait instead of its idle poll).
     pub(super) outage: Episode,
     /// While the loop leaves the free slots to the completer: the timer that bounds it, and
-    /// whether it has run out (the loop then leases itself until the wait is over).
+    /// whether it has run out (the loop then leases itself until the wait is over, or until
+    /// the completer hands over a refill: that ends the wait too, see [`Lane::run_refilled`]).
     stand_back: Option<BoxFuture<'static, ()>>,
     stood_back: bool,
 }
@@ -233,8 +234,14 @@ impl<'w> Lane<'w> {
         }
     }
 
-    /// Run the tasks of a refill ([`Worker::spawn_refilled`]).
+    /// Run the tasks of a refill ([`Worker::spawn_refilled`]). A refill shows the completer
+    /// alive and refilling, so it also ends a stand-back wait whose timer ran out: without
+    /// that, a lane whose timer once ran out (a slow store) kept leasing for itself while
+    /// completions were always in flight, and its completer, finding no free slot, completed
+    /// without leasing: two calls where one does (docs/measurements.md, 2026-12-04).
     async fn run_refilled(&mut self, r: Refilled) {
+        self.stand_back = None;
+        self.stood_back = false;
         self.worker
             .spawn_refilled(r, &mut self.in_flight, &self.hard_stop, &self.done_tx)
             .await;

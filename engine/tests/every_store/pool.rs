@@ -407,6 +407,92 @@ async fn completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurre
     );
 }
 
+/// Holds the first `slow` completion calls for `ms` each, then passes every call on; `after` is
+/// the inner counters (lease calls, refills) when the last held call has answered.
+struct SlowFirstCompletions {
+    inner: std::sync::Arc<LeaseSizes>,
+    slow: std::sync::atomic::AtomicUsize,
+    ms: u64,
+    after: std::sync::Mutex<Option<(usize, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl orq::Store for SlowFirstCompletions {
+    async fn eval(
+        &self,
+        script: &'static orq_lua::Script,
+        keys: &[String],
+        args: &[Vec<u8>],
+    ) -> Result<orq::Resp, orq::StoreError> {
+        use std::sync::atomic::Ordering;
+        if script.name == "complete_batch"
+            && self
+                .slow
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(self.ms)).await;
+            let r = self.inner.eval(script, keys, args).await;
+            if self.slow.load(Ordering::SeqCst) == 0 {
+                let leases = self.inner.sizes.lock().unwrap().len();
+                let refills = self.inner.refills.load(Ordering::SeqCst);
+                *self.after.lock().unwrap() = Some((leases, refills));
+            }
+            return r;
+        }
+        self.inner.eval(script, keys, args).await
+    }
+}
+
+// Goal: a completion call slow enough to run out the lease loop's stand-back timer once does not
+// leave the pool leasing on its own for good: once the completer hands over refills again, the
+// lease loop stands back again and the completions go on leasing the next tasks, one call a
+// round instead of a lease and a completion each (the stand-back flag stayed set before).
+// Method: one lane of 25 slots, 1,000 `echo` tasks (handlers that return at once, as in the
+// benchmarks), the first two complete_batch calls held 300 ms (the stand-back timer is the
+// linger plus the idle poll, 51 ms); every task completes once, and after the held calls the
+// lease calls of their own are fewer than a quarter of the completions that leased.
+async fn a_slow_completion_once_does_not_leave_the_pool_leasing_alone(env: Env) {
+    use std::sync::atomic::Ordering;
+    let calls = std::sync::Arc::new(LeaseSizes {
+        inner: env.store.clone(),
+        sizes: Default::default(),
+        refills: Default::default(),
+    });
+    let store = std::sync::Arc::new(SlowFirstCompletions {
+        inner: calls.clone(),
+        slow: std::sync::atomic::AtomicUsize::new(2),
+        ms: 300,
+        after: Default::default(),
+    });
+    let worker = env.worker_on(
+        store.clone(),
+        "w-1",
+        "q",
+        Handlers::new().register("echo", Echo::default()),
+        |c| {
+            c.concurrency = 25;
+            c.lanes = 1;
+        },
+    );
+    let specs = (0..1000).map(|_| spec("q", "echo", "{}")).collect();
+    let ids = env.submit_ids(specs).await;
+    for id in &ids {
+        let t = env.wait_status("q", id, Status::Completed).await;
+        assert_eq!(t.attempt, 1, "task {id} ran once");
+    }
+    worker.stop().await;
+    let (leases_then, refills_then) = store.after.lock().unwrap().expect("both slow calls ran");
+    let refills = calls.refills.load(Ordering::SeqCst) - refills_then;
+    let alone = calls.sizes.lock().unwrap().len() - leases_then - refills;
+    eprintln!("after two slow completions: {alone} lease calls alone, {refills} refills");
+    assert!(
+        alone * 4 < refills,
+        "after the slow calls, {alone} lease calls of their own against {refills} completions \
+         that leased"
+    );
+}
+
 // Goal: a pool's lanes split its slots and together stay within its concurrency: each lane
 // leases for its own share (concurrency / lanes, the first lanes one more), every task runs once,
 // and the lanes stop together.
@@ -576,6 +662,7 @@ pub fn cases() -> Vec<crate::deployment::Case> {
         a_busy_pool_leases_once_its_slots_are_free_not_slot_by_slot,
         a_lingering_pool_leases_a_lone_free_slot_after_the_linger,
         completions_lease_the_next_tasks_and_the_pool_stays_within_its_concurrency,
+        a_slow_completion_once_does_not_leave_the_pool_leasing_alone,
         lanes_split_the_slots_of_a_pool_and_stay_within_its_concurrency,
         an_idle_pool_of_two_lanes_polls_about_as_often_as_one,
         a_busy_first_lane_leaves_new_work_to_the_others_at_the_usual_rate,
