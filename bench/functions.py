@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from instructions import Resp, SUFFIXES, free_port, leased_id, library, source, ulid
+from instructions import Resp, SUFFIXES, free_port, leased_id, leased_tasks, library, source, ulid
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = ["enqueue", "lease", "complete_batch", "heartbeat", "get"]
@@ -148,7 +148,7 @@ def main():
             def lease():
                 for rep in run("lease", [["w1", 1, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
                                          for _ in range(n)]):
-                    leased.append(leased_id(rep[1][0]))
+                    leased.append(leased_id(leased_tasks(rep[1])[0]))
             fig[f"{prefix}:lease"] = c.count(lease) / n
             tokens = [(t, r.call("HGET", f"orq:{{{queue}}}:task:{t.decode()}", "k"))
                       for t in leased]

@@ -43,9 +43,21 @@ SUFFIXES = ["task:", "ready:", "tenants", "scheduled", "leases", "dead", "comple
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
+# Values per leased task in a lease reply, read from where it is written once
+# (orq_lua::facts::LEASED_ENTRY_LEN).
+LEASED_ENTRY_LEN = int(re.search(
+    r"pub const LEASED_ENTRY_LEN: u64 = (\d+);",
+    open(os.path.join(ROOT, "lua", "src", "facts.rs")).read()).group(1))
+
+
+def leased_tasks(tasks):
+    """A lease reply's flat array of leased tasks, one list per task (lua/scripts/lease.lua)."""
+    return [tasks[i:i + LEASED_ENTRY_LEN] for i in range(0, len(tasks), LEASED_ENTRY_LEN)]
+
+
 def leased_id(task):
-    """The id of one task of a lease reply: its fields are a flat array, or one string of names
-    and values joined by NUL bytes (lua/scripts/lease.lua's reply)."""
+    """The id of one task of a lease reply (one list of `leased_tasks`): its fields are a flat
+    array, or one string of names and values joined by NUL bytes (lua/scripts/lease.lua)."""
     flat = task[1] if isinstance(task[1], list) else task[1].split(b"\0")
     return dict(zip(flat[0::2], flat[1::2]))[b"id"]
 
@@ -230,12 +242,13 @@ def main():
                 return ["w1", a.lease, "%016x" % rng.getrandbits(64), 0.5, 100, 10]
 
             def tokens_of(tasks, bits):
-                return [(leased_id(t), f"{t[2]}-{bits}") for t in tasks]
+                return [(leased_id(t), f"{t[2]}-{bits}") for t in leased_tasks(tasks)]
 
             def refill_phase():
                 argv = lease_argv()
                 rep = evalsha("lease", argv)
-                pending, leased, replies = tokens_of(rep[1], argv[2]), len(rep[1]), [rep]
+                pending, replies = tokens_of(rep[1], argv[2]), [rep]
+                leased = len(pending)
                 while pending:
                     call = [86400000, 100, len(pending)]
                     for tid, tok in pending:
@@ -262,7 +275,7 @@ def main():
                 for _ in range(lease_calls)])
             leased = []
             for rep in replies:
-                for task in rep[1]:
+                for task in leased_tasks(rep[1]):
                     leased.append(leased_id(task))
             results.append(("lease", lease_calls, ir))
             if len(leased) != a.tasks:

@@ -131,11 +131,21 @@ pub async fn lease(
     )
 }
 
-/// The fields of one leased task of a lease reply (`{expires_at_ms, fields, epoch, attempt[,
-/// payload]}`, lease.lua), flat (stored name, value, ..., `id`, id), as the record was before
-/// the lease: `fields` is an array, or one string of the names and values joined by NUL bytes
-/// whose payload value is empty and sent apart as `payload` (nil when the record has none).
-/// `None` when the entry has neither shape.
+/// The leased tasks of a lease reply's flat array (lease.lua: [`LEASED_ENTRY_LEN`] values per
+/// task, `expires_at_ms, fields, epoch, attempt, payload`), one slice per task; `None` when the
+/// array's length is not a multiple of that.
+pub fn leased_entries(tasks: &[Resp]) -> Option<std::slice::ChunksExact<'_, Resp>> {
+    (tasks.len() % LEASED_ENTRY_LEN == 0).then(|| tasks.chunks_exact(LEASED_ENTRY_LEN))
+}
+
+/// Values per leased task in a lease reply (orq_lua::facts::LEASED_ENTRY_LEN).
+const LEASED_ENTRY_LEN: usize = orq_lua::facts::LEASED_ENTRY_LEN as usize;
+
+/// The fields of one leased task of a lease reply (one slice of [`leased_entries`]), flat
+/// (stored name, value, ..., `id`, id), as the record was before the lease: `fields` is an
+/// array, or one string of the names and values joined by NUL bytes whose payload value is empty
+/// and sent apart as `payload` (nil when the record has none). `None` when the entry has neither
+/// shape.
 pub fn leased_fields(item: &[Resp]) -> Option<Vec<Resp>> {
     match item.get(1)? {
         Resp::Array(flat) => Some(flat.clone()),
@@ -162,9 +172,8 @@ fn unpack(packed: &[u8], payload: Option<&Resp>) -> Vec<Resp> {
     flat
 }
 
-/// Decode a lease reply's tasks (`{expires_at_ms, fields, epoch, attempt[, payload]}` each, the
-/// fields an array or one packed string, lease.lua) and its next_ms (-1: unknown) into a
-/// [`Leased`].
+/// Decode a lease reply's tasks (the flat array of [`leased_entries`], the fields of each an
+/// array or one packed string, lease.lua) and its next_ms (-1: unknown) into a [`Leased`].
 fn leased(
     op: &'static str,
     queue: &str,
@@ -176,10 +185,9 @@ fn leased(
 ) -> Result<Leased> {
     let mut tasks = Vec::new();
     let mut corrupt = Vec::new();
-    for entry in entries {
-        let item = entry
-            .as_array()
-            .ok_or_else(|| Error::protocol(op, "leased item is not an array"))?;
+    let entries = leased_entries(entries)
+        .ok_or_else(|| Error::protocol(op, "leased tasks are not whole entries"))?;
+    for item in entries {
         let lease = LeaseWrite {
             expires_at_ms: int_at(op, item, 0)?,
             epoch: int_at(op, item, 2)?,

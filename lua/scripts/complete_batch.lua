@@ -35,7 +35,7 @@
 -- Returns: {now_ms, {outcome, ...}} with one outcome per item, in order: 'completed', 'again', or
 --   the text of the error `complete` would answer for it alone (NOTFOUND ..., STALE ...,
 --   CANCELLED ..., CORRUPT ...; that item wrote nothing). When it also leases:
---   {now_ms, {outcome, ...}, {task, ...}, next_ms}, the last two as `lease` answers them.
+--   {now_ms, {outcome, ...}, {expires_at_ms, fields, epoch, attempt, payload, ...}, next_ms}, the last two as `lease` answers them.
 -- Errors: INVALID <message> (nothing written); CORRUPT <key> (a queue key of another Redis type;
 --   nothing written).
 -- Emits: completed (w worker, run_ms), one per completed item; when it also leases, what `lease`

@@ -92,8 +92,8 @@ if #ARGV ~= 1 + n * GROUP then
 end
 
 -- Validate every item before the first write. A setting sent as '' is its default (no parsing);
--- `custom` records whether any policy setting was sent, so that a default item skips the
--- comparison with the defaults when it is stored.
+-- an item that sends any retry-policy setting keeps its whole policy in `policy` (logical name
+-- -> number); an item without (most) has none, and stores none.
 local D = POLICY_DEFAULTS
 local items = {}
 for i = 1, n do
@@ -101,8 +101,7 @@ for i = 1, n do
   -- Every field an item gets, named in the constructor (the nils reserve their slots), so the
   -- table is sized once instead of rehashed as it fills.
   local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],
-    priority = nil, run_at = nil, max_retries = nil, b_init = nil, b_mult = nil, b_max = nil,
-    b_jitter = nil, lease_ms = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, custom = nil,
+    priority = nil, run_at = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, policy = nil,
     existed = nil, new = nil, rk = nil}
   if it.id == '' or it.tenant == '' or it.type == '' then
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
@@ -136,23 +135,21 @@ for i = 1, n do
     if not delay then return redis.error_reply(err) end
     it.run_at = now + delay
   end
-  if p8 == '' and p9 == '' and p10 == '' and p11 == '' and p12 == '' and p13 == '' then
-    it.max_retries, it.b_init, it.b_mult = D.max_retries, D.b_init, D.b_mult
-    it.b_max, it.b_jitter, it.lease_ms = D.b_max, D.b_jitter, D.lease_ms
-  else
-    it.custom = true
-    it.max_retries, err = opt_int(p8, D.max_retries, 'max_retries', 0, 100)
-    if not it.max_retries then return redis.error_reply(err) end
-    it.b_init, err = opt_int(p9, D.b_init, 'backoff.initial_ms', 0, FACTS.backoff_initial_ms_max)
-    if not it.b_init then return redis.error_reply(err) end
-    it.b_mult, err = opt_num(p10, D.b_mult, 'backoff.multiplier', 1, 100)
-    if not it.b_mult then return redis.error_reply(err) end
-    it.b_max, err = opt_int(p11, D.b_max, 'backoff.max_ms', 0, 604800000)
-    if not it.b_max then return redis.error_reply(err) end
-    it.b_jitter, err = opt_num(p12, D.b_jitter, 'backoff.jitter', 0, 1)
-    if not it.b_jitter then return redis.error_reply(err) end
-    it.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', FACTS.lease_ms_min, FACTS.lease_ms_max)
-    if not it.lease_ms then return redis.error_reply(err) end
+  if not (p8 == '' and p9 == '' and p10 == '' and p11 == '' and p12 == '' and p13 == '') then
+    local pol = {}
+    pol.max_retries, err = opt_int(p8, D.max_retries, 'max_retries', 0, 100)
+    if not pol.max_retries then return redis.error_reply(err) end
+    pol.b_init, err = opt_int(p9, D.b_init, 'backoff.initial_ms', 0, FACTS.backoff_initial_ms_max)
+    if not pol.b_init then return redis.error_reply(err) end
+    pol.b_mult, err = opt_num(p10, D.b_mult, 'backoff.multiplier', 1, 100)
+    if not pol.b_mult then return redis.error_reply(err) end
+    pol.b_max, err = opt_int(p11, D.b_max, 'backoff.max_ms', 0, 604800000)
+    if not pol.b_max then return redis.error_reply(err) end
+    pol.b_jitter, err = opt_num(p12, D.b_jitter, 'backoff.jitter', 0, 1)
+    if not pol.b_jitter then return redis.error_reply(err) end
+    pol.lease_ms, err = opt_int(p13, D.lease_ms, 'lease_ms', FACTS.lease_ms_min, FACTS.lease_ms_max)
+    if not pol.lease_ms then return redis.error_reply(err) end
+    it.policy = pol
   end
   if p14 ~= '' then
     it.timeout_ms, err = arg_int(p14, 'timeout_ms', 1, FACTS.timeout_ms_max)
@@ -444,6 +441,7 @@ end
 defer_events(c)
 defer_counts(c)
 local vtime = nil
+local now_s = istr(now)
 local scheduled = {}      -- {score, id, ...}
 local known_args = {}     -- {'0', tenant, ...}: the known tenants' ZADD (new tenants only)
 local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
@@ -468,8 +466,10 @@ for i = 1, n do
     -- (the key names both), no updated_at (it is created_at until the first change), no run_at
     -- when it is created_at, a policy field only where it differs from the default, and no
     -- status when queued.
+    -- (The two nils size the table for a priority, which most tasks have, so that adding it
+    -- does not grow the table.)
     local fieldsv = {F.tenant, it.tenant, F.type, it.type, F.payload, it.payload,
-      F.created_at, istr(now)}
+      F.created_at, now_s, nil, nil}
     if it.run_at ~= now then
       fieldsv[#fieldsv + 1] = F.run_at
       fieldsv[#fieldsv + 1] = istr(it.run_at)
@@ -478,10 +478,11 @@ for i = 1, n do
       fieldsv[#fieldsv + 1] = F.priority
       fieldsv[#fieldsv + 1] = istr(it.priority)
     end
-    -- The retry policy: an item that sent none of it (`custom` unset) has the defaults.
-    for f = 1, it.custom and #POLICY or 0 do
+    -- The retry policy: an item that sent none of it (no `policy`) has the defaults.
+    local pol = it.policy
+    for f = 1, pol and #POLICY or 0 do
       local name = POLICY[f]
-      local v = it[name]
+      local v = pol[name]
       if v ~= POLICY_DEFAULTS[name] then
         fieldsv[#fieldsv + 1] = F[name]
         if name == 'b_mult' or name == 'b_jitter' then

@@ -39,14 +39,18 @@
 --   ARGV[5]  integer  promote bound: most due scheduled tasks moved per call (0..1000)
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
 --
--- Returns: {now_ms, {task, ...}, next_ms} where each task is {expires_at_ms, fields, epoch,
---   attempt, payload} or, for a task with free text in its record (last_error, result or
---   history), {expires_at_ms, fields, epoch, attempt}. fields is the task's compact hash as it
---   was before this lease (as HGETALL gives it, in the stored names of F, lib/task.lua), then id:
---   with payload, one string, the names and values joined by NUL bytes, the payload's value
---   left empty there and sent as payload (a reply of five values a task instead of some twenty
---   costs Redis ~8,000 instructions a task less; the other values are numbers, names the
---   callers validate ([A-Za-z0-9._:-]) and ids, which hold no NUL); without, a flat array. The
+-- Returns: {now_ms, {expires_at_ms, fields, epoch, attempt, payload, ...}, next_ms}: the leased
+--   tasks' values one after another in one flat array, FACTS.leased_entry_len of them per task
+--   (a Lua table per task cost Redis ~4,000 instructions a task in its allocation and in the
+--   reply's conversion, which probes every table for seven special fields; docs/design-notes.md,
+--   note 58). fields is the task's compact hash as it was before this lease (as HGETALL gives
+--   it, in the stored names of F, lib/task.lua), then id: for a record without free text
+--   (last_error, result or history), one string, the names and values joined by NUL bytes, the
+--   payload's value left empty there and sent as payload (false when the record has none; a
+--   reply of five values a task instead of some twenty costs Redis ~8,000 instructions a task
+--   less; the other values are numbers, names the callers validate ([A-Za-z0-9._:-]) and ids,
+--   which hold no NUL); for a record with free text, which may hold any byte, a flat array, and
+--   payload false (the payload is in the array). The
 --   lease wrote epoch, attempt, token =
 --   "<epoch>-<ARGV[3]>", worker = ARGV[1], lease_exp = expires_at_ms, updated_at = now_ms (the
 --   lease's start while it is held) and status = leased, which the caller applies (`orq::ops::lease`): replying with them, patched

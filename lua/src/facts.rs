@@ -27,6 +27,12 @@ pub const PARKED_CAPPED: u64 = EXACT_INT_MAX;
 /// every backlogged tenant's virtual time stays below the smallest one + quantum / weight
 /// (docs/design-notes.md, note 46).
 pub const FAIR_QUANTUM: u64 = 8;
+/// Values per leased task in a lease reply: the task's entries follow one another in one flat
+/// array, `expires_at_ms, fields, epoch, attempt, payload` each (lua/scripts/lease.lua's header;
+/// `orq::ops::leased_entries` reads them). One array rather than an array per task: Redis converts
+/// every Lua table of a reply with seven probes for special fields, and the tables cost the script
+/// their allocation (docs/design-notes.md, note 58).
+pub const LEASED_ENTRY_LEN: u64 = 5;
 /// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
@@ -82,7 +88,7 @@ pub const POLICY: [&str; 6] = [
 ];
 
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 11] = [
+pub const ALL: [(&str, u64); 12] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
     ("lease_ms_default", DEFAULT_LEASE_MS),
@@ -92,6 +98,7 @@ pub const ALL: [(&str, u64); 11] = [
     ("exact_int_max", EXACT_INT_MAX),
     ("parked_capped", PARKED_CAPPED),
     ("fair_quantum", FAIR_QUANTUM),
+    ("leased_entry_len", LEASED_ENTRY_LEN),
     ("worker_forget_ms", WORKER_FORGET_MS),
     ("data_format", DATA_FORMAT),
 ];

@@ -632,7 +632,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} "s\0queued\0t\0t1\0pr\09\0l\05000\0a\00\0e\00\0id\0B" 1 1 nil]] {now}]"#,
+        reply: r#"[{now} [{now+5000} "s\0queued\0t\0t1\0pr\09\0l\05000\0a\00\0e\00\0id\0B" 1 1 nil] {now}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased B t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset B={now+5000}
@@ -659,7 +659,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 ab 0 10 10",
-        reply: r#"[{now} [[{now+30000} "t\0t1\0y\0echo\0p\0\0c\0{t+100000}\0id\0A" 1 1 [1,2]] [{now+30000} [t t1 y echo p [3] c {t+100000} le boom a 1 e 1 id B] 2 2]] -1]"#,
+        reply: r#"[{now} [{now+30000} "t\0t1\0y\0echo\0p\0\0c\0{t+100000}\0id\0A" 1 1 [1,2] {now+30000} [t t1 y echo p [3] c {t+100000} le boom a 1 e 1 id B] 2 2 nil] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 2 w w1 epoch 2 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000} B={now+30000}
@@ -742,7 +742,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 ab 0 10 10",
-        reply: r#"[{now} [[{now+5000} "s\0queued\0t\0t3\0l\05000\0a\00\0e\00\0id\0C" 1 1 nil]] {t+1000}]"#,
+        reply: r#"[{now} [{now+5000} "s\0queued\0t\0t3\0l\05000\0a\00\0e\00\0id\0C" 1 1 nil] {t+1000}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="leased C t3 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset C={now+5000}
@@ -794,7 +794,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 0f 0 10 0",
-        reply: r#"[{now} [[{now+1000} "t\0t1\0pr\05\0l\01000\0a\00\0e\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil]] -1]"#,
+        reply: r#"[{now} [{now+1000} "t\0t1\0pr\05\0l\01000\0a\00\0e\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil] -1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled \n leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+1000}
@@ -895,7 +895,7 @@ const CASES: &[Case] = &[
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} "s\0queued\0t\0t1\0l\05000\0id\0B" 1 1 nil]] -1]"#,
+        reply: r#"[{now} [completed] [{now+5000} "s\0queued\0t\0t1\0l\05000\0id\0B" 1 1 nil] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
@@ -919,7 +919,7 @@ const CASES: &[Case] = &[
         ],
         script: "complete_batch",
         argv: "1000 10 1 A 2-ab '' w2 5 cd 0 10 10",
-        reply: r#"[{now} [completed] [[{now+5000} "t\0t1\0l\05000\0c\0{t}\0u\0{now}\0id\0B" 1 1 nil]] -1]"#,
+        reply: r#"[{now} [completed] [{now+5000} "t\0t1\0l\05000\0c\0{t}\0u\0{now}\0id\0B" 1 1 nil] -1]"#,
         keys: r#"
             "orq:{q}:completed" zset A={now}
             "orq:{q}:events" stream {ts={now} e="completed A t1 1 w w1 run_ms 0 \n queued B t1 0 from scheduled \n leased B t1 1 w w2 epoch 1 wait_ms 0"}
@@ -1118,7 +1118,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 2 ab 0 0 0",
-        reply: r#"[{now} [[{now+30000} "s\0queued\0t\0t1\0c\0{t+100000}\0id\0A" 1 1 nil] [{now+30000} "s\0queued\0t\0t1\0pr\09\0c\0{t+100095}\0id\0B" 1 1 nil]] {now}]"#,
+        reply: r#"[{now} [{now+30000} "s\0queued\0t\0t1\0c\0{t+100000}\0id\0A" 1 1 nil {now+30000} "s\0queued\0t\0t1\0pr\09\0c\0{t+100095}\0id\0B" 1 1 nil] {now}]"#,
         keys: r#"
             "orq:{q}:config" hash aging_step_ms=10
             "orq:{q}:events" stream {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0 \n leased B t1 1 w w1 epoch 1 wait_ms 0"}
@@ -1210,7 +1210,7 @@ const CASES: &[Case] = &[
         ],
         script: "lease",
         argv: "w1 1 0f 0 10 10",
-        reply: r#"[{now} [[{now+30000} "t\0t1\0pr\00\0a\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil]] {now+100}]"#,
+        reply: r#"[{now} [{now+30000} "t\0t1\0pr\00\0a\00\0c\0{t}\0u\0{now}\0id\0A" 1 1 nil] {now+100}]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0 from scheduled"} {ts={now} k=retrying id=B t=t1 a=1 run_at={now+100} m="lease expired"} {ts={now} e="leased A t1 1 w w1 epoch 1 wait_ms 0"}
             "orq:{q}:leases" zset A={now+30000}

@@ -192,14 +192,11 @@ fn lease(s: &mut dyn Subject, n: usize) -> Vec<(String, String)> {
     let items = r
         .as_array()
         .unwrap_or_else(|| panic!("{}: lease answered {r:?}", s.name()));
-    items[1]
-        .as_array()
+    orq::ops::leased_entries(items[1].as_array().unwrap())
         .unwrap()
-        .iter()
-        .map(|t| {
-            // {expires_at, the record before the lease, epoch, attempt[, payload]}
-            // (orq::ops::leased_fields): the token is "<epoch>-<the bits sent>".
-            let item = t.as_array().unwrap();
+        .map(|item| {
+            // expires_at, the record before the lease, epoch, attempt, payload
+            // (orq::ops::leased_entries, leased_fields): the token is "<epoch>-<the bits sent>".
             let flat = orq::ops::leased_fields(item).unwrap();
             let id = flat
                 .chunks(2)

@@ -69,9 +69,9 @@ fn enqueue(s: &MemoryStore, id: &str, tenant: &str, idem: &str) -> Resp {
 /// Lease one task; its (id, token).
 fn lease_one(s: &MemoryStore) -> Option<(String, String)> {
     let r = call(s, "lease", &["w1", "1", "00ff", "0.5", "100", "10"]);
-    // {expires_at, the record before the lease, epoch, attempt[, payload]}
-    // (orq::ops::leased_fields): the token is "<epoch>-00ff".
-    let item = r.as_array()?.get(1)?.as_array()?.first()?.as_array()?;
+    // expires_at, the record before the lease, epoch, attempt, payload
+    // (orq::ops::leased_entries, leased_fields): the token is "<epoch>-00ff".
+    let item = orq::ops::leased_entries(r.as_array()?.get(1)?.as_array()?)?.next()?;
     let id = orq::ops::leased_fields(item)?
         .chunks(2)
         .find(|p| p[0].as_str() == Some("id"))

@@ -413,12 +413,11 @@ impl Known {
             _ => None,
         };
         if let Some((tasks, bits)) = leased {
-            // Each task is {expires_at, the record before the lease, epoch, attempt[, payload]}
-            // (orq::ops::leased_fields reads the record); its token is "<epoch>-<bits>".
-            for t in tasks.and_then(Resp::as_array).unwrap_or(&[]) {
-                let Some(item) = t.as_array() else {
-                    continue;
-                };
+            // Each task is expires_at, the record before the lease, epoch, attempt, payload
+            // (orq::ops::leased_entries, leased_fields reads the record); its token is
+            // "<epoch>-<bits>".
+            let tasks = tasks.and_then(Resp::as_array).unwrap_or(&[]);
+            for item in orq::ops::leased_entries(tasks).into_iter().flatten() {
                 let Some(fields) = orq::ops::leased_fields(item) else {
                     continue;
                 };

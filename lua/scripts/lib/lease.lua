@@ -24,6 +24,8 @@ do
   local TENANT_SCAN_MAX = 64
   -- Tasks a visit gives the head tenant at least (lua/src/facts.rs, FAIR_QUANTUM).
   local QUANTUM = FACTS.fair_quantum
+  -- Values per leased task in the reply (lua/src/facts.rs, LEASED_ENTRY_LEN).
+  local ENTRY = FACTS.leased_entry_len
   local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased',
     'rp'}
 
@@ -233,7 +235,7 @@ do
   -- Lease up to a.n ready tasks (a from `lease_args`) at `now`, as the `lease` script's header
   -- says: promote due tasks, record the worker, reap expired leases, unpark due tenants, then
   -- serve tenants by fair share. `r` is what `lease_reads` (the lease script: `lease_look`) answered before the first
-  -- write. Returns the reply's {task, ...} and next_ms.
+  -- write. Returns the reply's flat array of leased tasks and next_ms.
   function lease_tasks(c, a, now, r)
     local worker, n, bits = a.worker, a.n, a.bits
     -- The lease script's reads before its first write (lease_look), or nil (complete_batch): what
@@ -247,7 +249,8 @@ do
     note_worker(c, worker, now, pre and pre.old_workers)
     if a.reap_bound > 0 then reaped = reap_expired(c, now, a.reap_bound, a.seed, pre and pre.expired) end
 
-    local out = {}
+    -- The reply's tasks, flat (FACTS.leased_entry_len values each), and how many.
+    local out, leased_n = {}, 0
     local paused, step = r.paused, r.step
     if not (pre and (pre.parked_first < 0 or pre.parked_first > now)) then
       unparked = unpark_due(c, now, TENANT_SCAN_MAX)
@@ -274,7 +277,7 @@ do
     -- quantum (FAIR_QUANTUM tasks), or more when start-time fair queuing would (while its virtual
     -- time stays ahead of the next tenant's), as far as its limits allow and the call still wants.
     for _ = 1, 2 * n + TENANT_SCAN_MAX do
-      if paused or none_ready or #out >= n then break end
+      if paused or none_ready or leased_n >= n then break end
       local head = redis.call('ZRANGE', c.K_TENANTS, '0', '1', 'WITHSCORES')
       if #head == 0 then break end
       local tenant, vt = head[1], num(head[2], 0)
@@ -303,7 +306,7 @@ do
       -- A tenant at its in-flight cap or out of tokens leaves the fair-share set until a lease of
       -- its ends or a token is back (the parked set), so it is never scanned again meanwhile.
       local parked_until = nil
-      local room = n - #out
+      local room = n - leased_n
       local cap = num(th.max_inflight, 0)
       local inflight = num(th['n:leased'], 0) + (leased_now[tenant] or 0)
       if cap > 0 and inflight >= cap then
@@ -409,9 +412,13 @@ do
                 'wait_ms', istr(wait))
               flat[#flat + 1] = 'id'
               flat[#flat + 1] = id
+              -- This task's FACTS.leased_entry_len values (lease.lua's header).
+              local o = leased_n * ENTRY
+              leased_n = leased_n + 1
+              out[o + 1], out[o + 3], out[o + 4] = exp, epoch, attempt
               if at[F.last_error] or at[F.result] or at[F.history] then
-                -- Free text may hold any byte: the fields as an array (lease.lua's header).
-                out[#out + 1] = {exp, flat, epoch, attempt}
+                -- Free text may hold any byte: the fields as an array, the payload among them.
+                out[o + 2], out[o + 5] = flat, false
               else
                 -- The fields joined by NUL, the payload apart (false: a record without one).
                 local payload = false
@@ -419,7 +426,7 @@ do
                   payload = flat[at.p]
                   flat[at.p] = ''
                 end
-                out[#out + 1] = {exp, table.concat(flat, '\0'), epoch, attempt, payload}
+                out[o + 2], out[o + 5] = table.concat(flat, '\0'), payload
               end
             else
               -- A ready-set entry whose hash is gone, is not a hash, or is not queued: dropped.
@@ -469,7 +476,7 @@ do
       if at < now then at = now end
       if next_ms < 0 or at < next_ms then next_ms = at end
     end
-    if not paused and #out >= n and redis.call('ZCARD', c.K_TENANTS) > 0 then
+    if not paused and leased_n >= n and redis.call('ZCARD', c.K_TENANTS) > 0 then
       next_ms = now
     end
     if paused then

@@ -297,13 +297,19 @@ pub fn post_call(
         // The tasks a call leased: a lease's second item, or the third of a complete_batch
         // that also leased (four items).
         let items = reply.as_array().unwrap_or_default();
+        // The leased tasks, one slice per task (orq::ops::leased_entries).
         let leased_by_call = match script {
-            "lease" => Some(items.get(1).and_then(Resp::as_array).unwrap_or_default()),
-            "complete_batch" if items.len() == 4 => {
-                Some(items.get(2).and_then(Resp::as_array).unwrap_or_default())
-            }
+            "lease" => Some(items.get(1)),
+            "complete_batch" if items.len() == 4 => Some(items.get(2)),
             _ => None,
-        };
+        }
+        .map(|tasks| {
+            tasks
+                .and_then(Resp::as_array)
+                .and_then(orq::ops::leased_entries)
+                .map(|e| e.collect::<Vec<_>>())
+                .unwrap_or_default()
+        });
         if let Some(leased) = leased_by_call {
             {
                 let now = l.store_now_max;
@@ -326,10 +332,7 @@ pub fn post_call(
                 }
                 let bucket_ms = w.vt.elapsed_ms() + l.forward_jumps_ms;
                 for entry in leased {
-                    let fields = entry
-                        .as_array()
-                        .and_then(orq::ops::leased_fields)
-                        .unwrap_or_default();
+                    let fields = orq::ops::leased_fields(entry).unwrap_or_default();
                     let f = flat_map(&fields);
                     let id = f.get("id").cloned().unwrap_or_default();
                     let run_at: i64 = f.get("run_at").and_then(|v| v.parse().ok()).unwrap_or(0);
