@@ -128,9 +128,11 @@ do
   -- the numbering went back), drop the oldest entries while the newest EVENTS_MAX events are all
   -- after them (an entry whose number is above the last one's was numbered before the counter
   -- was reset, so it is old too). Reads as many of the oldest entries as this call wrote, plus
-  -- one; while every entry read goes, twice as many, at most eight reads a call (up to
-  -- ~255 × that many entries: old entries of one event each go as fast as new ones of a hundred
-  -- come), then one XTRIM MINID (the first entry kept; no XLEN).
+  -- one; while every entry read goes, twice as many after the last one read (an exclusive range:
+  -- an entry is read once; re-reading from the start cost ~5,000 Redis instructions per
+  -- completed task, the entries being whole batches of events), at most eight reads a call (up
+  -- to ~255 × that many entries: old entries of one event each go as fast as new ones of a
+  -- hundred come), then one XTRIM MINID (the first entry kept; no XLEN).
   local function finish_events(c)
     if c.ev_entries == 0 then return end
     local n = c.ev_last_n
@@ -139,23 +141,29 @@ do
     local due = first > n or math.floor((first - 1) / TRIM_STEP) ~= math.floor(n / TRIM_STEP)
     if n > EVENTS_MAX and due then
       local want = c.ev_entries + 1
-      local drop, old = 0, nil
+      local start = '-'
+      -- The last entry read that goes (nil: none), and the first that stays (nil: none read).
+      local last_gone, min_id = nil, nil
       for _ = 1, 8 do
-        old = redis.call('XRANGE', c.K_EVENTS, '-', '+', 'COUNT', istr(want))
-        drop = 0
+        local old = redis.call('XRANGE', c.K_EVENTS, start, '+', 'COUNT', istr(want))
         for i = 1, #old do
           local _, on = parse_stream_id(old[i][1])
           if on and on > n then on = 0 end
-          if on and on <= n - EVENTS_MAX then drop = i else break end
+          if on and on <= n - EVENTS_MAX then
+            last_gone = old[i][1]
+          else
+            min_id = old[i][1]
+            break
+          end
         end
-        if drop < want then break end
+        if min_id or #old < want then break end
+        start = '(' .. last_gone
         want = want * 2
       end
-      if drop > 0 then
-        local min_id = old[drop + 1] and old[drop + 1][1]
+      if last_gone then
         if not min_id then
           -- Every entry read goes: keep from just after the last of them.
-          local lt, ls = parse_stream_id(old[drop][1])
+          local lt, ls = parse_stream_id(last_gone)
           min_id = istr(lt) .. '-' .. istr(ls + 1)
         end
         redis.call('XTRIM', c.K_EVENTS, 'MINID', min_id)

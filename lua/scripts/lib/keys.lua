@@ -128,10 +128,13 @@ do
     return c.K_TASK .. id
   end
 
+  -- The priorities as text (a number in a concatenation is printed by sprintf: ~2,000 Redis
+  -- instructions; a priority parsed from '-0' is -0, which indexes the same entry as 0).
+  local PRIORITY_TEXT = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+
   -- The ready list of `tenant`'s queued tasks of priority `p` (0..9).
   function ready_key(c, tenant, p)
-    -- p + 0: a priority parsed from '-0' is -0, which would print as '-0'.
-    return c.K_READY .. (p + 0) .. ':' .. tenant
+    return c.K_READY .. (PRIORITY_TEXT[p] or p + 0) .. ':' .. tenant
   end
 
   function tenant_key(c, tenant)
