@@ -297,14 +297,18 @@ for i = 1, n do
     else
       local rk = ready_key(c, it.tenant, it.priority)
       it.rk = rk
+      -- A list's ids: the one id a list gets from most batches spread over many tenants, as a
+      -- string; a table once it gets a second (a table per list cost ~1,500 instructions).
       local r = ready[rk]
       if not r then
-        r = {}
-        ready[rk] = r
+        ready[rk] = it.id
         list_tenant[rk] = it.tenant
         ready[#ready + 1] = rk
+      elseif type(r) == 'string' then
+        ready[rk] = {r, it.id}
+      else
+        r[#r + 1] = it.id
       end
-      r[#r + 1] = it.id
     end
   end
 end
@@ -362,9 +366,14 @@ end
 -- type fails, and so may a check after the pushes: the pushes made are taken back (RPOP of what
 -- each added) and the call answers CORRUPT with nothing written, as checks before them would.
 local pushed = 0
+-- How many ids the batch adds to the list `rk` (its ids: one string, or a table).
+local function pushing(rk)
+  local ids = ready[rk]
+  return type(ids) == 'string' and 1 or #ids
+end
 local function take_back(reply)
   for k = 1, pushed do
-    redis.call('RPOP', ready[k], istr(#ready[ready[k]]))
+    redis.call('RPOP', ready[k], istr(pushing(ready[k])))
   end
   return reply
 end
@@ -372,14 +381,19 @@ local marked = {}         -- ready list key -> true once its tenant's mask is ma
 for j = 1, #ready do
   local rk = ready[j]
   local ids = ready[rk]
-  local len = redis.pcall('RPUSH', rk, unpack(ids))
+  local len
+  if type(ids) == 'string' then
+    len = redis.pcall('RPUSH', rk, ids)
+  else
+    len = redis.pcall('RPUSH', rk, unpack(ids))
+  end
   if type(len) == 'table' then
     return take_back(type_error(rk, 'list') or redis.error_reply(len.err))
   end
   pushed = j
   local tenant = list_tenant[rk]
   if not read[tenant] then
-    if len > #ids then
+    if len > pushing(rk) then
       -- The list held ids: its bit of the mask is set already.
       marked[rk] = true
     else
@@ -446,8 +460,11 @@ local scheduled = {}      -- {score, id, ...}
 local known_args = {}     -- {'0', tenant, ...}: the known tenants' ZADD (new tenants only)
 local eligible = {}       -- {vtime, tenant, ...}: the fair-share set's ZADD NX
 local out = {}
-local added = {}          -- {tenant, status} of the new tasks, in first-seen order
-local added_n = {}        -- tenant -> status -> new tasks
+-- The new tasks' statuses in first-seen order (the status counters are counted in that order);
+-- how many are queued. (Per tenant only the scheduled ones are counted, `scheduling`: a tenant's
+-- hash counts no queued tasks, lib/counters.lua.)
+local statuses = {}
+local queued_added = 0
 local total_added = 0
 for i = 1, n do
   local it = items[i]
@@ -512,18 +529,12 @@ for i = 1, n do
       known_args[#known_args + 1] = '0'
       known_args[#known_args + 1] = it.tenant
     end
-    -- Counted once per (tenant, status) at the end, in first-seen order.
-    local by_status = added_n[it.tenant]
-    if not by_status then
-      by_status = {}
-      added_n[it.tenant] = by_status
-    end
-    local so_far = by_status[status]
-    if not so_far then
-      added[#added + 1] = {it.tenant, status}
-      by_status[status] = 1
-    else
-      by_status[status] = so_far + 1
+    -- Counted at the end: per status, in first-seen order.
+    if status == 'queued' then
+      if queued_added == 0 then statuses[#statuses + 1] = status end
+      queued_added = queued_added + 1
+    elseif total_added == queued_added then
+      statuses[#statuses + 1] = status
     end
     total_added = total_added + 1
     if status == 'scheduled' then
@@ -563,9 +574,16 @@ if total_added > 0 then
   -- Ready tasks for idle workers, or a scheduled one that may be due before what they wait for.
   wake(c)
   count(c, c.K_STATS, 'total:enqueued', total_added)
-  for j = 1, #added do
-    local a = added[j]
-    count_status(c, a[1], nil, a[2], added_n[a[1]][a[2]])
+  for j = 1, #statuses do
+    if statuses[j] == 'queued' then
+      count_status(c, nil, nil, 'queued', queued_added)
+    else
+      -- Scheduled: each tenant's, in the order the tenants first added a task.
+      for k = 1, #adders do
+        local tenant = adders[k]
+        if scheduling[tenant] then count_status(c, tenant, nil, 'scheduled', scheduling[tenant]) end
+      end
+    end
   end
 end
 flush_counts(c)

@@ -109,12 +109,16 @@ do
   -- A tenant's hash counts no `queued` tasks: they are its ready lists' entries, which a reader
   -- sums (`ready_total`, lib/ready.lua), so a submit or a lease writes no counter of the tenant's
   -- for them (design note 55). The queue's stats hash counts every status.
+  -- `tenant` may be nil when neither status needs it (a move between queued and nothing).
   function count_status(c, tenant, old, new, n)
     n = n or 1
-    local tk = c.tenant_keys[tenant]
-    if not tk then
-      tk = tenant_key(c, tenant)
-      c.tenant_keys[tenant] = tk
+    local tk = nil
+    if (old and old ~= 'queued') or new ~= 'queued' then
+      tk = c.tenant_keys[tenant]
+      if not tk then
+        tk = tenant_key(c, tenant)
+        c.tenant_keys[tenant] = tk
+      end
     end
     if old then
       local f = status_field(c, old)
