@@ -6,7 +6,7 @@
 -- Per-call state: c.counts (the deferred increments, false when not deferred), c.status_fields
 -- and c.tenant_keys (memos of counter fields and tenant hash keys).
 
-local hincr, next_count, repaired, defer_counts, count, flush_counts, count_status
+local hincr, stored_int, next_count, repaired, defer_counts, count, flush_counts, count_status
 do
   -- Add `delta` to the integer counter `field` of the hash `key` and return the new value. A
   -- counter that holds garbage (or would overflow) is reset to `delta` and the reset counted in
@@ -25,6 +25,20 @@ do
     return v
   end
 
+  -- The value of an integer counter as read (`stored`: its text, or nil / false when absent,
+  -- which counts 0), when HINCRBY would take it as it is and the result stays exact; nil when it
+  -- holds anything else (garbage, which `hincr` repairs).
+  function stored_int(stored)
+    if not stored then
+      return 0
+    end
+    local v = tonumber(stored)
+    if v and v == math.floor(v) and v > -FACTS.exact_int_max and v < FACTS.exact_int_max and istr(v) == stored then
+      return v
+    end
+    return nil
+  end
+
   -- What `HINCRBY key field 1` would answer when the field holds `stored` (nil: absent), without
   -- the call when `stored` is a plain integer; otherwise (garbage) the call is made, through
   -- `hincr`, which repairs the field. The caller writes the returned value to the field.
@@ -32,8 +46,8 @@ do
     if stored == nil then
       return 1
     end
-    local v = tonumber(stored)
-    if v and v == math.floor(v) and v > -FACTS.exact_int_max and v < FACTS.exact_int_max and istr(v) == stored then
+    local v = stored_int(stored)
+    if v then
       return v + 1
     end
     return hincr(c, key, field, 1)

@@ -27,7 +27,7 @@ do
   -- Values per leased task in the reply (lua/src/facts.rs, LEASED_ENTRY_LEN).
   local ENTRY = FACTS.leased_entry_len
   local TENANT_FIELDS = {'weight', 'max_inflight', 'rate_per_s', 'burst', 'tokens', 'tokens_at', 'n:leased',
-    'rp'}
+    'rp', 'served'}
 
   -- The lease arguments at ARGV[base + 1 .. base + 6] (the `lease` script's ARGV[1..6], see its
   -- header): a table {worker, n, bits, seed, promote_bound, reap_bound}, or nil and an INVALID
@@ -259,10 +259,12 @@ do
     local none_ready = pre and pre.tenants == 0 and promoted + reaped + unparked == 0
     -- Whether the call has changed the parked set (the upkeep above, or a tenant parked below).
     local parked_changed = promoted + reaped + unparked > 0
-    -- Status counters and `served` are added once at the end; the tenant's live leases are read
-    -- from its hash plus the leases this call made (tenant -> count). Counts still deferred by the
-    -- caller (complete_batch) or by the promotions and reaps above are written first, so the
-    -- hash holds them (a reaped lease no longer counts against its tenant's cap).
+    -- The queue's status counters and `served` are added once at the end, a tenant's at the end
+    -- of each visit (or, when they hold garbage, at the end too); the tenant's live leases are
+    -- read from its hash plus the leases this call made and deferred (tenant -> count). Counts
+    -- still deferred by the caller (complete_batch) or by the promotions and reaps above are
+    -- written first, so the hash holds them (a reaped lease no longer counts against its
+    -- tenant's cap).
     flush_counts(c)
     defer_counts(c)
     local leased_now = {}
@@ -434,12 +436,29 @@ do
             end
           end
           if served > 0 then
-            count_status(c, tenant, 'queued', 'leased', served)
-            leased_now[tenant] = (leased_now[tenant] or 0) + served
-            if tokens then
-              redis.call('HSET', tenant_key(c, tenant), 'tokens', fstr(tokens - served), 'tokens_at', istr(now))
+            local tk = tenant_key(c, tenant)
+            -- The tenant's counters as this visit read them: when plain integers, written at once
+            -- with its bucket in one HSET of their new values (nothing in the call writes them
+            -- between; a later visit reads them again); else deferred, and counted against its
+            -- cap by `leased_now` until the flush.
+            local nl, sv = stored_int(th['n:leased']), stored_int(th.served)
+            if nl and sv then
+              count(c, c.K_STATS, 'n:queued', -served)
+              count(c, c.K_STATS, 'n:leased', served)
+              if tokens then
+                redis.call('HSET', tk, 'tokens', fstr(tokens - served), 'tokens_at', istr(now), 'n:leased',
+                  istr(nl + served), 'served', istr(sv + served))
+              else
+                redis.call('HSET', tk, 'n:leased', istr(nl + served), 'served', istr(sv + served))
+              end
+            else
+              count_status(c, tenant, 'queued', 'leased', served)
+              leased_now[tenant] = (leased_now[tenant] or 0) + served
+              if tokens then
+                redis.call('HSET', tk, 'tokens', fstr(tokens - served), 'tokens_at', istr(now))
+              end
+              count(c, tk, 'served', served)
             end
-            count(c, tenant_key(c, tenant), 'served', served)
             count(c, c.K_STATS, 'served', served)
           end
         end

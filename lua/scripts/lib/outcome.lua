@@ -26,11 +26,36 @@ do
   end
 
   -- Count `n` completions of `tenant`'s leased tasks: the queue's total, the status counters
-  -- (leased -> completed) and the tenant's completion window.
+  -- (leased -> completed) and the tenant's completion window. When the completions' lease checks
+  -- read the tenant's counters (COMPLETE_TENANT_FIELDS) and they hold plain integers, the tenant's
+  -- are written at once, with its window, in one HSET of their new values (nothing in the call
+  -- writes them between the read and this; one call instead of three HINCRBY, per tenant and
+  -- call); else as before, with the window first and the counters deferred.
   function count_completed(c, tenant, now, n)
     count(c, c.K_STATS, 'total:completed', n)
-    count_completion(c, tenant, now, n)
-    count_status(c, tenant, 'leased', 'completed', n)
+    local f = tenant_read(c, tenant)
+    local leased, done = f and stored_int(f[3]), f and stored_int(f[4])
+    local win = math.floor(now / 60000)
+    local cur_win = f and tonumber(f[1])
+    local cur = f and (cur_win == win and stored_int(f[2]) or num(f[2], 0))
+    if not (leased and done and cur) then
+      count_completion(c, tenant, now, n)
+      count_status(c, tenant, 'leased', 'completed', n)
+      return
+    end
+    count(c, c.K_STATS, 'n:leased', -n)
+    count(c, c.K_STATS, 'n:completed', n)
+    local key = tenant_key(c, tenant)
+    if cur_win == win then
+      redis.call('HSET', key, 'c_cur', istr(cur + n), 'n:leased', istr(leased - n), 'n:completed', istr(done + n))
+    else
+      -- A new window: the last one's count moves to c_prev when it was the window before.
+      local prev = cur_win == win - 1 and istr(cur) or '0'
+      redis.call('HSET', key, 'c_win', istr(win), 'c_prev', prev, 'c_cur', istr(n), 'n:leased', istr(leased - n),
+        'n:completed', istr(done + n))
+    end
+    -- What was read is stale now.
+    c.tenant_reads[tenant] = nil
   end
 
   -- The lease-holder check shared by heartbeat, complete, fail and release. Reads the task fields
@@ -83,8 +108,9 @@ do
   -- ended) and what the completed event reports (updated_at is when the lease began).
   local COMPLETE_FIELDS = {'status', 'token', 'tenant', 'attempt', 'worker', 'updated_at'}
   -- The tenant hash's fields a completion's lease check reads (the type check of the hash):
-  -- its completion window's, for count_completion (nothing in the call writes them before).
-  local COMPLETE_TENANT_FIELDS = {'c_win', 'c_cur'}
+  -- its completion window's and the counters a completion moves, for count_completed (nothing
+  -- in the call writes them before; the order is count_completed's).
+  local COMPLETE_TENANT_FIELDS = {'c_win', 'c_cur', 'n:leased', 'n:completed'}
 
   -- Complete task `id` under lease `token` with `result` (leased -> completed): the lease check,
   -- then the writes. `per_tenant` (optional, a batch: {ids = {}, tenants = {}, counts = {}}) collects
