@@ -13,8 +13,14 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Most rounds of completion calls the completer has in flight at once.
-const COMPLETER_CALLS_MAX: usize = 2;
+/// Most rounds of completion calls the completer has in flight at once. One: the completions
+/// that finish while a round is in the store wait for it and go together in the next, with the
+/// slots they free leased in the same call. With two, a completion that finished alone (a
+/// handler a little slower than its batch) went at once in a call of its own, leasing one task,
+/// and the lane's slots stayed split in two out-of-phase groups: 0.048-0.050 script calls a task
+/// in the paired benchmark against 0.045 with one (the lanes of a pool still overlap; design
+/// note 58).
+const COMPLETER_CALLS_MAX: usize = 1;
 
 /// A success waiting for the completer: the queue, the completion, and where to send its result.
 pub(super) type PendingCompletion = (String, Completion, oneshot::Sender<Result<Reported, Error>>);
@@ -89,8 +95,8 @@ pub(super) async fn complete_in_batches(
     mut rx: mpsc::UnboundedReceiver<PendingCompletion>,
     refill: Arc<Refill>,
 ) {
-    // Up to COMPLETER_CALLS_MAX rounds in flight: while one round's calls run, the next round
-    // collects the completions that arrive meanwhile, so the store is kept busy.
+    // Up to COMPLETER_CALLS_MAX rounds in flight: while a round's calls run, the completions
+    // that arrive meanwhile wait for the next round.
     let permits = Arc::new(tokio::sync::Semaphore::new(COMPLETER_CALLS_MAX));
     let mut rounds: JoinSet<()> = JoinSet::new();
     loop {
