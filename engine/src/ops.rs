@@ -546,7 +546,8 @@ mod tests {
     // payload (sent apart) kept byte for byte even when it holds the separator, and a packed
     // record without a payload is refused as corrupt, naming the task, not the whole batch.
     // Method: one reply of three entries (packed with a NUL-holding payload, the array form of
-    // the same record, packed without a payload) through `leased`.
+    // the same record, packed without a payload), flat as lease.lua sends them, through
+    // `leased`; and the same array less its last value, refused as a protocol error.
     #[test]
     fn packed_lease_fields_decode_like_the_array_form() {
         let payload = "{\"a\":\"x\u{0}y z\"}";
@@ -555,37 +556,35 @@ mod tests {
             Resp::Bulk(text.into_bytes())
         };
         let entry = |fields: Resp, payload: Resp| {
-            Resp::Array(vec![
+            vec![
                 Resp::Int(5_300),
                 fields,
                 Resp::Int(1),
                 Resp::Int(1),
                 payload,
-            ])
+            ]
         };
-        let array_form = Resp::Array(vec![
-            Resp::Int(5_300),
-            Resp::Array(flat(&[
-                ("t", "t1"),
-                ("y", "echo"),
-                ("p", payload),
-                ("c", "100"),
-                ("id", "B"),
-            ])),
-            Resp::Int(1),
-            Resp::Int(1),
-        ]);
-        let entries = [
+        let array_form = Resp::Array(flat(&[
+            ("t", "t1"),
+            ("y", "echo"),
+            ("p", payload),
+            ("c", "100"),
+            ("id", "B"),
+        ]));
+        let entries: Vec<Resp> = [
             entry(packed("A", ""), Resp::Bulk(payload.as_bytes().to_vec())),
-            array_form,
-            Resp::Array(vec![
-                Resp::Int(5_300),
+            entry(array_form, Resp::Nil),
+            entry(
                 Resp::Bulk(b"t\x00t1\x00y\x00echo\x00c\x00100\x00id\x00C".to_vec()),
-                Resp::Int(1),
-                Resp::Int(1),
                 Resp::Nil,
-            ]),
-        ];
+            ),
+        ]
+        .concat();
+        let cut = leased("lease", "q", "w1", "ab", 300, &entries[..14], -1);
+        assert!(
+            matches!(cut, Err(Error::Protocol { .. })),
+            "a partial entry: {cut:?}"
+        );
         let got = leased("lease", "q", "w1", "ab", 300, &entries, -1).unwrap();
         assert_eq!(got.tasks.len(), 2, "{got:?}");
         let (a, b) = (&got.tasks[0], &got.tasks[1]);
