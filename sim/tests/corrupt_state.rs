@@ -552,6 +552,75 @@ fn garbage_counters_are_reset_and_counted() {
     });
 }
 
+// Goal: a completion and a lease visit write their tenant's counters in one HSET of the values
+// they read (design note 58); a counter among them that holds garbage takes the repairing path
+// instead: the transition goes through, the counter restarts at the increment and the reset is
+// counted in `total:repaired`, and the other counters keep their sums.
+#[test]
+fn garbage_tenant_counters_at_completion_and_lease_are_reset_and_counted() {
+    on_both_stores(|s| {
+        enqueue(s, A, "t1");
+        enqueue(s, B, "t1");
+        let leased = lease(s, 1);
+        assert_eq!(leased.len(), 1, "{}", s.name());
+        let (id, token) = leased[0].clone();
+        s.command(&[
+            "HSET",
+            "orq:{q}:tenant:t1",
+            "n:completed",
+            "z",
+            "served",
+            "q",
+        ]);
+        let repaired = stat(s, "total:repaired");
+        let r = call(
+            s,
+            "complete_batch",
+            &["86400000", "10", "1", &id, &token, "{}"],
+        );
+        assert_eq!(
+            r.as_array()
+                .and_then(|a| a.get(1))
+                .and_then(Resp::as_array)
+                .map(|o| o.to_vec()),
+            Some(vec![Resp::Bulk(b"completed".to_vec())]),
+            "{}: complete_batch answered {r:?}",
+            s.name()
+        );
+        let field = |s: &mut dyn Subject, f: &str| s.command(&["HGET", "orq:{q}:tenant:t1", f]);
+        assert_eq!(
+            field(s, "n:completed"),
+            Resp::Bulk(b"1".to_vec()),
+            "{}",
+            s.name()
+        );
+        assert_eq!(
+            field(s, "n:leased"),
+            Resp::Bulk(b"0".to_vec()),
+            "{}",
+            s.name()
+        );
+        assert_eq!(stat(s, "total:repaired"), repaired + 1, "{}", s.name());
+        assert_eq!(stat(s, "n:completed"), 1, "{}", s.name());
+        // The lease visit: `served` holds garbage, `n:leased` a plain 0.
+        assert_eq!(lease(s, 1).len(), 1, "{}", s.name());
+        assert_eq!(
+            field(s, "served"),
+            Resp::Bulk(b"1".to_vec()),
+            "{}",
+            s.name()
+        );
+        assert_eq!(
+            field(s, "n:leased"),
+            Resp::Bulk(b"1".to_vec()),
+            "{}",
+            s.name()
+        );
+        assert_eq!(stat(s, "total:repaired"), repaired + 2, "{}", s.name());
+        assert_eq!(stat(s, "n:leased"), 1, "{}", s.name());
+    });
+}
+
 // Goal: a tenant whose own keys hold another Redis type is refused at a submit that reads its
 // hash (CORRUPT naming the key, nothing written: here its list of the task's priority is empty,
 // so the pushes made are taken back) and, at lease, leaves the fair-share set (counted) so that
