@@ -119,6 +119,97 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/leases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Lease up to `count` tasks of some queues; wait up to `wait_ms` for work when none is ready. */
+        post: operations["lease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/leases/{id}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Complete a leased task with the handler's `result`. */
+        post: operations["complete"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/leases/{id}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fail a leased task: retried with its backoff while it has retries left, or (`permanent`, or
+         *     out of retries) moved to the dead-letter queue.
+         */
+        post: operations["fail"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/leases/{id}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Extend a lease: the deadline becomes now plus `extend_ms` (default the task's `lease_ms`). */
+        post: operations["heartbeat"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/leases/{id}/release": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Give a leased task back without spending an attempt (a worker shutting down): it is ready
+         *     again at once.
+         */
+        post: operations["release"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -579,6 +670,15 @@ export interface components {
             /** @description Only tasks of this type. */
             type?: string | null;
         };
+        /** @description The body of `POST /api/v1/leases/{id}/complete`. */
+        CompleteBody: {
+            /** @description The task's queue. */
+            queue: string;
+            /** @description The handler's result: any JSON (at most 1 MiB; default null). */
+            result: unknown;
+            /** @description The lease token, as the lease answered it. */
+            token: components["schemas"]["LeaseToken"];
+        };
         /** @description Tasks per status. */
         Counts: {
             cancelled: number;
@@ -605,13 +705,27 @@ export interface components {
          * @description Stable, machine-readable error code.
          * @enum {string}
          */
-        ErrorCode: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "payload_too_large" | "unprocessable" | "limited" | "unavailable" | "store_unavailable" | "internal";
+        ErrorCode: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "lease_lost" | "cancelled" | "payload_too_large" | "unprocessable" | "limited" | "unavailable" | "store_unavailable" | "internal";
         /** @description The `error` of an [`ErrorBody`]. */
         ErrorDetail: {
             /** @description Stable, machine-readable code. */
             code: components["schemas"]["ErrorCode"];
             /** @description What went wrong, for people, naming the field when there is one. */
             message: string;
+        };
+        /** @description The body of `POST /api/v1/leases/{id}/fail`. */
+        FailBody: {
+            /** @description What went wrong (1..=65536 bytes; the task keeps the first 2048). */
+            error: string;
+            /**
+             * @description True: no retry, the task goes to the dead-letter queue now. False (the default): it is
+             *     retried with its backoff while it has retries left.
+             */
+            permanent?: boolean;
+            /** @description The task's queue. */
+            queue: string;
+            /** @description The lease token, as the lease answered it. */
+            token: components["schemas"]["LeaseToken"];
         };
         /** @description `{"status": "ok"}` of `GET /healthz`, `{"status": "ready"}` of `GET /readyz`. */
         Health: {
@@ -620,6 +734,31 @@ export interface components {
              * @example ok
              */
             status: string;
+        };
+        /** @description The answer of a heartbeat. */
+        Heartbeat: {
+            /**
+             * Format: date-time
+             * @description The lease's new deadline by the store's clock.
+             */
+            lease_expires_at: string;
+            /**
+             * Format: int64
+             * @description Time left until that deadline (ms), for a deadline by the worker's own clock.
+             */
+            lease_left_ms: number;
+        };
+        /** @description The body of `POST /api/v1/leases/{id}/heartbeat`. */
+        HeartbeatBody: {
+            /**
+             * Format: int64
+             * @description Extend the deadline to now plus this (ms, 1000..=3600000; default: the task's lease_ms).
+             */
+            extend_ms?: number | null;
+            /** @description The task's queue. */
+            queue: string;
+            /** @description The lease token, as the lease answered it. */
+            token: components["schemas"]["LeaseToken"];
         };
         /** @description Why a tenant's ready work is held back right now. */
         Held: {
@@ -648,6 +787,99 @@ export interface components {
             expires_at: string;
             /** @description Worker id. */
             worker: string;
+        };
+        /** @description The body of `POST /api/v1/leases`. */
+        LeaseBody: {
+            /**
+             * Format: int64
+             * @description Most tasks to lease (1..=100, default 1).
+             */
+            count?: number | null;
+            /**
+             * @description The queues to lease from (1..=16 names, each an existing queue; a name given twice
+             *     counts once).
+             */
+            queues: components["schemas"]["Name"][];
+            /**
+             * Format: int64
+             * @description How long to wait for work when none is ready (ms, 0..=30000, default 0: answer at once).
+             *     The answer comes as soon as a task is leased.
+             */
+            wait_ms?: number | null;
+            /**
+             * @description The worker's id, recorded on the leases, in the task's history and in the queue's
+             *     workers view (`[A-Za-z0-9._-]{1,64}`; one per worker process).
+             */
+            worker: string;
+        };
+        /** @description A lease token, as the lease answered it. */
+        LeaseToken: string;
+        /** @description A task leased through the worker protocol. */
+        LeasedTask: {
+            /**
+             * Format: int32
+             * @description This attempt's number (1 for the first run).
+             */
+            attempt: number;
+            /**
+             * Format: date-time
+             * @description Submit time.
+             */
+            created_at: string;
+            /**
+             * Format: int64
+             * @description Fencing epoch: grows by one with every lease of the task. Pass it to the systems the
+             *     handler writes to, so they can refuse a write of an older lease.
+             */
+            epoch: number;
+            /**
+             * Format: int64
+             * @description How often to heartbeat (ms): a third of the lease, at most 2000 (heartbeats also tell
+             *     the worker that the task was cancelled).
+             */
+            heartbeat_ms: number;
+            /** @description ULID (upper case). */
+            id: string;
+            /**
+             * Format: date-time
+             * @description The lease's deadline by the store's clock.
+             */
+            lease_expires_at: string;
+            /**
+             * Format: int64
+             * @description The lease's length (ms): each heartbeat extends the deadline to now plus this.
+             */
+            lease_ms: number;
+            /**
+             * Format: int32
+             * @description Retries allowed after the first attempt.
+             */
+            max_retries: number;
+            /** @description The payload, byte for byte as submitted. */
+            payload: unknown;
+            /**
+             * Format: int32
+             * @description 0..9.
+             */
+            priority: number;
+            /** @description Queue: send it with every report. */
+            queue: string;
+            /** @description Tenant. */
+            tenant: string;
+            /**
+             * Format: int64
+             * @description The handler's time limit (ms), or null.
+             */
+            timeout_ms: number | null;
+            /** @description The lease token: send it with every heartbeat and report of this lease. */
+            token: string;
+            /** @description Handler type. */
+            type: string;
+        };
+        /** @description The answer of `POST /api/v1/leases`. */
+        Leases: {
+            /** @description The leased tasks: empty when the wait ended with no work. */
+            tasks: components["schemas"]["LeasedTask"][];
         };
         /** @description `GET /queues/{queue}/metrics`. */
         Metrics: {
@@ -692,6 +924,8 @@ export interface components {
             t_ms: number;
             wait_ms: null | components["schemas"]["Quantiles"];
         };
+        /** @description A queue, tenant, type or worker name. */
+        Name: string;
         /** @description `POST /queues/{queue}/pause` and `/resume`. */
         Paused: {
             /** @description True after a pause, false after a resume. */
@@ -796,6 +1030,25 @@ export interface components {
                 [key: string]: number;
             };
         };
+        /** @description The body of `POST /api/v1/leases/{id}/release`. */
+        ReleaseBody: {
+            /** @description The task's queue. */
+            queue: string;
+            /** @description The lease token, as the lease answered it. */
+            token: components["schemas"]["LeaseToken"];
+        };
+        /** @description The answer of a complete, fail or release. */
+        Report: {
+            /** @description The task id. */
+            id: string;
+            /** @description Whether this call applied the report. */
+            reported: components["schemas"]["ReportedJson"];
+        };
+        /**
+         * @description How a report ended.
+         * @enum {string}
+         */
+        ReportedJson: "applied" | "already_applied";
         /**
          * @description A task's status.
          * @enum {string}
@@ -1126,7 +1379,11 @@ export interface components {
                 "application/json": components["schemas"]["ApiError"];
             };
         };
-        /** @description 409 `conflict`: the task or queue is not in a state that allows this. */
+        /**
+         * @description 409 `conflict`: the task or queue is not in a state that allows this; on the worker
+         *     protocol's reports `lease_lost` (the token no longer holds the task: drop the work) or
+         *     `cancelled` (the task was cancelled: abort the handler).
+         */
         Conflict: {
             headers: {
                 [name: string]: unknown;
@@ -1401,6 +1658,177 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+        };
+    };
+    lease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LeaseBody"];
+            };
+        };
+        responses: {
+            /** @description The leased tasks (none when the wait ended without work). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Leases"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    complete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id: a ULID, in either case (anything else is a 404). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteBody"];
+            };
+        };
+        responses: {
+            /** @description Completed (now, or by an earlier call with this token). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    fail: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id: a ULID, in either case (anything else is a 404). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FailBody"];
+            };
+        };
+        responses: {
+            /** @description Failed (now, or by an earlier call with this token). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    heartbeat: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id: a ULID, in either case (anything else is a 404). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["HeartbeatBody"];
+            };
+        };
+        responses: {
+            /** @description The lease is held until the new deadline. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Heartbeat"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    release: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The task id: a ULID, in either case (anything else is a 404). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReleaseBody"];
+            };
+        };
+        responses: {
+            /** @description Released (now, or by an earlier call with this token). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Report"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
         };
     };
     openapi_json: {

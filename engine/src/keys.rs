@@ -51,6 +51,24 @@ pub fn is_valid_task_id(s: &str) -> bool {
     s.len() == 26 && ulid::Ulid::from_string(s).is_ok()
 }
 
+/// Most hex digits of a lease token's random part (lease.lua's ARGV[3]: 1..32).
+pub const TOKEN_BITS_MAX: usize = 32;
+
+/// True when `s` has the shape of a lease token, `<epoch>-<hex>` (docs/design-notes.md, note 7):
+/// the epoch in decimal without leading zeros (at most 20 digits) and 1..=[`TOKEN_BITS_MAX`]
+/// lowercase hex digits. Only a store's check can tell whether it is the task's current token.
+pub fn is_valid_lease_token(s: &str) -> bool {
+    let Some((epoch, bits)) = s.split_once('-') else {
+        return false;
+    };
+    let epoch_ok = (1..=20).contains(&epoch.len())
+        && epoch.bytes().all(|b| b.is_ascii_digit())
+        && (epoch == "0" || !epoch.starts_with('0'));
+    let bits_ok = (1..=TOKEN_BITS_MAX).contains(&bits.len())
+        && bits.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    epoch_ok && bits_ok
+}
+
 /// The queue key set for `queue` (a valid name), in the order of `lib/keys.lua`:
 ///
 /// | `KEYS[i]` | key | Redis type |
@@ -173,6 +191,22 @@ const QUEUE_KEY_SUFFIXES: [&str; 16] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Goal: the tokens the engine makes pass the shape check, and malformed ones do not.
+    #[test]
+    fn lease_tokens_are_an_epoch_and_hex_bits() {
+        let e = crate::Entropy::from_seed(7);
+        for epoch in [0u64, 1, 42, u64::MAX] {
+            let t = format!("{epoch}-{}", e.token_bits());
+            assert!(is_valid_lease_token(&t), "{t}");
+        }
+        let long = format!("1-{}", "a".repeat(TOKEN_BITS_MAX + 1));
+        for bad in [
+            "", "1", "1-", "-ab", "01-ab", "1-AB", "1-xyz", "a-ab", "1-ab-cd", " 1-ab", &long,
+        ] {
+            assert!(!is_valid_lease_token(bad), "{bad:?}");
+        }
+    }
 
     // Goal: the Rust key builder and the layout documented in lib/keys.lua are the same list.
     #[test]

@@ -420,6 +420,21 @@ pub async fn fail(
     reported(op, items(op, &reply, id)?)
 }
 
+/// Fail a leased task whose record could not be decoded ([`CorruptLease`]) permanently: no
+/// handler can run it. Logs what happened; a refusal is logged too (the lease then expires and
+/// the reaper retries the task, which fails the same way until it is dead).
+pub async fn fail_corrupt(store: &dyn Store, queue: &str, bad: CorruptLease) {
+    tracing::warn!(queue = %queue, task = %bad.id, error = %bad.error,
+        "leased a task whose fields cannot be decoded; failing it");
+    if bad.id.is_empty() || bad.token.is_empty() {
+        return;
+    }
+    let message = format!("corrupt task: {}", bad.error);
+    if let Err(e) = fail(store, queue, &bad.id, &bad.token, &message, false, 0.0).await {
+        tracing::warn!(task = %bad.id, error = %e, "failing a corrupt task was refused");
+    }
+}
+
 /// Give a leased task back without spending an attempt. Safe to retry with the same token.
 pub async fn release(store: &dyn Store, queue: &str, id: &str, token: &str) -> Result<Reported> {
     let op = "release";

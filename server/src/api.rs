@@ -1,4 +1,5 @@
-//! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health; the live
+//! The HTTP API under `/api/v1`: submit, read, list, cancel, DLQ, queue stats, health, the worker
+//! protocol ([`leases`]: lease, heartbeat, complete, fail, release); the live
 //! views ([`crate::live`]) and timelines ([`crate::timelines`]); its OpenAPI document
 //! ([`crate::openapi`]); the dashboard at `/`. Every handler takes its input through the
 //! extractors of [`crate::extract`] (bodies, queries and path names checked and capped, typed
@@ -10,7 +11,8 @@
 //! API key when keys are configured ([`crate::auth`]); each handler takes the [`Caller`] and
 //! applies its rule: admin-only routes answer 403 to tenant keys, and tenant keys see, count and
 //! change only their own tenant's tasks in their queues (another tenant's task is a 404, as if it
-//! did not exist).
+//! did not exist). Worker keys may use the worker protocol's routes only (403 elsewhere), and
+//! tenant keys may not use them.
 
 use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ErrorCode};
@@ -86,6 +88,8 @@ pub struct AppState {
     pub auth: Auth,
     /// The per-(queue, tenant) submit rate limit (`None`: unlimited).
     pub submit_limit: Option<SubmitLimiter>,
+    /// The queue registry as last read by the worker protocol's lease calls.
+    pub queues_cache: crate::pull::QueuesCache,
 }
 
 /// The router (no socket), for `main` and for tests: the API under `/api/v1` and the dashboard
@@ -125,11 +129,23 @@ pub fn app(state: AppState) -> Router {
             state.auth.clone(),
             crate::auth::authenticate,
         ));
+    // The worker protocol: admin and worker keys only.
+    let workers = Router::new()
+        .route("/api/v1/leases", post(leases::lease))
+        .route("/api/v1/leases/{id}/heartbeat", post(leases::heartbeat))
+        .route("/api/v1/leases/{id}/complete", post(leases::complete))
+        .route("/api/v1/leases/{id}/fail", post(leases::fail))
+        .route("/api/v1/leases/{id}/release", post(leases::release))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.auth.clone(),
+            crate::auth::authenticate_worker,
+        ));
     Router::new()
         .route("/api/v1/healthz", get(healthz))
         .route("/api/v1/readyz", get(readyz))
         .route("/api/v1/openapi.json", get(crate::openapi::openapi_json))
         .merge(protected)
+        .merge(workers)
         .fallback(fallback)
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -208,6 +224,7 @@ impl AppState {
                 crate::ratelimit::BURST_DEFAULT,
                 clock.clone(),
             )),
+            queues_cache: Default::default(),
         }
     }
 
@@ -297,6 +314,7 @@ impl AppState {
     }
 }
 
+pub(crate) mod leases;
 mod queues;
 mod tasks;
 pub use queues::DRAIN_TIMEOUT_MS_MAX;

@@ -14,6 +14,12 @@
 //! sha256 = "<64 hex digits>"
 //! tenant = "acme"              # only tenant acme's tasks ...
 //! queues = ["emails"]          # ... in these queues (optional: every queue)
+//!
+//! [[key]]
+//! name = "resize-workers"
+//! sha256 = "<64 hex digits>"
+//! role = "worker"              # only lease tasks and report on them (`/api/v1/leases`) ...
+//! queues = ["images"]          # ... in these queues (optional: every queue)
 //! ```
 //!
 //! The file is checked strictly when the server starts ([`ApiKeys::parse`]): unknown fields, bad
@@ -71,6 +77,13 @@ pub enum Scope {
         /// The queues it may use; `None` = every queue.
         queues: Option<BTreeSet<String>>,
     },
+    /// Lease tasks and report on them (heartbeat, complete, fail, release) through the worker
+    /// protocol (`/api/v1/leases`), in the listed queues only (`None`: in every queue); no other
+    /// route.
+    Worker {
+        /// The queues it may lease from; `None` = every queue.
+        queues: Option<BTreeSet<String>>,
+    },
 }
 
 /// The caller of a request: the key's name (`None` when authentication is off) and its scope.
@@ -100,11 +113,25 @@ impl Caller {
         matches!(self.scope, Scope::Admin)
     }
 
-    /// The tenant a tenant key is bound to (`None` for an admin).
+    /// True for a worker key.
+    pub fn is_worker(&self) -> bool {
+        matches!(self.scope, Scope::Worker { .. })
+    }
+
+    /// The tenant a tenant key is bound to (`None` for an admin or a worker key).
     pub fn tenant(&self) -> Option<&str> {
         match &self.scope {
-            Scope::Admin => None,
+            Scope::Admin | Scope::Worker { .. } => None,
             Scope::Tenant { tenant, .. } => Some(tenant),
+        }
+    }
+
+    /// What the key is limited to, for the messages of refusals.
+    fn limits(&self) -> String {
+        match &self.scope {
+            Scope::Admin => "this key may do everything".into(),
+            Scope::Tenant { tenant, .. } => format!("this key is limited to tenant {tenant}"),
+            Scope::Worker { .. } => "this is a worker key".into(),
         }
     }
 
@@ -114,9 +141,20 @@ impl Caller {
             Ok(())
         } else {
             Err(forbidden(format!(
-                "{what} needs an admin key; this key is limited to tenant {}",
-                self.tenant().unwrap_or_default()
+                "{what} needs an admin key; {}",
+                self.limits()
             )))
+        }
+    }
+
+    /// 403 unless the caller may lease and report (an admin or a worker key).
+    pub fn require_worker(&self) -> Result<(), ApiError> {
+        match self.scope {
+            Scope::Admin | Scope::Worker { .. } => Ok(()),
+            Scope::Tenant { .. } => Err(forbidden(format!(
+                "leasing and reporting need a worker key (role = \"worker\") or an admin key; {}",
+                self.limits()
+            ))),
         }
     }
 
@@ -124,10 +162,11 @@ impl Caller {
     pub fn may_use_queue(&self, queue: &str) -> bool {
         match &self.scope {
             Scope::Admin => true,
-            Scope::Tenant { queues: None, .. } => true,
+            Scope::Tenant { queues: None, .. } | Scope::Worker { queues: None } => true,
             Scope::Tenant {
                 queues: Some(qs), ..
-            } => qs.contains(queue),
+            }
+            | Scope::Worker { queues: Some(qs) } => qs.contains(queue),
         }
     }
 
@@ -149,6 +188,7 @@ impl Caller {
         match &self.scope {
             Scope::Admin => true,
             Scope::Tenant { tenant: own, .. } => own == tenant && self.may_use_queue(queue),
+            Scope::Worker { .. } => false,
         }
     }
 
@@ -166,6 +206,9 @@ impl Caller {
             (Scope::Tenant { tenant, .. }, Some(g)) if *tenant == g => Ok(Some(g)),
             (Scope::Tenant { tenant, .. }, Some(g)) => Err(forbidden(format!(
                 "{field}: this key is limited to tenant {tenant} and cannot act for {g}"
+            ))),
+            (Scope::Worker { .. }, _) => Err(forbidden(format!(
+                "{field}: a worker key acts for no tenant; it only leases and reports"
             ))),
         }
     }
@@ -269,8 +312,8 @@ impl ApiKeys {
 
     /// Parse and check the text of a keys file (see the module documentation): at least one
     /// entry, at most [`KEYS_MAX`]; names valid and unique; `sha256` 64 hex digits, unique;
-    /// exactly one of `role = "admin"` and `tenant`; `queues` only with `tenant`, non-empty,
-    /// valid and distinct names.
+    /// exactly one of `role = "admin"`, `role = "worker"` and `tenant`; `queues` only with
+    /// `tenant` or `role = "worker"`, non-empty, valid and distinct names.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: KeysToml = toml::from_str(text).map_err(|e| e.to_string())?;
         if file.key.is_empty() {
@@ -296,54 +339,39 @@ impl ApiKeys {
             if !hashes.insert(sha256) {
                 return Err(format!("{at}: the same sha256 as an earlier key"));
             }
+            let queues = match k.queues {
+                None => None,
+                Some(qs) => Some(parse_queues(&at, qs)?),
+            };
             let scope = match (k.role.as_deref(), k.tenant) {
                 (Some(_), Some(_)) => {
                     return Err(format!(
-                        "{at}: give either role = \"admin\" or tenant, not both"
+                        "{at}: give either a role (\"admin\", \"worker\") or tenant, not both"
                     ))
                 }
                 (None, None) => {
-                    return Err(format!("{at}: give either role = \"admin\" or tenant"))
+                    return Err(format!(
+                        "{at}: give either role = \"admin\", role = \"worker\" or tenant"
+                    ))
                 }
                 (Some("admin"), None) => {
-                    if k.queues.is_some() {
+                    if queues.is_some() {
                         return Err(format!(
-                            "{at}: queues applies to tenant keys only (an admin key has every queue)"
+                            "{at}: queues applies to tenant and worker keys only (an admin key has every queue)"
                         ));
                     }
                     Scope::Admin
                 }
+                (Some("worker"), None) => Scope::Worker { queues },
                 (Some(other), None) => {
                     return Err(format!(
-                        "{at}: role {other:?} is unknown (the one role is \"admin\"; a tenant key has tenant = \"...\")"
+                        "{at}: role {other:?} is unknown (the roles are \"admin\" and \"worker\"; a tenant key has tenant = \"...\")"
                     ))
                 }
                 (None, Some(tenant)) => {
                     if !is_valid_name(&tenant) {
                         return Err(format!("{at}: tenant must match [A-Za-z0-9._-]{{1,64}}"));
                     }
-                    let queues = match k.queues {
-                        None => None,
-                        Some(qs) => {
-                            if qs.is_empty() {
-                                return Err(format!(
-                                    "{at}: queues is empty (leave it out to allow every queue)"
-                                ));
-                            }
-                            let mut set = BTreeSet::new();
-                            for q in qs {
-                                if !is_valid_name(&q) {
-                                    return Err(format!(
-                                        "{at}: queue {q:?} must match [A-Za-z0-9._-]{{1,64}}"
-                                    ));
-                                }
-                                if !set.insert(q.clone()) {
-                                    return Err(format!("{at}: queue {q} is listed twice"));
-                                }
-                            }
-                            Some(set)
-                        }
-                    };
                     Scope::Tenant { tenant, queues }
                 }
             };
@@ -393,6 +421,28 @@ impl ApiKeys {
         }
         found
     }
+}
+
+/// The `queues` of a tenant or worker key entry (`at` names the entry in messages): non-empty,
+/// valid and distinct names.
+fn parse_queues(at: &str, qs: Vec<String>) -> Result<BTreeSet<String>, String> {
+    if qs.is_empty() {
+        return Err(format!(
+            "{at}: queues is empty (leave it out to allow every queue)"
+        ));
+    }
+    let mut set = BTreeSet::new();
+    for q in qs {
+        if !is_valid_name(&q) {
+            return Err(format!(
+                "{at}: queue {q:?} must match [A-Za-z0-9._-]{{1,64}}"
+            ));
+        }
+        if !set.insert(q.clone()) {
+            return Err(format!("{at}: queue {q} is listed twice"));
+        }
+    }
+    Ok(set)
 }
 
 /// Whether and how requests are authenticated.
@@ -461,14 +511,39 @@ impl Auth {
     }
 }
 
-/// Middleware of the protected routes: authenticate the request and put its [`Caller`] into its
-/// extensions, or answer 401 with `WWW-Authenticate: Bearer`.
+/// Middleware of the protected routes but the worker protocol's: authenticate the request and
+/// put its [`Caller`] into its extensions, or answer 401 with `WWW-Authenticate: Bearer`; a
+/// worker key is a 403 here (it may only lease and report).
 pub async fn authenticate(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
     match auth.caller(req.headers()) {
+        Ok(caller) if caller.is_worker() => forbidden(
+            "a worker key may only lease and report (/api/v1/leases); use an admin or tenant key",
+        )
+        .into_response(),
         Ok(caller) => {
             req.extensions_mut().insert(caller);
             next.run(req).await
         }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Middleware of the worker protocol's routes (`/api/v1/leases`): as [`authenticate`], for
+/// admin and worker keys; a tenant key is a 403 (a tenant key leases no task, its own tenant's
+/// neither: workers hold worker keys).
+pub async fn authenticate_worker(
+    State(auth): State<Auth>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    match auth.caller(req.headers()) {
+        Ok(caller) => match caller.require_worker() {
+            Ok(()) => {
+                req.extensions_mut().insert(caller);
+                next.run(req).await
+            }
+            Err(e) => e.into_response(),
+        },
         Err(e) => e.into_response(),
     }
 }
@@ -491,13 +566,22 @@ pub fn toml_entry(name: &str, key: &str, scope: &Scope) -> String {
         Scope::Admin => s.push_str("role = \"admin\"\n"),
         Scope::Tenant { tenant, queues } => {
             s.push_str(&format!("tenant = \"{tenant}\"\n"));
-            if let Some(qs) = queues {
-                let list: Vec<String> = qs.iter().map(|q| format!("\"{q}\"")).collect();
-                s.push_str(&format!("queues = [{}]\n", list.join(", ")));
-            }
+            push_queues(&mut s, queues.as_ref());
+        }
+        Scope::Worker { queues } => {
+            s.push_str("role = \"worker\"\n");
+            push_queues(&mut s, queues.as_ref());
         }
     }
     s
+}
+
+/// Append the `queues = [..]` line of `queues` (none for every queue).
+fn push_queues(s: &mut String, queues: Option<&BTreeSet<String>>) {
+    if let Some(qs) = queues {
+        let list: Vec<String> = qs.iter().map(|q| format!("\"{q}\"")).collect();
+        s.push_str(&format!("queues = [{}]\n", list.join(", ")));
+    }
 }
 
 #[cfg(test)]
@@ -525,11 +609,26 @@ mod tests {
                 }
             )
         );
+        let text = format!(
+            "{text}{}",
+            toml_entry(
+                "resizers",
+                "orq_cccc",
+                &Scope::Worker {
+                    queues: Some(["images".to_string()].into()),
+                }
+            )
+        );
         let keys = file(&text).unwrap();
-        assert_eq!(keys.len(), 2);
+        assert_eq!(keys.len(), 3);
+        let w = keys.find("orq_cccc").unwrap();
+        assert!(w.is_worker() && w.require_worker().is_ok() && w.require_admin("x").is_err());
+        assert!(w.may_use_queue("images") && !w.may_use_queue("emails"));
+        assert!(!w.sees("images", "default") && w.tenant_for("tenant", None).is_err());
         assert_eq!(keys.find(A).unwrap().scope, Scope::Admin);
         let t = keys.find("orq_bbbb").unwrap();
         assert_eq!(t.tenant(), Some("acme"));
+        assert!(t.require_worker().is_err(), "a tenant key leases nothing");
         assert!(t.may_use_queue("emails") && !t.may_use_queue("default"));
         for bad in ["", "orq_aaa", "orq_aaaaa", "ORQ_AAAA", &"x".repeat(600)] {
             assert!(keys.find(bad).is_none(), "{bad:?}");
@@ -607,7 +706,15 @@ mod tests {
             ),
             (
                 &format!("[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"admin\"\nqueues=[\"q\"]\n"),
-                "tenant keys only",
+                "tenant and worker keys only",
+            ),
+            (
+                &format!("[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"worker\"\nqueues=[]\n"),
+                "empty",
+            ),
+            (
+                &format!("[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"worker\"\ntenant=\"t\"\n"),
+                "not both",
             ),
             ("[[key]]\nname = 1\n", "name"),
             ("not toml at all", ""),

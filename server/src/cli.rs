@@ -79,20 +79,24 @@ pub enum KeyCommand {
 
 /// `orq key new`.
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "tenant"])))]
+#[command(group(clap::ArgGroup::new("scope").required(true).args(["admin", "tenant", "worker"])))]
 pub struct KeyNewArgs {
     /// A key with every right (submit, read, cancel, replay and purge any task; pause, resume,
-    /// settings, tenant limits, workers, metrics, timelines).
-    #[arg(long, conflicts_with_all = ["tenant", "queues"])]
+    /// settings, tenant limits, workers, metrics, timelines; lease and report as a worker).
+    #[arg(long, conflicts_with_all = ["tenant", "queues", "worker"])]
     pub admin: bool,
     /// A key limited to tenant T: it submits, reads, cancels and replays T's tasks only.
-    #[arg(long, value_name = "T")]
+    #[arg(long, value_name = "T", conflicts_with = "worker")]
     pub tenant: Option<String>,
-    /// With --tenant: only in these queues (comma-separated; default: every queue).
-    #[arg(long, value_delimiter = ',', value_name = "Q,..", requires = "tenant")]
+    /// A worker key: it only leases tasks and reports on them through the worker protocol
+    /// (POST /api/v1/leases and its heartbeat, complete, fail and release routes).
+    #[arg(long)]
+    pub worker: bool,
+    /// With --tenant or --worker: only in these queues (comma-separated; default: every queue).
+    #[arg(long, value_delimiter = ',', value_name = "Q,..")]
     pub queues: Vec<String>,
-    /// The key's name in the file and in logs (default: the tenant or "admin", then 8 hex
-    /// digits of the key's hash).
+    /// The key's name in the file and in logs (default: the tenant, "worker" or "admin", then 8
+    /// hex digits of the key's hash).
     #[arg(long, value_name = "N")]
     pub name: Option<String>,
 }
@@ -631,22 +635,28 @@ fn make_scheduler(rt: &Runtime) -> Scheduler {
 
 /// `orq key new`: the key and its file entry, as printed.
 pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
-    let scope = match &a.tenant {
-        None => Scope::Admin,
-        Some(t) => {
+    let mut queues = BTreeSet::new();
+    for q in &a.queues {
+        if !is_valid_name(q) {
+            return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
+        }
+        queues.insert(q.clone());
+    }
+    let queues = (!queues.is_empty()).then_some(queues);
+    let scope = match (&a.tenant, a.worker) {
+        (None, true) => Scope::Worker { queues },
+        (None, false) if queues.is_some() => {
+            return Err("--queues: applies to --tenant and --worker keys only".into())
+        }
+        (None, false) => Scope::Admin,
+        (Some(_), true) => return Err("--tenant and --worker: give one of them".into()),
+        (Some(t), false) => {
             if !is_valid_name(t) {
                 return Err("--tenant: must match [A-Za-z0-9._-]{1,64}".into());
             }
-            let mut queues = BTreeSet::new();
-            for q in &a.queues {
-                if !is_valid_name(q) {
-                    return Err(format!("--queues: {q:?} must match [A-Za-z0-9._-]{{1,64}}"));
-                }
-                queues.insert(q.clone());
-            }
             Scope::Tenant {
                 tenant: t.clone(),
-                queues: (!queues.is_empty()).then_some(queues),
+                queues,
             }
         }
     };
@@ -655,7 +665,11 @@ pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
         Some(n) if is_valid_name(n) => n.clone(),
         Some(_) => return Err("--name: must match [A-Za-z0-9._-]{1,64}".into()),
         None => {
-            let base = a.tenant.as_deref().unwrap_or("admin");
+            let base = match (&a.tenant, a.worker) {
+                (Some(t), _) => t.as_str(),
+                (None, true) => "worker",
+                (None, false) => "admin",
+            };
             let base = &base[..base.len().min(55)];
             format!("{base}-{}", &crate::auth::sha256_hex(&key)[..8])
         }

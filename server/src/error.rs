@@ -150,7 +150,13 @@ impl From<Error> for ApiError {
             Error::Conflict { op, status } => {
                 ApiError::conflict(format!("cannot {op} a task that is {status}"))
             }
-            Error::Stale { .. } | Error::Cancelled { .. } => ApiError::conflict(e.to_string()),
+            Error::Stale { .. } => ApiError::new(
+                ErrorCode::LeaseLost,
+                format!("{e}: this lease token no longer holds the task; drop the work"),
+            ),
+            Error::Cancelled { .. } => {
+                ApiError::new(ErrorCode::Cancelled, format!("{e}: abort the handler"))
+            }
             Error::Limited {
                 tenant,
                 limit,

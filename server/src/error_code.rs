@@ -25,6 +25,12 @@ pub enum ErrorCode {
     RequestTimeout,
     /// 409: the task or queue is not in a state that allows this.
     Conflict,
+    /// 409: the lease token is not the task's current one (the lease expired and the task was
+    /// leased again, or it was reported already with another token): the worker lost the task
+    /// and must drop its work.
+    LeaseLost,
+    /// 409: the task was cancelled while leased: the worker must abort its handler.
+    Cancelled,
     /// 413: the body, a payload or a file is over its limit.
     PayloadTooLarge,
     /// 422: a payload its handler refuses.
@@ -42,7 +48,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in the order of the statuses they go with.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -50,6 +56,8 @@ impl ErrorCode {
         ErrorCode::MethodNotAllowed,
         ErrorCode::RequestTimeout,
         ErrorCode::Conflict,
+        ErrorCode::LeaseLost,
+        ErrorCode::Cancelled,
         ErrorCode::PayloadTooLarge,
         ErrorCode::Unprocessable,
         ErrorCode::Limited,
@@ -67,7 +75,9 @@ impl ErrorCode {
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            ErrorCode::Conflict => StatusCode::CONFLICT,
+            ErrorCode::Conflict | ErrorCode::LeaseLost | ErrorCode::Cancelled => {
+                StatusCode::CONFLICT
+            }
             ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorCode::Limited => StatusCode::TOO_MANY_REQUESTS,
@@ -87,6 +97,8 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::LeaseLost => "lease_lost",
+            ErrorCode::Cancelled => "cancelled",
             ErrorCode::PayloadTooLarge => "payload_too_large",
             ErrorCode::Unprocessable => "unprocessable",
             ErrorCode::Limited => "limited",

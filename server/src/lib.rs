@@ -17,6 +17,7 @@ pub mod model;
 pub mod names;
 pub mod openapi;
 pub mod openapi_errors;
+pub mod pull;
 pub mod ratelimit;
 pub mod redis_checks;
 pub mod serve;

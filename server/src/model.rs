@@ -21,7 +21,9 @@ use time::OffsetDateTime;
 use utoipa::ToSchema;
 
 mod answers;
+mod leases;
 pub use answers::*;
+pub use leases::*;
 
 /// Parse a JSON body strictly. A syntax error, a wrong type, a missing or unknown field is a 400
 /// whose message names the field path (`backoff.jitter: invalid type ...`).

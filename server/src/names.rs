@@ -41,6 +41,25 @@ impl TryFrom<String> for Name {
     }
 }
 
+/// In the OpenAPI document a name is a string of [`NAME_PATTERN`] (schema `Name`), so a list of
+/// names documents its items' rule.
+impl utoipa::PartialSchema for Name {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .pattern(Some(NAME_PATTERN))
+            .description(Some("A queue, tenant, type or worker name."))
+            .build()
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Name {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "Name".into()
+    }
+}
+
 impl Name {
     /// `v` as a name, or a 400 naming `field` (`queue: must match ...`).
     pub fn parse(field: &str, v: impl Into<String>) -> Result<Name, ApiError> {

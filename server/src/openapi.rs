@@ -77,6 +77,11 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         api::resume_queue,
         api::drain_queue,
         api::put_settings,
+        api::leases::lease,
+        api::leases::heartbeat,
+        api::leases::complete,
+        api::leases::fail,
+        api::leases::release,
         live::metrics,
         live::workers,
         live::events,
@@ -103,6 +108,8 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         (name = "tasks", description = "Submit, read, list and cancel tasks."),
         (name = "dlq", description = "The dead-letter queue."),
         (name = "queues", description = "Queue and tenant counts and settings."),
+        (name = "workers", description = "The worker protocol: lease tasks, heartbeat, and \
+            report each lease's outcome with its token (admin and worker keys)."),
         (name = "live", description = "Live views: events, metrics, workers."),
         (name = "timelines", description = "Simulation timelines (`--timelines DIR`)."),
         (name = "health", description = "Public: liveness, readiness, this document."),
@@ -233,7 +240,9 @@ pub struct NotFound(pub ErrorBody);
 #[derive(ToResponse)]
 pub struct RequestTimeout(pub ErrorBody);
 
-/// 409 `conflict`: the task or queue is not in a state that allows this.
+/// 409 `conflict`: the task or queue is not in a state that allows this; on the worker
+/// protocol's reports `lease_lost` (the token no longer holds the task: drop the work) or
+/// `cancelled` (the task was cancelled: abort the handler).
 #[derive(ToResponse)]
 pub struct Conflict(pub ErrorBody);
 

@@ -18,7 +18,7 @@ pub fn component(code: ErrorCode) -> Option<&'static str> {
         ErrorCode::Forbidden => "Forbidden",
         ErrorCode::NotFound => "NotFound",
         ErrorCode::RequestTimeout => "RequestTimeout",
-        ErrorCode::Conflict => "Conflict",
+        ErrorCode::Conflict | ErrorCode::LeaseLost | ErrorCode::Cancelled => "Conflict",
         ErrorCode::PayloadTooLarge => "PayloadTooLarge",
         ErrorCode::Unprocessable => "Unprocessable",
         ErrorCode::Limited => "TooManyRequests",
@@ -93,6 +93,17 @@ error_set!(
 error_set!(
     /// Purging a dead task (admin keys only): [`TaskChangeErrors`] and 403.
     PurgeErrors: BadRequest, Unauthorized, Forbidden, NotFound, Conflict, StoreUnavailable
+);
+error_set!(
+    /// Leasing (worker protocol): [`BodyErrors`] and 404 (a queue that does not exist).
+    LeaseErrors: BadRequest, Unauthorized, Forbidden, NotFound, RequestTimeout, PayloadTooLarge,
+        StoreUnavailable
+);
+error_set!(
+    /// Reporting on a lease (worker protocol): [`LeaseErrors`] and 409 (`lease_lost`,
+    /// `cancelled`).
+    ReportErrors: BadRequest, Unauthorized, Forbidden, NotFound, RequestTimeout, Conflict,
+        LeaseLost, Cancelled, PayloadTooLarge, StoreUnavailable
 );
 error_set!(
     /// Reading a timeline file: 400, 401, 403, 404, 413 (the file is over its limit).

@@ -27,6 +27,8 @@ const KEY_B: &str = "orq_test_tenant_bolt";
 /// Tenant acme, queue `jobs` only.
 const KEY_A_JOBS: &str = "orq_test_tenant_acme_jobs";
 const BAD: &str = "orq_not_a_known_key";
+/// A worker key (every queue): the worker protocol's routes only.
+const KEY_W: &str = "orq_test_worker_all";
 
 fn keys() -> Auth {
     let tenant = |t: &str, queues: Option<&[&str]>| Scope::Tenant {
@@ -38,6 +40,7 @@ fn keys() -> Auth {
         toml_entry("acme", KEY_A, &tenant("acme", None)),
         toml_entry("bolt", KEY_B, &tenant("bolt", None)),
         toml_entry("acme-jobs", KEY_A_JOBS, &tenant("acme", Some(&["jobs"]))),
+        toml_entry("pullers", KEY_W, &Scope::Worker { queues: None }),
     ]
     .join("\n");
     Auth::Keys(Arc::new(ApiKeys::parse(&text).expect("a valid keys file")))
@@ -88,7 +91,7 @@ async fn wait_status(app: &TestApp, id: &str, want: &str) -> Value {
 }
 
 /// One row of the matrix: a route, the request for tenant keys and for the admin, and the
-/// statuses for [no key, bad key, admin, A, B].
+/// statuses for [no key, bad key, admin, A, B, W].
 struct Row {
     method: Method,
     route: &'static str,
@@ -96,7 +99,7 @@ struct Row {
     tenant_req: (String, Option<String>),
     /// The admin's request (its own target where the request changes state).
     admin_req: (String, Option<String>),
-    want: [u16; 5],
+    want: [u16; 6],
 }
 
 // Goal: the authorisation table of the README holds for every route the router declares: no key
@@ -106,6 +109,8 @@ struct Row {
 // acme and 404 for A's task ids, with exactly the body of a task that does not exist. Method:
 // the embedded store with workers; A's tasks are made first (some delayed, some dead); each
 // row runs no key, bad key, B, A, admin in that order, so B tries A's tasks before they change.
+// Worker key W may use the worker protocol's routes only (it sends the admin's request there:
+// a report with a token that holds nothing is a 409 for both), and a tenant key none of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_answers_each_key_as_its_rights_say() {
     let dir = tempfile::tempdir().unwrap();
@@ -131,7 +136,7 @@ async fn every_route_answers_each_key_as_its_rights_say() {
     let row = |method: Method,
                route: &'static str,
                reqs: ((String, Option<String>), (String, Option<String>)),
-               want: [u16; 5]| Row {
+               want: [u16; 6]| Row {
         method,
         route,
         tenant_req: reqs.0,
@@ -139,36 +144,44 @@ async fn every_route_answers_each_key_as_its_rights_say() {
         want,
     };
     let (get, post, put, delete) = (Method::GET, Method::POST, Method::PUT, Method::DELETE);
+    // A report on B's scheduled task with a token that holds nothing (never leased).
+    let report_body = |what: &str| {
+        let mut b = json!({"queue": "default", "token": "1-0000000000000000"});
+        if what == "fail" {
+            b["error"] = json!("x");
+        }
+        b
+    };
     let rows = vec![
         row(
             get.clone(),
             "/api/v1/healthz",
             same("/api/v1/healthz".into(), None),
-            [200; 5],
+            [200; 6],
         ),
         row(
             get.clone(),
             "/api/v1/readyz",
             same("/api/v1/readyz".into(), None),
-            [200; 5],
+            [200; 6],
         ),
         row(
             get.clone(),
             "/api/v1/openapi.json",
             same("/api/v1/openapi.json".into(), None),
-            [200; 5],
+            [200; 6],
         ),
         row(
             post.clone(),
             "/api/v1/tasks",
             same("/api/v1/tasks".into(), Some(delayed.clone())),
-            [401, 401, 201, 201, 403],
+            [401, 401, 201, 201, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/tasks",
             same("/api/v1/tasks?tenant=acme".into(), None),
-            [401, 401, 200, 200, 403],
+            [401, 401, 200, 200, 403, 403],
         ),
         row(
             post.clone(),
@@ -177,13 +190,13 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 "/api/v1/tasks/batch".into(),
                 Some(json!({"tasks": [delayed.clone()]})),
             ),
-            [401, 401, 201, 201, 403],
+            [401, 401, 201, 201, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/tasks/{id}",
             same(format!("/api/v1/tasks/{a_sched1}"), None),
-            [401, 401, 200, 200, 404],
+            [401, 401, 200, 200, 404, 403],
         ),
         row(
             post.clone(),
@@ -192,13 +205,13 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 (format!("/api/v1/tasks/{a_sched1}/cancel"), None),
                 (format!("/api/v1/tasks/{a_sched2}/cancel"), None),
             ),
-            [401, 401, 200, 200, 404],
+            [401, 401, 200, 200, 404, 403],
         ),
         row(
             get.clone(),
             "/api/v1/dlq",
             same("/api/v1/dlq?tenant=acme".into(), None),
-            [401, 401, 200, 200, 403],
+            [401, 401, 200, 200, 403, 403],
         ),
         row(
             post.clone(),
@@ -207,13 +220,13 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 (format!("/api/v1/dlq/{}/replay", a_dead[0]), None),
                 (format!("/api/v1/dlq/{}/replay", a_dead[1]), None),
             ),
-            [401, 401, 200, 200, 404],
+            [401, 401, 200, 200, 404, 403],
         ),
         row(
             delete.clone(),
             "/api/v1/dlq/{id}",
             same(format!("/api/v1/dlq/{}", a_dead[2]), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             post.clone(),
@@ -222,25 +235,25 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 "/api/v1/dlq/replay".into(),
                 Some(json!({"tenant": "acme", "limit": 1})),
             ),
-            [401, 401, 200, 200, 403],
+            [401, 401, 200, 200, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/queues",
             same("/api/v1/queues".into(), None),
-            [401, 401, 200, 200, 200],
+            [401, 401, 200, 200, 200, 403],
         ),
         row(
             get.clone(),
             "/api/v1/queues/{queue}",
             same("/api/v1/queues/default".into(), None),
-            [401, 401, 200, 200, 200],
+            [401, 401, 200, 200, 200, 403],
         ),
         row(
             get.clone(),
             "/api/v1/queues/{queue}/tenants",
             same("/api/v1/queues/default/tenants".into(), None),
-            [401, 401, 200, 200, 200],
+            [401, 401, 200, 200, 200, 403],
         ),
         row(
             put.clone(),
@@ -249,25 +262,25 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 "/api/v1/queues/default/tenants/acme".into(),
                 Some(json!({"weight": 2})),
             ),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             post.clone(),
             "/api/v1/queues/{queue}/pause",
             same("/api/v1/queues/default/pause".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             post.clone(),
             "/api/v1/queues/{queue}/resume",
             same("/api/v1/queues/default/resume".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             post.clone(),
             "/api/v1/queues/{queue}/drain",
             same("/api/v1/queues/default/drain?timeout_ms=1".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             put.clone(),
@@ -276,37 +289,82 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                 "/api/v1/queues/default/settings".into(),
                 Some(json!({"aging_step_ms": 0})),
             ),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/queues/{queue}/metrics",
             same("/api/v1/queues/default/metrics".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/queues/{queue}/workers",
             same("/api/v1/queues/default/workers".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/events",
             same("/api/v1/events".into(), None),
-            [401, 401, 200, 200, 200],
+            [401, 401, 200, 200, 200, 403],
         ),
         row(
             get.clone(),
             "/api/v1/timelines",
             same("/api/v1/timelines".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
         ),
         row(
             get.clone(),
             "/api/v1/timelines/{name}",
             same("/api/v1/timelines/seed-1.jsonl".into(), None),
-            [401, 401, 200, 403, 403],
+            [401, 401, 200, 403, 403, 403],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/leases",
+            same(
+                "/api/v1/leases".into(),
+                Some(json!({"worker": "w", "queues": ["default"]})),
+            ),
+            [401, 401, 200, 403, 403, 200],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/leases/{id}/heartbeat",
+            same(
+                format!("/api/v1/leases/{b_task}/heartbeat"),
+                Some(report_body("heartbeat")),
+            ),
+            [401, 401, 409, 403, 403, 409],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/leases/{id}/complete",
+            same(
+                format!("/api/v1/leases/{b_task}/complete"),
+                Some(report_body("complete")),
+            ),
+            [401, 401, 409, 403, 403, 409],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/leases/{id}/fail",
+            same(
+                format!("/api/v1/leases/{b_task}/fail"),
+                Some(report_body("fail")),
+            ),
+            [401, 401, 409, 403, 403, 409],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/leases/{id}/release",
+            same(
+                format!("/api/v1/leases/{b_task}/release"),
+                Some(report_body("release")),
+            ),
+            [401, 401, 409, 403, 403, 409],
         ),
     ];
 
@@ -328,8 +386,9 @@ async fn every_route_answers_each_key_as_its_rights_say() {
             ("B", Some(KEY_B), 4),
             ("A", Some(KEY_A), 3),
             ("admin", Some(ADMIN), 2),
+            ("W", Some(KEY_W), 5),
         ] {
-            let (uri, body) = if who == "admin" {
+            let (uri, body) = if who == "admin" || who == "W" {
                 &r.admin_req
             } else {
                 &r.tenant_req
@@ -348,6 +407,9 @@ async fn every_route_answers_each_key_as_its_rights_say() {
                     }
                 }
                 403 => assert_eq!(code(&v), "forbidden", "{uri} as {who}: {v}"),
+                409 if uri.starts_with("/api/v1/leases/") => {
+                    assert_eq!(code(&v), "lease_lost", "{uri} as {who}: {v}")
+                }
                 404 => assert_eq!(code(&v), "not_found", "{uri} as {who}: {v}"),
                 _ => {}
             }

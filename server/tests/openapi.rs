@@ -316,6 +316,51 @@ async fn document_constraints_match_the_code() {
         let want = (Some(1), max(orq::client::LIST_LIMIT_MAX.into()));
         assert_eq!(range(limit), want, "{path}");
     }
+    // The worker protocol's limits and patterns.
+    let lease = schema_properties(&doc, "LeaseBody");
+    assert_eq!(
+        range(&lease["count"]),
+        (Some(1), max(orq::ops::LEASE_BATCH_MAX as u64))
+    );
+    assert_eq!(
+        range(&lease["wait_ms"]),
+        (Some(0), max(orq_server::pull::LEASE_WAIT_MS_MAX))
+    );
+    assert_eq!(
+        lease["queues"]["maxItems"],
+        json!(orq_server::pull::LEASE_QUEUES_MAX)
+    );
+    let name_schema = &doc["components"]["schemas"]["Name"];
+    assert_eq!(name_schema["pattern"], name_pattern);
+    assert_eq!(
+        lease["queues"]["items"]["$ref"],
+        "#/components/schemas/Name"
+    );
+    let heartbeat = schema_properties(&doc, "HeartbeatBody");
+    assert_eq!(
+        range(&heartbeat["extend_ms"]),
+        (Some(LEASE_MS_MIN), max(LEASE_MS_MAX))
+    );
+    let fail = schema_properties(&doc, "FailBody");
+    assert_eq!(
+        fail["error"]["maxLength"],
+        json!(orq_server::model::ERROR_MAX_BYTES)
+    );
+    let token = &doc["components"]["schemas"]["LeaseToken"];
+    assert_eq!(token["pattern"], orq_server::model::LEASE_TOKEN_PATTERN);
+    // The pattern, read as the code reads tokens: each sample is accepted by both or neither.
+    let pattern = orq_server::model::LEASE_TOKEN_PATTERN;
+    assert!(pattern.contains("{0,19}") && pattern.contains("{1,32}"));
+    assert_eq!(orq::keys::TOKEN_BITS_MAX, 32);
+    for (sample, ok) in [
+        ("0-a", true),
+        ("12-0f", true),
+        ("01-a", false),
+        ("1-A", false),
+    ] {
+        assert_eq!(orq::keys::is_valid_lease_token(sample), ok, "{sample}");
+    }
+
     let drain = &parameter(&doc, "post", "/api/v1/queues/{queue}/drain", "timeout_ms")["schema"];
     assert_eq!(
         range(drain),

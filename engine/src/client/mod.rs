@@ -129,6 +129,12 @@ impl Client {
         &self.store
     }
 
+    /// The randomness this client draws task ids from (also lease token bits and jitter for
+    /// callers that lease through it, as the HTTP worker protocol does).
+    pub fn entropy(&self) -> &Arc<Entropy> {
+        &self.entropy
+    }
+
     /// Record `queue` in the queue registry: once per process per queue, or again when `force`
     /// (the store said the queue is new to it, so it lost its data since our last record).
     /// Returns whether a record was sent.

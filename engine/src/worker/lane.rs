@@ -602,24 +602,6 @@ impl Worker {
     /// so that it lands in the DLQ with the reason instead of expiring and retrying in vain. When
     /// the fields do not even name the task and its token, its lease is left to expire.
     pub(super) async fn fail_corrupt(&self, queue: &str, bad: ops::CorruptLease) {
-        tracing::warn!(queue = %queue, task = %bad.id, error = %bad.error,
-            "leased a task whose fields cannot be decoded; failing it");
-        if bad.id.is_empty() || bad.token.is_empty() {
-            return;
-        }
-        let message = format!("corrupt task: {}", bad.error);
-        let r = ops::fail(
-            &*self.inner.store,
-            queue,
-            &bad.id,
-            &bad.token,
-            &message,
-            false,
-            0.0,
-        )
-        .await;
-        if let Err(e) = r {
-            tracing::warn!(task = %bad.id, error = %e, "failing a corrupt task was refused");
-        }
+        ops::fail_corrupt(&*self.inner.store, queue, bad).await;
     }
 }

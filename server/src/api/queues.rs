@@ -296,6 +296,8 @@ pub(crate) async fn list_queues(
         crate::auth::Scope::Tenant { tenant, queues } => {
             queues.is_some() || st.tenants.iter().any(|t| t.tenant == *tenant)
         }
+        // Refused before any handler (`auth::authenticate`); listed nothing if it came here.
+        crate::auth::Scope::Worker { .. } => false,
     };
     let queues: Vec<_> = stats
         .iter()

@@ -12,6 +12,8 @@ make the run slow. Negative cases are left alone.
 - `POST /queues/{queue}/drain` waits up to `timeout_ms` (default 10 s, at most 60 s) while the
   queue holds work, and the run leaves delayed tasks behind: positive cases wait at most
   DRAIN_WAIT_MS.
+- `POST /leases` waits up to `wait_ms` (at most 30 s) when no task is ready: positive cases wait
+  at most LEASE_WAIT_MS.
 """
 
 import datetime
@@ -22,6 +24,7 @@ from schemathesis import GenerationMode
 RUN_AT_IN_RANGE = "2020-02-29T23:59:59.999+02:00"
 YEAR = datetime.timedelta(days=365)
 DRAIN_WAIT_MS = 100
+LEASE_WAIT_MS = 100
 
 
 def _run_at_ok(value) -> bool:
@@ -58,6 +61,10 @@ def map_case(context, case):
             pass  # not an integer: a 400 without waiting
         case.query = query
     body = case.body
+    if case.path.endswith("/leases") and isinstance(body, dict):
+        wait_ms = body.get("wait_ms")
+        if isinstance(wait_ms, int) and not isinstance(wait_ms, bool) and wait_ms > LEASE_WAIT_MS:
+            body["wait_ms"] = LEASE_WAIT_MS
     if isinstance(body, dict):
         _fix_submit(body)
         tasks = body.get("tasks")

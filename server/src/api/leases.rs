@@ -1,0 +1,253 @@
+//! The worker protocol: HTTP workers (any language) lease tasks, heartbeat, and report each
+//! lease's outcome (complete, fail, release) with its token, through the same transition
+//! scripts as the Rust worker (`orq::ops`). Admin and worker keys only ([`Caller::require_worker`],
+//! by the `authenticate_worker` middleware); a worker key limited to some queues is refused the
+//! others (403). Every report is safe to send again with the same token: the second answers
+//! `already_applied`. A token that no longer holds the task answers 409 `lease_lost`, a cancelled
+//! task 409 `cancelled`.
+
+use super::*;
+use crate::model::{
+    CompleteBody, FailBody, HeartbeatBody, HeartbeatJson, LeaseBody, LeasedTaskJson, LeasesJson,
+    ReleaseBody, ReportJson, ERROR_MAX_BYTES, REPORT_BODY_MAX_BYTES, RESULT_MAX_BYTES,
+};
+use crate::openapi_errors::{LeaseErrors, ReportErrors};
+use crate::pull::{self, PullRequest, LEASE_QUEUES_MAX, LEASE_WAIT_MS_MAX};
+use orq::ops::{self, LEASE_BATCH_MAX};
+use orq::task::{LEASE_MS_MAX, LEASE_MS_MIN};
+
+/// Largest body of a lease call (bytes).
+const LEASE_BODY_MAX_BYTES: usize = SMALL_BODY_MAX_BYTES;
+
+/// Lease up to `count` tasks of some queues; wait up to `wait_ms` for work when none is ready.
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases",
+    tag = "workers",
+    security(("bearer" = [])),
+    request_body = LeaseBody,
+    responses(
+        (status = 200, description = "The leased tasks (none when the wait ended without work).",
+            body = LeasesJson),
+        LeaseErrors,
+    ),
+)]
+pub(crate) async fn lease(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    ApiJson(body): ApiJson<LeaseBody, LEASE_BODY_MAX_BYTES>,
+) -> ApiResult {
+    let count = body.count.unwrap_or(1);
+    if !(1..=LEASE_BATCH_MAX as u64).contains(&count) {
+        return Err(ApiError::bad_request(format!(
+            "count: must be between 1 and {LEASE_BATCH_MAX}"
+        )));
+    }
+    let wait_ms = body.wait_ms.unwrap_or(0);
+    if wait_ms > LEASE_WAIT_MS_MAX {
+        return Err(ApiError::bad_request(format!(
+            "wait_ms: must be between 0 and {LEASE_WAIT_MS_MAX}"
+        )));
+    }
+    if body.queues.is_empty() || body.queues.len() > LEASE_QUEUES_MAX {
+        return Err(ApiError::bad_request(format!(
+            "queues: name 1 to {LEASE_QUEUES_MAX} queues"
+        )));
+    }
+    let mut queues: Vec<Name> = Vec::with_capacity(body.queues.len());
+    for q in body.queues {
+        caller.check_queue(&q)?;
+        if !queues.contains(&q) {
+            queues.push(q);
+        }
+    }
+    s.queues_cache.check(&s.client, &*s.clock, &queues).await?;
+    let req = PullRequest {
+        worker: &body.worker,
+        queues: &queues,
+        count: count as usize,
+        wait_ms,
+    };
+    let tasks = pull::lease(&s.client, &*s.clock, req, &s.shutdown).await?;
+    let mut out = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let (queue, id) = (task.queue.clone(), task.id.clone());
+        let token = task.lease.as_ref().map(|l| l.token.clone());
+        match LeasedTaskJson::from_leased(task) {
+            Some(t) => out.push(t),
+            // Only a store written past the API holds a payload that is not JSON: no worker
+            // of this protocol could take it.
+            None => {
+                let bad = ops::CorruptLease {
+                    id,
+                    token: token.unwrap_or_default(),
+                    error: orq::Error::Invalid {
+                        op: "lease",
+                        message: "payload: not JSON".into(),
+                    },
+                };
+                ops::fail_corrupt(&**s.client.store(), &queue, bad).await;
+            }
+        }
+    }
+    Ok(Json(LeasesJson { tasks: out }).into_response())
+}
+
+/// Extend a lease: the deadline becomes now plus `extend_ms` (default the task's `lease_ms`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases/{id}/heartbeat",
+    tag = "workers",
+    security(("bearer" = [])),
+    params(TaskId),
+    request_body = HeartbeatBody,
+    responses(
+        (status = 200, description = "The lease is held until the new deadline.",
+            body = HeartbeatJson),
+        ReportErrors,
+    ),
+)]
+pub(crate) async fn heartbeat(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    TaskIdPath(id): TaskIdPath,
+    ApiJson(body): ApiJson<HeartbeatBody, LEASE_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.check_queue(&body.queue)?;
+    let extend_ms = body.extend_ms.unwrap_or(0);
+    if body.extend_ms.is_some() && !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&extend_ms) {
+        return Err(ApiError::bad_request(format!(
+            "extend_ms: must be between {LEASE_MS_MIN} and {LEASE_MS_MAX}"
+        )));
+    }
+    let store = &**s.client.store();
+    let (now, deadline) = ops::heartbeat(store, &body.queue, &id, &body.token, extend_ms).await?;
+    Ok(Json(HeartbeatJson {
+        lease_expires_at: crate::model::format_time_ms(deadline),
+        lease_left_ms: deadline.saturating_sub(now),
+    })
+    .into_response())
+}
+
+/// Complete a leased task with the handler's `result`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases/{id}/complete",
+    tag = "workers",
+    security(("bearer" = [])),
+    params(TaskId),
+    request_body = CompleteBody,
+    responses(
+        (status = 200, description = "Completed (now, or by an earlier call with this token).",
+            body = ReportJson),
+        ReportErrors,
+    ),
+)]
+pub(crate) async fn complete(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    TaskIdPath(id): TaskIdPath,
+    ApiJson(body): ApiJson<CompleteBody, REPORT_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.check_queue(&body.queue)?;
+    let result = body.result.as_deref().map_or("null", |r| r.get());
+    if result.len() > RESULT_MAX_BYTES {
+        return Err(ApiError::too_large(format!(
+            "result: larger than {RESULT_MAX_BYTES} bytes"
+        )));
+    }
+    let store = &**s.client.store();
+    let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
+    Ok(Json(ReportJson {
+        id,
+        reported: r.into(),
+    })
+    .into_response())
+}
+
+/// Fail a leased task: retried with its backoff while it has retries left, or (`permanent`, or
+/// out of retries) moved to the dead-letter queue.
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases/{id}/fail",
+    tag = "workers",
+    security(("bearer" = [])),
+    params(TaskId),
+    request_body = FailBody,
+    responses(
+        (status = 200, description = "Failed (now, or by an earlier call with this token).",
+            body = ReportJson),
+        ReportErrors,
+    ),
+)]
+pub(crate) async fn fail(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    TaskIdPath(id): TaskIdPath,
+    ApiJson(body): ApiJson<FailBody, REPORT_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.check_queue(&body.queue)?;
+    if body.error.is_empty() {
+        return Err(ApiError::bad_request(
+            "error: required (say what went wrong)",
+        ));
+    }
+    if body.error.len() > ERROR_MAX_BYTES {
+        return Err(ApiError::bad_request(format!(
+            "error: longer than {ERROR_MAX_BYTES} bytes"
+        )));
+    }
+    let store = &**s.client.store();
+    let jitter = s.client.entropy().unit();
+    let r = ops::fail(
+        store,
+        &body.queue,
+        &id,
+        &body.token,
+        &body.error,
+        !body.permanent,
+        jitter,
+    )
+    .await?;
+    Ok(Json(ReportJson {
+        id,
+        reported: r.into(),
+    })
+    .into_response())
+}
+
+/// Give a leased task back without spending an attempt (a worker shutting down): it is ready
+/// again at once.
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases/{id}/release",
+    tag = "workers",
+    security(("bearer" = [])),
+    params(TaskId),
+    request_body = ReleaseBody,
+    responses(
+        (status = 200, description = "Released (now, or by an earlier call with this token).",
+            body = ReportJson),
+        ReportErrors,
+    ),
+)]
+pub(crate) async fn release(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    TaskIdPath(id): TaskIdPath,
+    ApiJson(body): ApiJson<ReleaseBody, LEASE_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.check_queue(&body.queue)?;
+    let store = &**s.client.store();
+    let r = ops::release(store, &body.queue, &id, &body.token).await?;
+    Ok(Json(ReportJson {
+        id,
+        reported: r.into(),
+    })
+    .into_response())
+}

@@ -1,0 +1,750 @@
+//! The worker protocol (`/api/v1/leases`) end to end through the router, with no Rust worker
+//! running: an HTTP worker leases, heartbeats and reports; the long poll returns when work comes;
+//! stale and cancelled leases answer their 409 codes; reports sent twice apply once; every bad
+//! input is a typed 4xx that changes nothing; worker keys reach these routes only, tenant keys
+//! none of them. On the embedded store, and the happy path and the long poll on a private Redis
+//! (whose wake-ups travel by pub/sub).
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{code, message, TestApp, WAIT};
+use orq_server::auth::{toml_entry, ApiKeys, Auth, Scope};
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const POST: Method = Method::POST;
+const GET: Method = Method::GET;
+
+fn embedded() -> TestApp {
+    TestApp::embedded(false, vec![], |s| s).0
+}
+
+async fn submit(app: &TestApp, queue: &str, body: Value) -> String {
+    let mut body = body;
+    body["queue"] = json!(queue);
+    let (s, t) = app
+        .call(POST, "/api/v1/tasks", Some(&body.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{t}");
+    t["id"].as_str().unwrap().to_string()
+}
+
+async fn lease(app: &TestApp, body: Value) -> (StatusCode, Value) {
+    app.call(POST, "/api/v1/leases", Some(&body.to_string()))
+        .await
+}
+
+/// Lease exactly one task of `queue` (it must be ready).
+async fn lease_one(app: &TestApp, queue: &str) -> Value {
+    let (s, v) = lease(
+        app,
+        json!({"worker": "py-1", "queues": [queue], "count": 1}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{v}");
+    tasks[0].clone()
+}
+
+async fn report(app: &TestApp, id: &str, what: &str, body: Value) -> (StatusCode, Value) {
+    app.call(
+        POST,
+        &format!("/api/v1/leases/{id}/{what}"),
+        Some(&body.to_string()),
+    )
+    .await
+}
+
+async fn task(app: &TestApp, id: &str) -> Value {
+    let (s, t) = app.call(GET, &format!("/api/v1/tasks/{id}"), None).await;
+    assert_eq!(s, StatusCode::OK, "{t}");
+    t
+}
+
+// Goal: the whole life of a task through the protocol: a lease answers every documented field
+// (payload byte for byte, attempt, epoch, token, deadline, advised heartbeat), a heartbeat moves
+// the deadline, complete stores the result, and the same complete sent again is applied once.
+async fn lease_heartbeat_complete(app: &TestApp) {
+    let id = submit(
+        app,
+        "images",
+        json!({"type": "resize", "payload": {"w": 640, "src": "a.png"}, "lease_ms": 6000}),
+    )
+    .await;
+    let t = lease_one(app, "images").await;
+    for field in [
+        "id",
+        "queue",
+        "tenant",
+        "type",
+        "payload",
+        "priority",
+        "attempt",
+        "max_retries",
+        "epoch",
+        "token",
+        "lease_expires_at",
+        "lease_ms",
+        "heartbeat_ms",
+        "timeout_ms",
+        "created_at",
+    ] {
+        assert!(t.get(field).is_some(), "leased task lacks {field}: {t}");
+    }
+    assert_eq!(t["id"], id.as_str());
+    assert_eq!(t["type"], "resize");
+    assert_eq!(t["payload"], json!({"w": 640, "src": "a.png"}));
+    assert_eq!(t["attempt"], 1);
+    assert_eq!(t["epoch"], 1);
+    assert_eq!(t["lease_ms"], 6000);
+    assert_eq!(t["heartbeat_ms"], 2000);
+    let token = t["token"].as_str().unwrap().to_string();
+    assert!(token.starts_with("1-"), "{token}");
+    let leased = task(app, &id).await;
+    assert_eq!(leased["status"], "leased");
+    assert_eq!(leased["lease"]["worker"], "py-1");
+
+    let (s, hb) = report(
+        app,
+        &id,
+        "heartbeat",
+        json!({"queue": "images", "token": token, "extend_ms": 60000}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{hb}");
+    let left = hb["lease_left_ms"].as_u64().unwrap();
+    assert!(left > 6000 && left <= 60000, "{hb}");
+    assert!(hb["lease_expires_at"].as_str().unwrap().ends_with('Z'));
+
+    let done = json!({"queue": "images", "token": token, "result": {"thumb": "a-640.png"}});
+    let (s, r) = report(app, &id, "complete", done.clone()).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r, json!({"id": id, "reported": "applied"}));
+    // A lost answer: the worker sends the same report again.
+    let (s, r) = report(app, &id, "complete", done).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["reported"], "already_applied");
+    let t = task(app, &id).await;
+    assert_eq!(t["status"], "completed");
+    assert_eq!(t["result"], json!({"thumb": "a-640.png"}));
+    assert_eq!(t["attempt"], 1);
+    // After it, the token holds nothing: a heartbeat is refused as a lost lease.
+    let (s, e) = report(
+        app,
+        &id,
+        "heartbeat",
+        json!({"queue": "images", "token": token}),
+    )
+    .await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "lease_lost"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_leased_heartbeated_and_completed_once_embedded() {
+    lease_heartbeat_complete(&embedded()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_leased_heartbeated_and_completed_once_on_redis() {
+    lease_heartbeat_complete(&TestApp::start(false, vec![]).await).await;
+}
+
+// Goal: a waiting lease answers with the task submitted while it waits (long before its 30 s
+// wait ends), and a wait with no work answers an empty list.
+async fn long_poll_returns_when_work_comes(app: &TestApp) {
+    // The queue exists once a task was submitted to it.
+    let first = submit(app, "mail", json!({"payload": 1})).await;
+    let t = lease_one(app, "mail").await;
+    let (s, _) = report(
+        app,
+        &first,
+        "complete",
+        json!({"queue": "mail", "token": t["token"]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+
+    let (s, v) = lease(
+        app,
+        json!({"worker": "w", "queues": ["mail"], "wait_ms": 100}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v, json!({"tasks": []}));
+
+    let waiting = {
+        let app_router = app.router.clone();
+        tokio::spawn(async move {
+            use tower::ServiceExt;
+            let req = axum::http::Request::post("/api/v1/leases")
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(
+                    json!({"worker": "w", "queues": ["mail"], "count": 5, "wait_ms": 30000})
+                        .to_string(),
+                ))
+                .unwrap();
+            let resp = app_router.oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = http_body_util::BodyExt::collect(resp.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (status, serde_json::from_slice::<Value>(&bytes).unwrap())
+        })
+    };
+    // Submit only once the call has had time to start waiting; it must answer with the task
+    // whether it was already waiting or not.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the lease answered before any work came"
+    );
+    let id = submit(app, "mail", json!({"payload": {"to": "a@example.com"}})).await;
+    let (s, v) = tokio::time::timeout(WAIT, waiting)
+        .await
+        .expect("the waiting lease answered")
+        .unwrap();
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 1, "{v}");
+    assert_eq!(tasks[0]["id"], id.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lease_returns_when_work_comes_embedded() {
+    long_poll_returns_when_work_comes(&embedded()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_lease_returns_when_work_comes_on_redis() {
+    long_poll_returns_when_work_comes(&TestApp::start(false, vec![]).await).await;
+}
+
+// Goal: a lease of several queues takes from each, and never more than `count`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_of_several_queues_takes_up_to_count_from_them() {
+    let app = embedded();
+    for i in 0..3 {
+        submit(&app, "a", json!({"payload": i})).await;
+        submit(&app, "b", json!({"payload": i})).await;
+    }
+    let (s, v) = lease(
+        &app,
+        json!({"worker": "w", "queues": ["a", "b"], "count": 4}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 4, "{v}");
+    let (s, v) = lease(
+        &app,
+        json!({"worker": "w", "queues": ["b", "a", "b"], "count": 100}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["tasks"].as_array().unwrap().len(), 2, "{v}");
+}
+
+// Goal: fail retries with backoff or (permanent) sends to the DLQ; release gives the task back
+// without spending an attempt; a report with a token that no longer holds the task is refused as
+// `lease_lost` and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_release_and_stale_reports() {
+    let app = embedded();
+    let opts = json!({"payload": {}, "max_retries": 2, "backoff": {"initial_ms": 1, "max_ms": 1}});
+    let id = submit(&app, "q", opts.clone()).await;
+
+    // Release: ready again at once, the attempt not spent.
+    let t = lease_one(&app, "q").await;
+    let tok1 = t["token"].as_str().unwrap().to_string();
+    let (s, r) = report(&app, &id, "release", json!({"queue": "q", "token": tok1})).await;
+    assert_eq!(
+        (s, &r["reported"]),
+        (StatusCode::OK, &json!("applied")),
+        "{r}"
+    );
+    let (s, r) = report(&app, &id, "release", json!({"queue": "q", "token": tok1})).await;
+    assert_eq!(
+        (s, &r["reported"]),
+        (StatusCode::OK, &json!("already_applied")),
+        "{r}"
+    );
+    let t = lease_one(&app, "q").await;
+    assert_eq!(t["epoch"], 2, "a new lease, a new fencing epoch: {t}");
+    let after_release = task(&app, &id).await;
+    assert_eq!(after_release["attempt"], 1, "release spends no attempt");
+    let tok2 = t["token"].as_str().unwrap().to_string();
+
+    // The released lease's token is stale now: every report with it is refused.
+    for what in ["heartbeat", "complete", "release"] {
+        let (s, e) = report(&app, &id, what, json!({"queue": "q", "token": tok1})).await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::CONFLICT, "lease_lost"),
+            "{what}: {e}"
+        );
+    }
+    let (s, e) = report(
+        &app,
+        &id,
+        "fail",
+        json!({"queue": "q", "token": tok1, "error": "late"}),
+    )
+    .await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "lease_lost"), "{e}");
+    assert_eq!(task(&app, &id).await["status"], "leased", "nothing changed");
+
+    // A retryable failure: retried after its backoff, with the error kept.
+    let (s, r) = report(
+        &app,
+        &id,
+        "fail",
+        json!({"queue": "q", "token": tok2, "error": "smtp 451"}),
+    )
+    .await;
+    assert_eq!(
+        (s, &r["reported"]),
+        (StatusCode::OK, &json!("applied")),
+        "{r}"
+    );
+    let t = task(&app, &id).await;
+    assert_eq!(t["last_error"], "smtp 451");
+    assert!(t["status"] == "retrying" || t["status"] == "queued", "{t}");
+
+    // A permanent failure: straight to the DLQ.
+    let deadline = Instant::now() + WAIT;
+    let t = loop {
+        let (s, v) = lease(
+            &app,
+            json!({"worker": "w", "queues": ["q"], "wait_ms": 1000}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        if let Some(t) = v["tasks"].as_array().unwrap().first() {
+            break t.clone();
+        }
+        assert!(Instant::now() < deadline, "the retry never became ready");
+    };
+    let (s, r) = report(
+        &app,
+        &id,
+        "fail",
+        json!({"queue": "q", "token": t["token"], "error": "bad address", "permanent": true}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let dead = task(&app, &id).await;
+    assert_eq!(dead["status"], "dead", "{dead}");
+    assert_eq!(dead["attempt"], 2);
+}
+
+// Goal: a task cancelled while leased answers 409 `cancelled` to the heartbeat (the worker aborts
+// its handler) and to its outcome, and stays cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_lease_answers_cancelled() {
+    let app = embedded();
+    let id = submit(&app, "q", json!({"payload": {}})).await;
+    let t = lease_one(&app, "q").await;
+    let (s, c) = app
+        .call(POST, &format!("/api/v1/tasks/{id}/cancel"), None)
+        .await;
+    assert_eq!(s, StatusCode::OK, "{c}");
+    let body = json!({"queue": "q", "token": t["token"]});
+    let (s, e) = report(&app, &id, "heartbeat", body.clone()).await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "cancelled"), "{e}");
+    let (s, e) = report(&app, &id, "complete", body).await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "cancelled"), "{e}");
+    assert_eq!(task(&app, &id).await["status"], "cancelled");
+}
+
+// Goal: every bad input is a typed 4xx naming the field, and changes nothing in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_inputs_are_typed_errors_that_change_nothing() {
+    let app = embedded();
+    let id = submit(&app, "q", json!({"payload": {}})).await;
+    let t = lease_one(&app, "q").await;
+    let token = t["token"].as_str().unwrap().to_string();
+    let before = task(&app, &id).await;
+
+    let leases = [
+        (
+            json!({"worker": "w", "queues": ["nope"]}),
+            404,
+            "not_found",
+            "queues",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "count": 0}),
+            400,
+            "bad_request",
+            "count",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "count": 101}),
+            400,
+            "bad_request",
+            "count",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "count": -1}),
+            400,
+            "bad_request",
+            "count",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "count": 1.5}),
+            400,
+            "bad_request",
+            "count",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "count": "1"}),
+            400,
+            "bad_request",
+            "count",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "wait_ms": 30001}),
+            400,
+            "bad_request",
+            "wait_ms",
+        ),
+        (
+            json!({"worker": "w", "queues": []}),
+            400,
+            "bad_request",
+            "queues",
+        ),
+        (
+            json!({"worker": "w", "queues": ["a b"]}),
+            400,
+            "bad_request",
+            "queues",
+        ),
+        (
+            json!({"worker": "w", "queues": ["q"], "types": ["x"]}),
+            400,
+            "bad_request",
+            "types",
+        ),
+        (
+            json!({"worker": "a b", "queues": ["q"]}),
+            400,
+            "bad_request",
+            "worker",
+        ),
+        (json!({"queues": ["q"]}), 400, "bad_request", "worker"),
+        (json!({"worker": "w"}), 400, "bad_request", "queues"),
+    ];
+    let many: Vec<String> = (0..17).map(|i| format!("q{i}")).collect();
+    let too_many = json!({"worker": "w", "queues": many});
+    for (body, status, want, field) in
+        leases
+            .into_iter()
+            .chain([(too_many, 400, "bad_request", "queues")])
+    {
+        let (s, e) = lease(&app, body.clone()).await;
+        assert_eq!(s.as_u16(), status, "{body}: {e}");
+        assert_eq!(code(&e), want, "{body}: {e}");
+        assert!(message(&e).contains(field), "{body}: {e}");
+    }
+    let (s, e) = app.call(POST, "/api/v1/leases", Some("[1]")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+    let (s, e) = app.call(POST, "/api/v1/leases?x=1", Some("{}")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
+
+    let big = "x".repeat(orq_server::model::RESULT_MAX_BYTES);
+    let reports = [
+        (
+            "complete",
+            json!({"queue": "q"}),
+            400,
+            "bad_request",
+            "token",
+        ),
+        (
+            "complete",
+            json!({"queue": "q", "token": ""}),
+            400,
+            "bad_request",
+            "token",
+        ),
+        (
+            "complete",
+            json!({"queue": "q", "token": "xyz"}),
+            400,
+            "bad_request",
+            "token",
+        ),
+        (
+            "complete",
+            json!({"queue": "q", "token": "1-XYZ"}),
+            400,
+            "bad_request",
+            "token",
+        ),
+        (
+            "complete",
+            json!({"token": token}),
+            400,
+            "bad_request",
+            "queue",
+        ),
+        (
+            "complete",
+            json!({"queue": "a:b", "token": token}),
+            400,
+            "bad_request",
+            "queue",
+        ),
+        (
+            "complete",
+            json!({"queue": "q", "token": token, "result": big}),
+            413,
+            "payload_too_large",
+            "result",
+        ),
+        (
+            "complete",
+            json!({"queue": "q", "token": token, "extra": 1}),
+            400,
+            "bad_request",
+            "extra",
+        ),
+        (
+            "fail",
+            json!({"queue": "q", "token": token}),
+            400,
+            "bad_request",
+            "error",
+        ),
+        (
+            "fail",
+            json!({"queue": "q", "token": token, "error": ""}),
+            400,
+            "bad_request",
+            "error",
+        ),
+        (
+            "fail",
+            json!({"queue": "q", "token": token, "error": "e".repeat(65_537)}),
+            400,
+            "bad_request",
+            "error",
+        ),
+        (
+            "fail",
+            json!({"queue": "q", "token": token, "error": "x", "permanent": "yes"}),
+            400,
+            "bad_request",
+            "permanent",
+        ),
+        (
+            "heartbeat",
+            json!({"queue": "q", "token": token, "extend_ms": 999}),
+            400,
+            "bad_request",
+            "extend_ms",
+        ),
+        (
+            "heartbeat",
+            json!({"queue": "q", "token": token, "extend_ms": 3_600_001}),
+            400,
+            "bad_request",
+            "extend_ms",
+        ),
+        (
+            "release",
+            json!({"queue": "q", "token": "1-0000000000000000"}),
+            409,
+            "lease_lost",
+            "stale",
+        ),
+        (
+            "release",
+            json!({"queue": "other", "token": token}),
+            404,
+            "not_found",
+            &id,
+        ),
+    ];
+    for (what, body, status, want, field) in reports {
+        let (s, e) = report(&app, &id, what, body.clone()).await;
+        assert_eq!(s.as_u16(), status, "{what} {body}: {e}");
+        assert_eq!(code(&e), want, "{what} {body}: {e}");
+        assert!(message(&e).contains(field), "{what} {body}: {e}");
+    }
+    // Ids that cannot name a task, and a well-formed id of no task.
+    let ok = json!({"queue": "q", "token": token});
+    for path in [
+        "/api/v1/leases/not-a-ulid/complete".to_string(),
+        format!("/api/v1/leases/{}/complete", "0".repeat(26)),
+    ] {
+        let (s, e) = app.call(POST, &path, Some(&ok.to_string())).await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{path}: {e}"
+        );
+    }
+    let (s, e) = app
+        .call(GET, &format!("/api/v1/leases/{id}/complete"), None)
+        .await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{e}");
+
+    let after = task(&app, &id).await;
+    assert_eq!(before, after, "a refused call changed the task");
+    // The lease still holds: the right report is applied.
+    let (s, r) = report(&app, &id, "complete", ok).await;
+    assert_eq!(
+        (s, &r["reported"]),
+        (StatusCode::OK, &json!("applied")),
+        "{r}"
+    );
+}
+
+const ADMIN: &str = "orq_test_admin_key";
+const WORKER_ALL: &str = "orq_test_worker_all";
+const WORKER_IMAGES: &str = "orq_test_worker_images";
+const TENANT: &str = "orq_test_tenant_acme";
+
+fn keys() -> Auth {
+    let text = [
+        toml_entry("ops", ADMIN, &Scope::Admin),
+        toml_entry("w-all", WORKER_ALL, &Scope::Worker { queues: None }),
+        toml_entry(
+            "w-images",
+            WORKER_IMAGES,
+            &Scope::Worker {
+                queues: Some(["images".to_string()].into()),
+            },
+        ),
+        toml_entry(
+            "acme",
+            TENANT,
+            &Scope::Tenant {
+                tenant: "acme".into(),
+                queues: None,
+            },
+        ),
+    ]
+    .join("\n");
+    Auth::Keys(Arc::new(ApiKeys::parse(&text).expect("a valid keys file")))
+}
+
+// Goal: a worker key leases and reports in its queues and may do nothing else; a tenant key may
+// not lease (its own tenant's tasks neither); an admin key may.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_keys_lease_in_their_queues_and_do_nothing_else() {
+    let (app, _) = TestApp::embedded(false, vec![], |s| s.with_auth(keys()));
+    let call = |key: &'static str, m: Method, uri: String, body: Value| {
+        let app = &app;
+        async move {
+            let (s, v, _) = app
+                .call_as(Some(key), m, &uri, Some(&body.to_string()))
+                .await;
+            (s, v)
+        }
+    };
+    for q in ["images", "mail"] {
+        let (s, v) = call(
+            TENANT,
+            POST,
+            "/api/v1/tasks".into(),
+            json!({"queue": q, "payload": {}}),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let lease_body = |q: &str| json!({"worker": "w", "queues": [q]});
+
+    // A tenant key cannot lease, not even its own tenant's tasks.
+    let (s, e) = call(TENANT, POST, "/api/v1/leases".into(), lease_body("images")).await;
+    assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    assert!(message(&e).contains("worker key"), "{e}");
+
+    // A worker key limited to `images` may not lease `mail`, nor use any other route.
+    let (s, e) = call(
+        WORKER_IMAGES,
+        POST,
+        "/api/v1/leases".into(),
+        lease_body("mail"),
+    )
+    .await;
+    assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    for (m, uri) in [
+        (GET, "/api/v1/tasks?queue=images"),
+        (POST, "/api/v1/tasks"),
+        (GET, "/api/v1/queues"),
+        (GET, "/api/v1/dlq"),
+        (GET, "/api/v1/events"),
+    ] {
+        let (s, e) = call(WORKER_IMAGES, m.clone(), uri.into(), json!({"payload": {}})).await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::FORBIDDEN, "forbidden"),
+            "{m} {uri}: {e}"
+        );
+    }
+    let (s, v) = call(
+        WORKER_IMAGES,
+        POST,
+        "/api/v1/leases".into(),
+        lease_body("images"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let t = v["tasks"][0].clone();
+    let id = t["id"].as_str().unwrap().to_string();
+    let (s, v) = call(
+        WORKER_ALL,
+        POST,
+        "/api/v1/leases".into(),
+        json!({"worker": "w2", "queues": ["mail"]}),
+    )
+    .await;
+    assert_eq!(
+        (s, v["tasks"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1)),
+        "{v}"
+    );
+
+    // Reports: a tenant key may not send them; the worker key may, in its queue.
+    let body = json!({"queue": "images", "token": t["token"]});
+    let uri = format!("/api/v1/leases/{id}/complete");
+    let (s, e) = call(TENANT, POST, uri.clone(), body.clone()).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    let (s, r) = call(WORKER_IMAGES, POST, uri, body).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+
+    // No key: 401; an admin key: leases anything.
+    let (s, _, h) = app
+        .call_as(
+            None,
+            POST,
+            "/api/v1/leases",
+            Some(&lease_body("images").to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    assert!(h.get("www-authenticate").is_some());
+    let id = submit_as_admin(&app).await;
+    let (s, v) = call(ADMIN, POST, "/api/v1/leases".into(), lease_body("images")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["tasks"][0]["id"], id.as_str());
+}
+
+async fn submit_as_admin(app: &TestApp) -> String {
+    let (s, t, _) = app
+        .call_as(
+            Some(ADMIN),
+            POST,
+            "/api/v1/tasks",
+            Some(&json!({"queue": "images", "payload": {}}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{t}");
+    t["id"].as_str().unwrap().to_string()
+}
