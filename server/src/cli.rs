@@ -338,7 +338,9 @@ impl WebArgs {
 #[derive(Debug, Args, Clone)]
 pub struct PoolArgs {
     /// Most handlers running at once (a task whose handler returned frees its slot while its
-    /// outcome is recorded).
+    /// outcome is recorded). With `orq serve`, 0 runs no built-in worker: tasks then run only on
+    /// workers of the worker protocol (POST /api/v1/leases, e.g. the Python and TypeScript
+    /// clients) and `orq worker` processes, so the built-in one takes none of their tasks.
     #[arg(long, env = "ORQ_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
     /// Worker id recorded on leases (default: generated from the process id).
@@ -725,10 +727,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             }
             let (setup, listener) = api.expect("serve has an API");
             let rt = open_store(&a.store, "serve", true).await?;
-            let worker = make_worker(&rt, &a.pool, &a.http)?;
+            // --concurrency 0: no built-in worker (tasks run on HTTP workers, /api/v1/leases,
+            // or `orq worker` processes).
+            let worker = match a.pool.concurrency {
+                0 => None,
+                _ => Some(make_worker(&rt, &a.pool, &a.http)?),
+            };
             let scheduler = make_scheduler(&rt);
             let (s1, s2) = (shutdown.clone(), shutdown.clone());
-            let w = tokio::spawn(async move { worker.run(s1).await });
+            let w = tokio::spawn(async move {
+                match worker {
+                    Some(worker) => worker.run(s1).await,
+                    None => say!("orq serve: no built-in worker (--concurrency 0)"),
+                }
+            });
             let s = tokio::spawn(async move { scheduler.run(s2).await });
             let r = serve_http(&rt, listener, &setup, &a.web, &a.http, shutdown.clone()).await;
             shutdown.cancel();

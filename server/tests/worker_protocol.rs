@@ -748,3 +748,62 @@ async fn submit_as_admin(app: &TestApp) -> String {
     assert_eq!(s, StatusCode::CREATED, "{t}");
     t["id"].as_str().unwrap().to_string()
 }
+
+// Goal: a worker that hangs up while its lease waits takes nothing: the server drops the waiting
+// call with the connection, so a task submitted afterwards goes to the next worker that asks
+// (not to a lease whose answer nobody reads, which would hold it until its deadline). Method: the
+// router served on a real socket; the first lease call gives up after 300 ms of a 30 s wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_that_hangs_up_while_waiting_takes_nothing() {
+    let app = embedded();
+    // The queue exists, and its one task is taken: the waiting call below finds nothing.
+    submit(&app, "mail", json!({"payload": 0})).await;
+    lease_one(&app, "mail").await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}/api/v1", listener.local_addr().unwrap());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let server = tokio::spawn(orq_server::serve::serve(
+        listener,
+        app.router.clone(),
+        Default::default(),
+        stop.clone(),
+    ));
+    let http = reqwest::Client::new();
+    let gave_up = http
+        .post(format!("{base}/leases"))
+        .json(&json!({"worker": "gone", "queues": ["mail"], "wait_ms": 30000}))
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the 30 s wait answered within 300 ms");
+    // The server sees the hang-up the next time it polls the connection; a task submitted after
+    // that must stay ready. Give it time, then submit.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let id = submit(&app, "mail", json!({"payload": 1})).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (s, v) = lease(&app, json!({"worker": "next", "queues": ["mail"]})).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        if let Some(got) = v["tasks"].as_array().unwrap().first() {
+            assert_eq!(got["id"], id.as_str(), "{v}");
+            assert_eq!(
+                got["attempt"], 1,
+                "no attempt was spent on the abandoned call: {v}"
+            );
+            break;
+        }
+        // Leased by the abandoned call: it would stay so until its 30 s lease expires.
+        let st = task(&app, &id).await;
+        assert_ne!(
+            st["lease"]["worker"], "gone",
+            "the abandoned call leased it: {st}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the task never became leasable: {st}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.cancel();
+    let _ = server.await;
+}
