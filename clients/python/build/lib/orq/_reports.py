@@ -1,0 +1,59 @@
+"""Sending a lease's reports (complete, fail, release) until orq has them: a transient failure
+(503, no connection) is sent again with backoff for as long as the lease can still be live, as
+orq applies a report with the same token once; ``lease_lost`` and ``cancelled`` mean the task is
+no longer this worker's, and the report is dropped with a log line. Nothing is swallowed
+silently."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Optional
+
+from ._http import backoff_s
+from ._running import Running
+from .errors import LeaseLost, NotFound, OrqError, TaskCancelled
+
+log = logging.getLogger("orq.worker")
+
+#: How long after the lease's deadline (by the local clock) a report is still sent again
+#: (seconds): the local deadline is an estimate, and the store may still hold the lease.
+GRACE_AFTER_DEADLINE_S = 1.0
+
+
+def send_report(
+    what: str,
+    entry: Running,
+    call: Callable[[], str],
+    stopping_hard: Optional[Callable[[], bool]] = None,
+) -> Optional[str]:
+    """Run ``call`` (one report, no retries of its own) until it is answered. Returns
+    ``"applied"`` / ``"already_applied"``, or None when it was refused or given up (logged)."""
+    job = entry.job
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            answer = call()
+            if attempt > 1:
+                log.info("task %s: %s recorded after %d tries", job.id, what, attempt)
+            return answer
+        except TaskCancelled:
+            log.info("task %s: cancelled while running; its %s was not recorded", job.id, what)
+            return None
+        except (LeaseLost, NotFound) as e:
+            log.warning("task %s: lease lost before its %s was recorded (%s); dropped", job.id, what, e)
+            return None
+        except OrqError as e:
+            late = time.monotonic() > entry.deadline + GRACE_AFTER_DEADLINE_S
+            if not e.transient or late or (stopping_hard and stopping_hard()):
+                why = "its lease has expired" if late else str(e)
+                log.error(
+                    "task %s: giving up on its %s (%s); orq retries the task once its lease expires",
+                    job.id, what, why,
+                )
+                return None
+            wait = backoff_s(attempt, e.retry_after_s)
+            if attempt == 1:
+                log.warning("task %s: %s refused (%s); sending it again", job.id, what, e)
+            time.sleep(wait)

@@ -1,0 +1,90 @@
+"""The shapes the client answers: a task (:class:`Task`), a page of tasks (:class:`Page`) and a
+leased task (:class:`LeasedTask`), read from the API's JSON (``/api/v1/openapi.json`` documents
+every field). Each keeps the whole answer in ``raw`` for fields added later."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class Task:
+    """A task as the API answers it (times are RFC 3339 strings, UTC, with milliseconds)."""
+
+    id: str
+    queue: str
+    tenant: str
+    type: str
+    payload: Any
+    status: str
+    attempt: int
+    max_retries: int
+    priority: int = 0
+    run_at: Optional[str] = None
+    created_at: Optional[str] = None
+    updated_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    #: The live lease (``worker``, ``expires_at``, ``epoch``), or None.
+    lease: Optional[Dict[str, Any]] = None
+    last_error: Optional[str] = None
+    #: The handler's result (JSON), or None.
+    result: Any = None
+    #: Lease length (ms).
+    lease_ms: int = 0
+    #: Handler time limit (ms), or None.
+    timeout_ms: Optional[int] = None
+    idempotency_key: Optional[str] = None
+    replays: int = 0
+    history: List[str] = field(default_factory=list)
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "Task":
+        """The task of an API answer."""
+        names = {f for f in cls.__dataclass_fields__ if f != "raw"}
+        return cls(**{k: v for k, v in j.items() if k in names}, raw=j)
+
+
+@dataclass
+class Page:
+    """One page of a listing: its tasks and the cursor of the next page (None at the end)."""
+
+    tasks: List[Task]
+    next_cursor: Optional[str]
+
+
+@dataclass
+class LeasedTask:
+    """A task leased through the worker protocol: what a handler needs, and the lease token its
+    reports present."""
+
+    id: str
+    queue: str
+    tenant: str
+    type: str
+    payload: Any
+    #: This attempt's number (1 for the first run).
+    attempt: int
+    max_retries: int
+    #: The fencing epoch: grows with every lease of the task. Pass it to the systems the handler
+    #: writes to, so they can refuse a write of an older lease.
+    epoch: int
+    #: The lease token (``<epoch>-<hex>``).
+    token: str
+    #: Lease length (ms): each heartbeat extends the deadline to now plus this.
+    lease_ms: int
+    #: How often to heartbeat (ms).
+    heartbeat_ms: int
+    #: Handler time limit (ms), or None.
+    timeout_ms: Optional[int] = None
+    priority: int = 0
+    lease_expires_at: Optional[str] = None
+    created_at: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "LeasedTask":
+        """The leased task of a lease answer."""
+        names = {f for f in cls.__dataclass_fields__ if f != "raw"}
+        return cls(**{k: v for k, v in j.items() if k in names}, raw=j)

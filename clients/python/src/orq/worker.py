@@ -1,0 +1,295 @@
+"""`Worker`: runs Python handlers for orq's tasks over the HTTP worker protocol.
+
+One thread long-polls ``POST /api/v1/leases`` for as many tasks as it has free slots (it never
+busy-polls: orq answers as soon as work is ready), a pool of ``concurrency`` threads runs the
+handlers, one thread heartbeats every running task (see :mod:`orq._beats`), and each outcome is
+reported with the lease's token (see :mod:`orq._reports`): the handler's return value completes
+the task, :class:`orq.Permanent` sends it to the dead-letter queue, any other exception fails the
+attempt (retried with backoff). ``SIGTERM``/``SIGINT`` (or :meth:`Worker.stop`) stop leasing, let
+running handlers finish within ``shutdown_grace_s``, and give the others back.
+
+Delivery is at least once: a worker that dies mid-task leaves its lease to expire, and orq then
+runs the task again with the next attempt and a higher fencing epoch (``job.epoch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, Iterable, Optional
+
+from ._beats import beat_loop
+from ._http import backoff_s
+from ._reports import send_report
+from ._running import InFlight, Running
+from .client import DEFAULT_URL, Client
+from .errors import BadRequest, Forbidden, NotFound, OrqError, Unauthorized
+from .job import Job, Permanent
+from .types import LeasedTask
+
+log = logging.getLogger("orq.worker")
+
+#: A handler: takes the :class:`Job`, returns the result (JSON-serialisable), or raises. May be
+#: an ``async def``.
+Handler = Callable[[Job], Any]
+
+#: Largest result (bytes of JSON): the server's limit.
+RESULT_MAX_BYTES = 1 << 20
+#: Longest wait of one lease call (ms): the server's bound.
+WAIT_MS_MAX = 30_000
+#: Most tasks one lease call asks for: the server's bound.
+LEASE_COUNT_MAX = 100
+#: Least time between two warnings about queues that do not exist yet (seconds).
+MISSING_QUEUE_LOG_EVERY_S = 30.0
+
+
+def default_worker_id() -> str:
+    """``py-<host>-<pid>``, in the worker id alphabet ``[A-Za-z0-9._-]``, at most 64 bytes."""
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:40] or "host"
+    return f"py-{host}-{os.getpid()}"
+
+
+class Worker:
+    """Runs handlers for the tasks of ``queues``.
+
+    Args:
+        url: the API's address; api_key: a worker key (``orq key new --worker``) or an admin key.
+        queues: the queues to lease from (1..16).
+        concurrency: most handlers running at once (threads).
+        worker_id: the id recorded on leases and in task histories (default
+            :func:`default_worker_id`).
+        wait_ms: how long one lease call waits for work (ms, at most 30000).
+        shutdown_grace_s: how long a stop waits for running handlers before giving their tasks
+            back (seconds).
+        client: a :class:`Client` to use instead of making one.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        api_key: Optional[str] = None,
+        *,
+        queues: Iterable[str],
+        concurrency: int = 4,
+        worker_id: Optional[str] = None,
+        wait_ms: int = 20_000,
+        shutdown_grace_s: float = 30.0,
+        client: Optional[Client] = None,
+    ) -> None:
+        self.queues = list(queues)
+        if not self.queues:
+            raise ValueError("queues: name at least one queue")
+        if concurrency < 1:
+            raise ValueError("concurrency: at least 1")
+        if not 0 <= wait_ms <= WAIT_MS_MAX:
+            raise ValueError(f"wait_ms: 0..{WAIT_MS_MAX}")
+        self.id = worker_id or default_worker_id()
+        self.concurrency = concurrency
+        self.wait_ms = wait_ms
+        self.shutdown_grace_s = shutdown_grace_s
+        self.client = client or Client(url, api_key)
+        self._handlers: Dict[str, Handler] = {}
+        self._in_flight = InFlight(concurrency)
+        self._stopping = threading.Event()
+        self._beats_stop = threading.Event()
+        self._pool: Optional[ThreadPoolExecutor] = None
+        #: The error that stopped the worker (a bad key, a refused queue), or None.
+        self.fatal: Optional[OrqError] = None
+
+    # Handlers.
+
+    def handler(self, type: str) -> Callable[[Handler], Handler]:
+        """Decorator: run ``fn`` for tasks of handler type ``type``."""
+
+        def register(fn: Handler) -> Handler:
+            self.register(type, fn)
+            return fn
+
+        return register
+
+    def register(self, type: str, fn: Handler) -> None:
+        """Run ``fn`` for tasks of handler type ``type``."""
+        self._handlers[type] = fn
+
+    # Life cycle.
+
+    def stop(self) -> None:
+        """Stop leasing; :meth:`run` then lets running handlers finish within the grace and
+        returns. Safe from any thread and from signal handlers."""
+        self._stopping.set()
+        with self._in_flight.changed:
+            self._in_flight.changed.notify_all()
+
+    def run(self, *, install_signal_handlers: bool = True) -> None:
+        """Lease and run tasks until :meth:`stop` (or SIGTERM / SIGINT when
+        ``install_signal_handlers`` and this is the main thread). Raises the fatal error when a
+        lease was refused for good (a bad key, a forbidden queue)."""
+        previous = {}
+        if install_signal_handlers and threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                previous[sig] = signal.signal(sig, lambda *_: self.stop())
+        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="orq-handler")
+        beats = threading.Thread(
+            target=beat_loop,
+            args=(self.client, self._in_flight, self._beats_stop, self._timed_out),
+            name="orq-heartbeat",
+            daemon=True,
+        )
+        leases = threading.Thread(target=self._lease_loop, name="orq-lease", daemon=True)
+        beats.start()
+        leases.start()
+        log.info("worker %s started: queues %s, concurrency %d", self.id, self.queues, self.concurrency)
+        try:
+            while not self._stopping.wait(0.2):
+                pass
+        finally:
+            self._shutdown()
+            for sig, h in previous.items():
+                signal.signal(sig, h)
+        if self.fatal is not None:
+            raise self.fatal
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        running = len(self._in_flight.snapshot())
+        if running:
+            log.info("worker %s stopping: waiting up to %.1f s for %d running handlers", self.id, self.shutdown_grace_s, running)
+        if not self._in_flight.wait_empty(time.monotonic() + self.shutdown_grace_s):
+            for r in self._in_flight.snapshot():
+                if r.job.stop("shutdown"):
+                    log.warning("task %s: still running after the grace; giving it back", r.job.id)
+                    self._release(r.job.task, r)
+        self._beats_stop.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+        log.info("worker %s stopped", self.id)
+
+    # Leasing.
+
+    def _lease_loop(self) -> None:
+        failures = 0
+        last_missing_log = 0.0
+        while not self._stopping.is_set():
+            free = self._in_flight.wait_free(self._stopping)
+            if self._stopping.is_set():
+                break
+            try:
+                tasks = self.client.lease(
+                    self.id, self.queues, count=min(free, LEASE_COUNT_MAX), wait_ms=self.wait_ms
+                )
+                failures = 0
+            except NotFound as e:
+                # A queue exists once a task was submitted to it: wait for that.
+                if time.monotonic() - last_missing_log >= MISSING_QUEUE_LOG_EVERY_S:
+                    log.warning("worker %s: %s; asking again until it exists", self.id, e.message)
+                    last_missing_log = time.monotonic()
+                failures += 1
+                self._stopping.wait(min(5.0, 0.5 * failures))
+                continue
+            except (Unauthorized, Forbidden, BadRequest) as e:
+                log.error("worker %s: the lease call was refused (%s); stopping", self.id, e)
+                self.fatal = e
+                self.stop()
+                break
+            except OrqError as e:
+                failures += 1
+                wait = backoff_s(failures, e.retry_after_s)
+                log.warning("worker %s: lease call failed (%s); again in %.2f s", self.id, e, wait)
+                self._stopping.wait(wait)
+                continue
+            for t in tasks:
+                if self._stopping.is_set():
+                    # Leased while stopping: back at once, no attempt spent.
+                    self._release(t, Running(Job(t, self.id)))
+                else:
+                    self._start(t)
+
+    def _start(self, t: LeasedTask) -> None:
+        job = Job(t, self.id)
+        entry = Running(job)
+        self._in_flight.add(entry)
+        assert self._pool is not None
+        self._pool.submit(self._execute, entry)
+
+    # Running and reporting.
+
+    def _execute(self, entry: Running) -> None:
+        job = entry.job
+        try:
+            outcome = self._call_handler(job)
+            if job.cancelled.is_set():
+                # Cancelled, lease lost, timed out (already failed) or given back: orq would
+                # refuse this outcome.
+                log.info("task %s: handler ended after it was told to stop (%s); outcome dropped", job.id, job.reason)
+                return
+            kind, value, permanent = outcome
+            if kind == "complete":
+                send_report("completion", entry, lambda: self.client.complete(job.id, job.queue, job.token, value, retries=0))
+            else:
+                send_report("failure", entry, lambda: self.client.fail(job.id, job.queue, job.token, value, permanent=permanent, retries=0))
+        except Exception:  # a bug here must not kill the pool thread silently
+            log.exception("task %s: unexpected error while running or reporting", job.id)
+        finally:
+            self._in_flight.remove(job.id)
+
+    def _call_handler(self, job: Job) -> "tuple[str, Any, bool]":
+        fn = self._handlers.get(job.type)
+        if fn is None:
+            msg = f"no handler for type {job.type!r} on worker {self.id}"
+            log.warning("task %s: %s", job.id, msg)
+            return ("fail", msg, False)
+        try:
+            result = _run_async(fn, job) if inspect.iscoroutinefunction(fn) else fn(job)
+        except Permanent as e:
+            log.info("task %s: failed permanently: %s", job.id, e)
+            return ("fail", _describe(e), True)
+        except Exception as e:
+            log.warning("task %s: attempt %d failed: %s", job.id, job.attempt, _describe(e))
+            return ("fail", _describe(e), False)
+        try:
+            size = len(json.dumps(result).encode())
+        except (TypeError, ValueError) as e:
+            return ("fail", f"the handler's result is not JSON: {e}", True)
+        if size > RESULT_MAX_BYTES:
+            return ("fail", f"the handler's result is {size} bytes, over the {RESULT_MAX_BYTES} limit", True)
+        return ("complete", result, False)
+
+    def _timed_out(self, entry: Running) -> None:
+        job = entry.job
+        ms = int((entry.timeout or 0) * 1000)
+        log.warning("task %s: handler still running after its timeout (%d ms); failing the attempt", job.id, ms)
+        msg = f"handler timed out after {ms} ms"
+        send_report("timeout", entry, lambda: self.client.fail(job.id, job.queue, job.token, msg, retries=0))
+
+    def _release(self, t: LeasedTask, entry: Running) -> None:
+        send_report("release", entry, lambda: self.client.release(t.id, t.queue, t.token, retries=0))
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e)
+    name = type(e).__name__
+    return f"{name}: {text}" if text else name
+
+
+def _run_async(fn: Handler, job: Job) -> Any:
+    """Run an ``async def`` handler on this thread's own event loop; cancel it when the job is
+    told to stop."""
+
+    async def main() -> Any:
+        task = asyncio.ensure_future(fn(job))
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.1)
+            if job.cancelled.is_set() and not task.done():
+                task.cancel()
+        return task.result()
+
+    return asyncio.run(main())
