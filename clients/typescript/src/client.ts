@@ -70,8 +70,8 @@ const seg = (s: string): string => encodeURIComponent(s);
 
 /** A client of one orq server. */
 export class Client {
-  /** The transport, shared by the {@link Worker} built on this client. */
-  readonly transport: Transport;
+  /** Sends the requests: time limits, typed errors, retries. */
+  private readonly transport: Transport;
 
   /** A client of the server at `opts.url`. */
   constructor(opts: ClientOptions) {

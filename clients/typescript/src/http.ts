@@ -112,6 +112,12 @@ export function neverSent(err: unknown): boolean {
   return codes.length > 0 && codes.every((c) => NOT_SENT_CODES.has(c));
 }
 
+/** True for a fetch that failed on the network (not a bug such as a bad header value). */
+function isNetworkError(err: unknown): boolean {
+  const e = err as { message?: unknown; cause?: unknown; code?: unknown } | null;
+  return e?.message === "fetch failed" || (e?.cause !== undefined && e?.cause !== null) || typeof e?.code === "string";
+}
+
 /** What went wrong in a failed fetch, for people. */
 function describe(err: unknown): string {
   const codes = causeCodes(err);
@@ -134,10 +140,13 @@ export class Transport {
     const root = opts.url.replace(/\/+$/, "").replace(/\/api\/v1$/, "");
     this.base = `${root}/api/v1`;
     this.opts = {
-      retryBaseMs: 200,
-      retryMaxMs: 10_000,
-      fetch: globalThis.fetch.bind(globalThis),
-      ...opts,
+      url: opts.url,
+      apiKey: opts.apiKey,
+      timeoutMs: opts.timeoutMs,
+      retries: opts.retries,
+      retryBaseMs: opts.retryBaseMs ?? 200,
+      retryMaxMs: opts.retryMaxMs ?? 10_000,
+      fetch: opts.fetch ?? globalThis.fetch.bind(globalThis),
     };
   }
 
@@ -189,6 +198,7 @@ export class Transport {
       if (ac.signal.reason instanceof AttemptTimeout) {
         throw new ConnectionFailed(`${where}: no answer within ${limitMs} ms`, true, err);
       }
+      if (!isNetworkError(err)) throw err;
       throw new ConnectionFailed(`${where}: ${describe(err)}`, !neverSent(err), err);
     } finally {
       clearTimeout(timer);

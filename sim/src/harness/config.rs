@@ -41,11 +41,16 @@ pub enum PlantedBug {
     /// restart or `FUNCTION FLUSH` empties the library, every call answers `Function not found`
     /// (caught by seeds that draw script flushes).
     StoreLoadsLibraryOnce,
+    /// A pull worker of the HTTP protocol keeps running a handler after a heartbeat answered
+    /// that its lease is lost or the task cancelled (409 `lease_lost` / `cancelled`): the client
+    /// library bug the protocol's codes exist to prevent (caught by seeds that draw pull
+    /// workers).
+    PullIgnoresLostLease,
 }
 
 impl PlantedBug {
     /// Every planted bug (not `None`).
-    pub const ALL: [PlantedBug; 7] = [
+    pub const ALL: [PlantedBug; 8] = [
         PlantedBug::CompleteIgnoresToken,
         PlantedBug::LeaseIgnoresRunAt,
         PlantedBug::ReapDoesNotCountAttempt,
@@ -53,6 +58,7 @@ impl PlantedBug {
         PlantedBug::WorkerDropsRefusedOutcome,
         PlantedBug::HeartbeatWaitsInterval,
         PlantedBug::StoreLoadsLibraryOnce,
+        PlantedBug::PullIgnoresLostLease,
     ];
 
     /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
@@ -77,6 +83,7 @@ impl PlantedBug {
             PlantedBug::WorkerDropsRefusedOutcome => "worker_drops_refused_outcome",
             PlantedBug::HeartbeatWaitsInterval => "heartbeat_waits_interval",
             PlantedBug::StoreLoadsLibraryOnce => "store_loads_library_once",
+            PlantedBug::PullIgnoresLostLease => "pull_ignores_lost_lease",
         }
     }
 
@@ -206,6 +213,9 @@ pub struct SimConfig {
     pub batch_max: u32,
     /// Worker pools.
     pub workers: u32,
+    /// Pull workers of the HTTP worker protocol (`p1`, `p2`, ...; [`super::pull`]), beside the
+    /// pools, each with `concurrency` slots.
+    pub pull_workers: u32,
     /// Concurrency of each pool.
     pub concurrency: u32,
     /// Schedulers running at once.
@@ -287,6 +297,8 @@ impl TenantSetting {
 const TENANCY_SALT: u64 = 0x7465_6e61_6e63_7900;
 /// Salt of the swarm draws' own stream (which fault families a seed turns on).
 const SWARM_SALT: u64 = 0x7377_6172_6d00_0000;
+/// Salt of the pull workers' stream (`SimConfig::draw_pull`).
+const PULL_SALT: u64 = 0x7075_6c6c_0000_0000;
 /// Time added to a liveness budget sized by the drawn work, ms ([`SimConfig::draw`]).
 const LIVENESS_SLACK_MS: u64 = 300_000;
 
@@ -307,6 +319,7 @@ impl SimConfig {
             tasks: r.random_range(20..=120),
             batch_max: [1, 1, 5, 20][r.random_range(0..4)],
             workers: r.random_range(1..=4),
+            pull_workers: 0,
             concurrency: r.random_range(1..=6),
             schedulers: r.random_range(0..=2),
             submit_window_ms: r.random_range(1_000..=20_000),
@@ -354,6 +367,7 @@ impl SimConfig {
         }
         .draw_tenancy()
         .draw_swarm()
+        .draw_pull()
         .size_liveness_budget()
     }
 
@@ -365,6 +379,18 @@ impl SimConfig {
         let slots = u64::from(self.workers * self.concurrency).max(1);
         let work = 2 * u64::from(self.tasks) * self.handler_ms_max / slots;
         self.liveness_budget_ms = self.liveness_budget_ms.max(work + LIVENESS_SLACK_MS);
+        self
+    }
+
+    /// From the seed's own stream for them (the other draws unchanged): no pull worker for
+    /// half of the seeds, one or two for the others.
+    fn draw_pull(mut self) -> SimConfig {
+        let mut r = ChaCha12Rng::seed_from_u64(self.seed ^ PULL_SALT);
+        self.pull_workers = if r.random_bool(0.5) {
+            r.random_range(1..=2)
+        } else {
+            0
+        };
         self
     }
 

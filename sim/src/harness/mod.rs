@@ -16,6 +16,7 @@
 pub mod checker;
 pub mod config;
 pub mod fairness;
+mod pull;
 pub mod refusal;
 pub mod reports;
 mod rules;

@@ -71,6 +71,11 @@ pub struct ReportLedger {
     pub beat_streak: BTreeMap<(String, String), u32>,
     /// Per worker: its completer's calls in flight and the virtual ms the last one ended.
     pub completer: BTreeMap<String, (u32, u64)>,
+    /// Calls (tries and heartbeats) of each lease (task, token) in flight now, counted whether
+    /// or not an outcome of the lease is pending, so a pending outcome counts exactly the calls
+    /// in flight (a heartbeat sent before the outcome's refusal and answered after it ends one
+    /// of them, not the outcome's next try; found by the pull worker, seed 42).
+    pub in_flight: BTreeMap<(String, String), u32>,
     /// Outcomes refused at least once and later taken by the store with the same token.
     pub delivered_after_refusal: u64,
     /// Per lease (task, token), the virtual ms its worker last reckoned its deadline from: the
@@ -124,8 +129,13 @@ pub fn call_started(w: &World, actor: &str, script: &str, args: &[Vec<u8>]) {
         if report {
             *l.tries.entry(item.clone()).or_default() += 1;
         }
+        let n = {
+            let n = l.in_flight.entry(item.clone()).or_default();
+            *n += 1;
+            *n
+        };
         if let Some(p) = l.pending.get_mut(&item) {
-            p.in_flight += 1;
+            p.in_flight = n;
         }
     }
 }
@@ -151,8 +161,18 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
         c.1 = now;
     }
     for item in token_items(script, args) {
+        let in_flight = match l.in_flight.get_mut(&item) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                *n
+            }
+            _ => {
+                l.in_flight.remove(&item);
+                0
+            }
+        };
         if let Some(p) = l.pending.get_mut(&item) {
-            p.in_flight = p.in_flight.saturating_sub(1);
+            p.in_flight = in_flight;
             p.last_ms = p.last_ms.max(now);
         }
         if !report {
@@ -179,7 +199,7 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
                         script: HEARTBEAT.to_string(),
                         tries: 0,
                         last_ms: now,
-                        in_flight: 0,
+                        in_flight,
                     });
                     if p.script == HEARTBEAT {
                         p.tries = streak;
@@ -206,7 +226,7 @@ pub fn call_ended(w: &World, actor: &str, script: &str, args: &[Vec<u8>], end: C
                     script: script.to_string(),
                     tries,
                     last_ms: now,
-                    in_flight: 0,
+                    in_flight,
                 });
                 p.script = script.to_string();
                 p.tries = tries;

@@ -94,6 +94,19 @@ struct Slot {
     restart_at_ms: Option<u64>,
 }
 
+/// Start worker `name`: a pull worker of the HTTP protocol when its name says so (`p<i>`,
+/// [`super::pull`]), a Rust worker pool otherwise (`w<i>`).
+fn start_any_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<()> {
+    if name.starts_with(PULL_PREFIX) {
+        super::pull::start_pull_worker(world, name, incarnation)
+    } else {
+        start_worker(world, name, incarnation)
+    }
+}
+
+/// The name prefix of pull workers.
+const PULL_PREFIX: &str = "p";
+
 fn start_worker(world: &Arc<World>, name: &str, incarnation: u32) -> JoinHandle<()> {
     let id = if incarnation == 0 {
         name.to_string()
@@ -344,9 +357,10 @@ async fn supervise(config: SimConfig) -> Report {
         configure_tenancy(&world, &sup_client).await;
     }
     let mut workers: BTreeMap<String, Slot> = BTreeMap::new();
-    for i in 1..=config.workers {
-        let name = format!("w{i}");
-        let handle = start_worker(&world, &name, 0);
+    let pools = (1..=config.workers).map(|i| format!("w{i}"));
+    let pulls = (1..=config.pull_workers).map(|i| format!("{PULL_PREFIX}{i}"));
+    for name in pools.chain(pulls) {
+        let handle = start_any_worker(&world, &name, 0);
         workers.insert(
             name,
             Slot {
@@ -421,7 +435,7 @@ async fn supervise(config: SimConfig) -> Report {
             if slot.restart_at_ms.is_some_and(|t| t <= now) {
                 slot.restart_at_ms = None;
                 slot.incarnation += 1;
-                slot.handle = Some(start_worker(&world, name, slot.incarnation));
+                slot.handle = Some(start_any_worker(&world, name, slot.incarnation));
             }
         }
         if now >= snap_at && snapshot.is_none() {
@@ -551,7 +565,7 @@ async fn supervise(config: SimConfig) -> Report {
             if slot.handle.is_none() {
                 slot.restart_at_ms = None;
                 slot.incarnation += 1;
-                slot.handle = Some(start_worker(&world, name, slot.incarnation));
+                slot.handle = Some(start_any_worker(&world, name, slot.incarnation));
             }
         }
         let deadline = world.vt.elapsed_ms() + config.liveness_budget_ms;
@@ -582,7 +596,7 @@ async fn supervise(config: SimConfig) -> Report {
                     if let Some(slot) = workers.get_mut(&base) {
                         slot.restart_at_ms = None;
                         slot.incarnation += 1;
-                        slot.handle = Some(start_worker(&world, &base, slot.incarnation));
+                        slot.handle = Some(start_any_worker(&world, &base, slot.incarnation));
                     }
                 }
                 _ = tokio::time::sleep(Duration::from_millis(100)) => {}

@@ -244,6 +244,7 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
     match bug {
         PlantedBug::None
         | PlantedBug::StoreLoadsLibraryOnce
+        | PlantedBug::PullIgnoresLostLease
         | PlantedBug::WorkerIgnoresLostLease
         | PlantedBug::WorkerDropsRefusedOutcome
         | PlantedBug::HeartbeatWaitsInterval => {}
@@ -354,7 +355,7 @@ impl World {
     }
 
     /// True with probability `p`, while faults are on.
-    fn fault(&self, p: f64) -> bool {
+    pub(crate) fn fault(&self, p: f64) -> bool {
         self.faults_on.load(Ordering::Relaxed) && p > 0.0 && self.draw() < p
     }
 
