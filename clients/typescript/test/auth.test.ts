@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 import { Client, Forbidden, Unauthorized, Worker } from "../src/index.js";
-import { keysFile, memoryLogger, newKey, startServer, uniqueQueue, waitFor, type OrqServer } from "./fixture.js";
+import { keysFile, memoryLogger, newKey, startServer, uniqueQueue, waitFor, within, type OrqServer } from "./fixture.js";
 
 let server: OrqServer;
 let removeKeys: () => void = () => undefined;
@@ -57,7 +57,7 @@ test("a Worker whose lease is refused stops, logging and rejecting with Forbidde
   const logger = memoryLogger();
   const worker = new Worker({ url: server.url, apiKey: keys.tenant, queues: [allowed], handleSignals: false, logger });
   worker.handle("t", () => 1);
-  await assert.rejects(worker.run(), Forbidden);
+  await assert.rejects(within("run() to reject", worker.run()), Forbidden);
   assert.ok(logger.entries.some((e) => e.level === "error" && /lease refused/.test(e.message)));
 });
 
@@ -74,7 +74,7 @@ test("a Worker with a worker key completes tasks of its queue", async () => {
     });
     assert.deepEqual(done.result, { n: 2 });
   } finally {
-    await worker.stop();
-    await run;
+    await within("the worker to stop", worker.stop());
+    await within("run() to resolve", run);
   }
 });

@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, afterEach, before, test } from "node:test";
 import { Client, Worker } from "../src/index.js";
-import { PACKAGE_ROOT, exited, killChild, memoryLogger, spawnTracked, startServer, tail, tempDir, uniqueQueue, waitFor, type OrqServer } from "./fixture.js";
+import { PACKAGE_ROOT, within, exited, killChild, memoryLogger, spawnTracked, startServer, tail, tempDir, uniqueQueue, waitFor, type OrqServer } from "./fixture.js";
 import type { ChildProcess } from "node:child_process";
 
 const CHILD = join(PACKAGE_ROOT, "dist", "test", "worker-child.js");
@@ -42,7 +42,7 @@ test("a worker killed with SIGKILL mid-task: its task is reaped and completed by
   const { child, err } = startChild(queue, dir.path);
   await waitFor(() => `the child to start task ${t.id} (child log: ${err()})`, () => existsSync(join(dir.path, `${t.id}.started`)));
   child.kill("SIGKILL");
-  assert.equal(await exited(child), "SIGKILL");
+  assert.equal(await within("the child to die", exited(child)), "SIGKILL");
   // 1, unless a stall cost the child its first lease and it leased the task again.
   const childAttempt = Number(readFileSync(join(dir.path, `${t.id}.started`), "utf8"));
 
@@ -59,8 +59,8 @@ test("a worker killed with SIGKILL mid-task: its task is reaped and completed by
   assert.equal((done.result as { attempt: number }).attempt, done.attempt, "run by the other worker");
   assert.ok((done.result as { epoch: number }).epoch >= 2, "a newer fencing epoch");
   assert.ok(done.history.some((h) => h.includes("expired")), done.history.join("\n"));
-  await worker.stop();
-  await run;
+  await within("the worker to stop", worker.stop());
+  await within("run() to resolve", run);
 });
 
 test("SIGTERM mid-task lets the handler finish; the process exits 0 with the task completed", async () => {

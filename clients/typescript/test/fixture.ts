@@ -140,6 +140,19 @@ export async function waitFor<T>(
   }
 }
 
+/** `promise`, or a rejection naming `what` if it has not settled within `timeoutMs` (ms; default 60000). */
+export async function within<T>(what: string, promise: Promise<T>, timeoutMs = DEADLINE_MS): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 let queueSeq = 0;
 /** A queue name no other test uses: `prefix`, this process's id and a sequence number. */
 export function uniqueQueue(prefix: string): string {

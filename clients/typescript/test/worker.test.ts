@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { after, afterEach, before, describe, test } from "node:test";
 import { Client, Permanent, Worker, type Handler, type Job, type Task, type WorkerOptions } from "../src/index.js";
-import { memoryLogger, startServer, uniqueQueue, waitFor, type OrqServer } from "./fixture.js";
+import { memoryLogger, startServer, uniqueQueue, waitFor, within, type OrqServer } from "./fixture.js";
 
 let server: OrqServer;
 let client: Client;
@@ -13,7 +13,7 @@ before(async () => {
   client = new Client({ url: server.url });
 });
 afterEach(async () => {
-  await Promise.all(workers.splice(0).map((w) => w.stop()));
+  await within("the workers to stop", Promise.all(workers.splice(0).map((w) => w.stop())));
 });
 after(async () => {
   await server?.stop();
@@ -153,9 +153,9 @@ describe("aborts", () => {
       },
     });
     const t = await client.submit("long", {}, { queue, lease_ms: 3000 });
-    await started.promise;
+    await within("the handler to start", started.promise);
     await client.cancel(t.id);
-    assert.equal(await reason.promise, "cancelled");
+    assert.equal(await within("the handler's signal to abort", reason.promise), "cancelled");
     const after = await client.get(t.id);
     assert.equal(after.status, "cancelled");
   });
@@ -170,7 +170,7 @@ describe("aborts", () => {
       },
     });
     const t = await client.submit("stuck", {}, { queue, timeout_ms: 300, max_retries: 0 });
-    assert.equal(await reason.promise, "timeout");
+    assert.equal(await within("the handler's signal to abort", reason.promise), "timeout");
     const dead = await waitStatus(t.id, "dead");
     assert.match(dead.last_error ?? "", /timeout/);
   });
@@ -244,15 +244,15 @@ describe("shutdown", () => {
       },
     });
     const t = await client.submit("wait", {}, { queue });
-    await started.promise;
+    await within("the handler to start", started.promise);
     let stopped = false;
     const stopping = worker.stop().then(() => (stopped = true));
     await new Promise((r) => setTimeout(r, 200));
     assert.equal(stopped, false, "stop waits for the running handler");
     const later = await client.submit("wait", {}, { queue });
     go.resolve();
-    await stopping;
-    await run;
+    await within("stop() to resolve", stopping);
+    await within("run() to resolve", run);
     assert.equal((await client.get(t.id)).status, "completed");
     assert.equal((await client.get(later.id)).status, "queued", "nothing leased after stop");
   });
@@ -273,9 +273,9 @@ describe("shutdown", () => {
       { shutdownGraceMs: 300 },
     );
     const t = await client.submit("forever", {}, { queue });
-    await started.promise;
-    await worker.stop();
-    assert.equal(await reason.promise, "shutdown");
+    await within("the handler to start", started.promise);
+    await within("stop() to resolve", worker.stop());
+    assert.equal(await within("the handler's signal to abort", reason.promise), "shutdown");
     const released = await client.get(t.id);
     assert.equal(released.status, "queued");
     assert.equal(released.lease, null);
@@ -295,7 +295,7 @@ describe("shutdown", () => {
     const started = startWorker(queue, { job: () => (ran = true) }, { fetch: leasedThenStop });
     worker = started.worker;
     const t = await client.submit("job", {}, { queue });
-    await started.run;
+    await within("run() to resolve", started.run);
     assert.equal(ran, false);
     const task = await client.get(t.id);
     assert.equal(task.status, "queued");

@@ -188,6 +188,12 @@ class Worker:
                 )
                 failures = 0
             except NotFound as e:
+                if not e.message.startswith("queues:"):
+                    # Not a missing queue: the route itself (an orq without the protocol).
+                    log.error("worker %s: the lease route answered 404 (%s); stopping", self.id, e)
+                    self.fatal = e
+                    self.stop()
+                    break
                 # A queue exists once a task was submitted to it: wait for that.
                 if time.monotonic() - last_missing_log >= MISSING_QUEUE_LOG_EVERY_S:
                     log.warning("worker %s: %s; asking again until it exists", self.id, e.message)
