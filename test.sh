@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run every test of orq: the Rust workspace, schemathesis against the API's OpenAPI document,
-# the Python client's tests (pytest, installed from PyPI into target/), then the dashboard's unit
-# and browser tests (which drive a live `orq serve` on the embedded
+# the Python client's tests (pytest, installed from PyPI into target/), the TypeScript client's
+# (Node's test runner), then the dashboard's unit and browser tests (which drive a live `orq serve` on the embedded
 # store with headless Chromium). Needs cargo, python3 with venv (schemathesis is installed from
 # PyPI into target/), node >= 20.9 with npm, and Chromium at /usr/bin/chromium (or
 # CHROMIUM_PATH); `.ci/run` installs what is missing. Never uses a Redis other than the private
@@ -25,6 +25,9 @@ server/tests/schemathesis/run.sh
 
 echo "== Python client: pytest against live orq serve processes"
 clients/python/run-tests.sh
+
+echo "== TypeScript client: Node's test runner against live orq serve processes"
+clients/typescript/run-tests.sh
 
 echo "== dashboard: install"
 cd dashboard

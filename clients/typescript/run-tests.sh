@@ -14,4 +14,13 @@ fi
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 fi
+# The generated types must be those of the server's OpenAPI document (the dashboard's copy,
+# which server/tests/openapi.rs keeps equal to the served one).
+fresh=$(mktemp --suffix=.ts)
+trap 'rm -f "$fresh"' EXIT
+npx openapi-typescript ../../dashboard/lib/openapi.json -o "$fresh" >/dev/null
+if ! cmp -s "$fresh" src/api-types.ts; then
+  echo "run-tests.sh: src/api-types.ts is stale; run \`npm run gen:api\` here and commit it" >&2
+  exit 1
+fi
 npm test

@@ -675,7 +675,7 @@ export interface components {
             /** @description The task's queue. */
             queue: string;
             /** @description The handler's result: any JSON (at most 1 MiB; default null). */
-            result: unknown;
+            result?: unknown;
             /** @description The lease token, as the lease answered it. */
             token: components["schemas"]["LeaseToken"];
         };

@@ -212,7 +212,8 @@ pub struct CompleteBody {
     /// The lease token, as the lease answered it.
     pub token: LeaseToken,
     /// The handler's result: any JSON (at most 1 MiB; default null).
-    #[schema(value_type = Value)]
+    #[schema(value_type = Value, required = false)]
+    #[serde(default)]
     pub result: Option<Box<RawValue>>,
 }
 
