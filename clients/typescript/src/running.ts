@@ -67,7 +67,7 @@ export class RunningTask {
   handlerSettled = false;
 
   private readonly abort = new AbortController();
-  /** The lease's deadline by the local clock (ms since the epoch). */
+  /** The lease's deadline by the local monotonic clock (`performance.now()`, ms). */
   private deadline: number;
   /** True once the outcome is decided (by the handler, a drop, the timeout or shutdown). */
   private decided = false;
@@ -83,7 +83,9 @@ export class RunningTask {
     handler: Handler | undefined,
     handlerTypes: string[],
   ) {
-    this.deadline = Date.now() + task.lease_ms;
+    // From the moment the lease's answer arrived (the call may have waited for work before the
+    // store leased), by the monotonic clock.
+    this.deadline = performance.now() + task.lease_ms;
     this.finished = new Promise((r) => (this.resolveFinished = r));
     this.handlerDone = new Promise((r) => (this.resolveHandlerDone = r));
     this.scheduleBeat(task.heartbeat_ms);
@@ -207,7 +209,7 @@ export class RunningTask {
           return;
         }
         if (throwTooLarge && err instanceof PayloadTooLarge) throw err;
-        const left = this.deadline - Date.now();
+        const left = this.deadline - performance.now();
         if (!(err instanceof OrqError && err.transient) || left <= 0) {
           const why = err instanceof OrqError && err.transient ? "the lease's deadline has passed" : "not a transient error";
           this.ctx.logger.error(`${kind} failed, giving up (${why}); the server retries the task once its lease expires`, { ...this.fields, error: err });
@@ -229,19 +231,22 @@ export class RunningTask {
   private async beat(): Promise<void> {
     if (this.decided) return;
     const t = this.task;
-    const sentAt = Date.now();
+    const sentAt = performance.now();
     try {
       // A heartbeat slower than half the time left is given up, leaving time to try again.
       const timeoutMs = Math.max(500, Math.floor((this.deadline - sentAt) / 2));
       const hb = await this.ctx.client.heartbeat(t.id, t.queue, t.token, undefined, { retries: 0, timeoutMs });
-      this.deadline = sentAt + hb.lease_left_ms;
+      // `lease_left_ms` is counted from when the store ran the heartbeat, which answered at once:
+      // reckon from the answer's arrival (from the request, a slow call would make the deadline
+      // look earlier than it is; the simulator's pull worker showed that, design note 59).
+      this.deadline = performance.now() + hb.lease_left_ms;
       this.ctx.logger.debug("heartbeat", { ...this.fields, lease_left_ms: hb.lease_left_ms });
       if (!this.decided) this.scheduleBeat(t.heartbeat_ms);
     } catch (err) {
       if (this.decided) return;
       if (err instanceof TaskCancelled) return this.drop("cancelled", err.message);
       if (err instanceof LeaseLost) return this.drop("lease_lost", err.message);
-      const left = this.deadline - Date.now();
+      const left = this.deadline - performance.now();
       if (left <= 0) return this.drop("lease_lost", `no heartbeat got through before the lease's deadline (${errorText(err)})`);
       const transient = err instanceof OrqError && err.transient;
       const next = transient ? Math.min(t.heartbeat_ms, left / 2) : t.heartbeat_ms;
