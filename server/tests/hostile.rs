@@ -679,7 +679,7 @@ fn bad_limit_flags_are_refused_at_startup() {
         ("--header-timeout-ms", "0"),
         ("--body-timeout-ms", "600001"),
         ("--lease-linger-ms", "1001"),
-        ("--concurrency", "0"),
+        ("--concurrency", "10001"),
         ("--lanes", "0"),
         ("--lanes", "17"),
     ] {
