@@ -535,7 +535,9 @@ fn shutdown_signal() -> CancellationToken {
 
 fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> {
     if pool.concurrency == 0 || pool.concurrency > 10_000 {
-        return Err("--concurrency: must be 1..=10000 (orq serve also takes 0: no built-in worker)".into());
+        return Err(
+            "--concurrency: must be 1..=10000 (orq serve also takes 0: no built-in worker)".into(),
+        );
     }
     if pool.lease_linger_ms > 1_000 {
         return Err("--lease-linger-ms: must be 0..=1000".into());
