@@ -142,8 +142,9 @@ pub struct ListenArgs {
         value_name = "ADDR"
     )]
     pub listen: String,
-    /// TOML file of API keys ([[key]] entries with name, sha256, and role = "admin" or tenant =
-    /// "T" plus optional queues = [..]; make one with `orq key new`). Every route but
+    /// TOML file of API keys ([[key]] entries with name, sha256, and role = "admin", role =
+    /// "worker" (the worker protocol's /api/v1/leases routes only) or tenant = "T", the last two
+    /// with optional queues = [..]; make one with `orq key new`). Every route but
     /// /api/v1/healthz, /api/v1/readyz, /api/v1/openapi.json and the dashboard's files then
     /// needs `Authorization: Bearer <key>`. Without it, authentication is off and orq listens on
     /// loopback addresses only.

@@ -393,6 +393,15 @@ fn int_field(name: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Resu
     Ok(v)
 }
 
+/// A 400 naming `field` unless `json` is JSON that every reader can parse: numbers in range,
+/// valid Unicode, nesting within serde_json's limit of 128. Payloads and results are stored byte
+/// for byte; this is what keeps them readable (a body's raw value is not held to it).
+pub fn readable_json(field: &str, json: &str) -> Result<(), ApiError> {
+    serde_json::from_str::<serde_json::Value>(json)
+        .map(|_| ())
+        .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
+}
+
 /// Milliseconds since the Unix epoch of an RFC 3339 time.
 pub fn parse_time_ms(field: &str, s: &str) -> Result<u64, ApiError> {
     let t = OffsetDateTime::parse(s, &Rfc3339)
@@ -445,11 +454,7 @@ impl SubmitBody {
                 payload.len()
             )));
         }
-        // The payload is stored byte for byte, but it must be JSON that every reader can parse:
-        // numbers in range, valid Unicode, nesting within serde_json's limit of 128.
-        if let Err(e) = serde_json::from_str::<serde_json::Value>(payload) {
-            return Err(ApiError::bad_request(format!("payload: {e}")));
-        }
+        readable_json("payload", payload)?;
         let mut spec = TaskSpec::new(payload.to_string());
         if let Some(q) = self.queue {
             spec.queue = q;

@@ -456,6 +456,10 @@ async fn bad_inputs_are_typed_errors_that_change_nothing() {
     assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
 
     let big = "x".repeat(orq_server::model::RESULT_MAX_BYTES);
+    // Deeper than any reader parses (a payload this deep is refused too).
+    let deep: Value = serde_json::from_str(&format!("{}1{}", "[".repeat(120), "]".repeat(120)))
+        .map(|v: Value| (0..20).fold(v, |acc, _| json!([acc])))
+        .unwrap();
     let reports = [
         (
             "complete",

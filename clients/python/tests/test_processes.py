@@ -54,3 +54,34 @@ def test_sigterm_lets_the_running_handler_finish(server: OrqServer, client: Clie
     # Nothing left leased to the stopped worker: a new task goes to nobody until a worker comes.
     later = client.submit("job", {}, queue="calm")
     assert client.get(later.id).status == "queued"
+
+
+def test_a_task_submitted_as_a_worker_stops_is_not_left_leased_to_it(
+    server: OrqServer, client: Client, procs: Procs, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    first = client.submit("job", {}, queue="race")
+    w = procs.python(PROC, server.url, "race", "work", str(marks), log=tmp_path / "w.log", env={"WAIT_MS": "3000"})
+    wait_for(lambda: client.get(first.id).status == "completed", "the worker to be running")
+    # The worker is idle in a lease call now; stop it and submit at once. Whatever its call
+    # brings after the stop began is given back (a ten-minute lease would otherwise hold it).
+    w.send_signal(signal.SIGTERM)
+    late = client.submit("job", {}, queue="race", lease_ms=600_000)
+    assert w.wait(WAIT_S) == 0, (tmp_path / "w.log").read_text()
+    t = client.get(late.id)
+    assert t.status == "queued" and t.lease is None, t
+
+
+def test_a_handler_deaf_to_cancellation_does_not_keep_the_process_alive(
+    server: OrqServer, client: Client, procs: Procs, tmp_path: Path
+) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    t = client.submit("job", {}, queue="deaf")
+    w = procs.python(PROC, server.url, "deaf", "stuck", str(marks), log=tmp_path / "w.log")
+    wait_for(lambda: started(marks, w.pid), "the handler to start")
+    w.send_signal(signal.SIGTERM)
+    assert w.wait(WAIT_S) == 0, (tmp_path / "w.log").read_text()
+    after = client.get(t.id)
+    assert after.status == "queued" and after.attempt == 0, after  # given back at the grace's end

@@ -208,3 +208,41 @@ def test_worker_keys_lease_their_queues_and_tenant_keys_none(tmp_path) -> None:
             Client(s.url, "orq_wrong").lease("w", ["images"])
     finally:
         s.stop()
+
+
+def test_results_and_errors_orq_cannot_take_fail_the_task_saying_why(server: OrqServer, client: Client) -> None:
+    w = Worker(server.url, queues=["odd"], wait_ms=1000)
+
+    @w.handler("nan")
+    def nan(job: Job):
+        return {"x": float("nan")}
+
+    @w.handler("huge-error")
+    def huge_error(job: Job):
+        raise RuntimeError("é" * 100_000)
+
+    @w.handler("exit")
+    def exits(job: Job):
+        raise SystemExit(3)
+
+    @w.handler("surrogate")
+    def surrogate(job: Job):
+        return "\ud800"
+
+    @w.handler("deep")
+    def deep(job: Job):
+        v: object = 1
+        for _ in range(200):
+            v = [v]
+        return v  # JSON, but deeper than orq reads back (128)
+
+    ids = {k: client.submit(k, {}, queue="odd", max_retries=0).id for k in ["nan", "huge-error", "exit", "surrogate", "deep"]}
+    with Running(w):
+        dead = {k: wait_for(status_is(client, id, "dead"), f"{k} dead") for k, id in ids.items()}
+    assert "not JSON" in dead["nan"].last_error, dead["nan"]
+    assert dead["huge-error"].last_error.startswith("RuntimeError: éé"), dead["huge-error"].last_error[:80]
+    assert dead["exit"].last_error == "SystemExit: 3", dead["exit"]
+    assert "not JSON" in dead["surrogate"].last_error, dead["surrogate"]
+    assert dead["deep"].last_error.startswith("orq refused the handler's result: result:"), dead["deep"]
+    for t in dead.values():
+        assert "lease expired" not in (t.last_error or ""), t

@@ -159,6 +159,7 @@ pub(crate) async fn complete(
             "result: larger than {RESULT_MAX_BYTES} bytes"
         )));
     }
+    crate::model::readable_json("result", result)?;
     let store = &**s.client.store();
     let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
     Ok(Json(ReportJson {

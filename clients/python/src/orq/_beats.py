@@ -22,6 +22,9 @@ log = logging.getLogger("orq.worker")
 TICK_MAX_S = 0.25
 #: Shortest wait before a refused heartbeat is sent again (seconds).
 RETRY_MIN_S = 0.05
+#: How long a handler may run on after it was told to stop before the worker warns that it
+#: holds its slot (seconds).
+STUCK_WARN_S = 30.0
 
 
 def beat_loop(
@@ -37,6 +40,15 @@ def beat_loop(
         for r in in_flight.snapshot():
             job = r.job
             if job.cancelled.is_set():
+                if r.stuck_since is None:
+                    r.stuck_since = now
+                elif now - r.stuck_since >= STUCK_WARN_S and r.stuck_since > 0:
+                    log.warning(
+                        "task %s: the handler still runs %.0f s after it was told to stop (%s); "
+                        "it holds one of the worker's slots until it returns (check job.cancelled)",
+                        job.id, now - r.stuck_since, job.reason,
+                    )
+                    r.stuck_since = -1.0  # warned
                 continue
             if r.timeout is not None and now - r.started >= r.timeout:
                 if job.stop("timeout"):
@@ -63,6 +75,8 @@ def beat(client: Client, r: Running) -> None:
         if job.stop("cancelled"):
             log.info("task %s: cancelled; the handler is told to stop", job.id)
     except (LeaseLost, NotFound) as e:
+        if r.reported:
+            return  # the worker's own report ended the lease
         if job.stop("lease_lost"):
             log.warning("task %s: lease lost (%s); the handler is told to stop", job.id, e)
     except OrqError as e:

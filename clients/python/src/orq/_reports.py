@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from ._http import backoff_s
 from ._running import Running
@@ -26,15 +26,18 @@ def send_report(
     entry: Running,
     call: Callable[[], str],
     stopping_hard: Optional[Callable[[], bool]] = None,
-) -> Optional[str]:
+) -> Union[str, OrqError, None]:
     """Run ``call`` (one report, no retries of its own) until it is answered. Returns
-    ``"applied"`` / ``"already_applied"``, or None when it was refused or given up (logged)."""
+    ``"applied"`` / ``"already_applied"`` (and marks the entry reported); the error when orq
+    refused the report itself for good (a 400 or 413: the caller may send another); None when
+    the task is no longer this worker's or the report was given up (logged)."""
     job = entry.job
     attempt = 0
     while True:
         attempt += 1
         try:
             answer = call()
+            entry.reported = True
             if attempt > 1:
                 log.info("task %s: %s recorded after %d tries", job.id, what, attempt)
             return answer
@@ -46,6 +49,9 @@ def send_report(
             return None
         except OrqError as e:
             late = time.monotonic() > entry.deadline + GRACE_AFTER_DEADLINE_S
+            if not e.transient and e.status in (400, 413):
+                log.warning("task %s: orq refused its %s: %s", job.id, what, e)
+                return e
             if not e.transient or late or (stopping_hard and stopping_hard()):
                 why = "its lease has expired" if late else str(e)
                 log.error(

@@ -31,6 +31,10 @@ class Running:
         self.failures = 0
         #: The handler's time limit (seconds), or None.
         self.timeout: Optional[float] = t.timeout_ms / 1000.0 if t.timeout_ms else None
+        #: A report of this lease was applied (later heartbeats are expected to be refused).
+        self.reported = False
+        #: When the job was told to stop while its handler ran on (for one warning), or None.
+        self.stuck_since: Optional[float] = None
 
 
 class InFlight:

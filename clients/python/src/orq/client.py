@@ -210,6 +210,7 @@ class Client:
         *,
         count: int = 1,
         wait_ms: int = 0,
+        retries: Optional[int] = None,
     ) -> List[LeasedTask]:
         """Lease up to ``count`` (1..100) tasks of ``queues`` for worker id ``worker``; when none
         is ready, wait up to ``wait_ms`` (at most 30000) for one. An empty list when the wait
@@ -220,6 +221,7 @@ class Client:
             "/leases",
             json=body,
             timeout_s=wait_ms / 1000 + LEASE_TIMEOUT_MARGIN_S,
+            retries=retries,
         )
         return [LeasedTask.from_json(t) for t in answer["tasks"]]
 

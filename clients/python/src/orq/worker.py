@@ -24,7 +24,6 @@ import signal
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from ._beats import beat_loop
@@ -32,7 +31,7 @@ from ._http import backoff_s
 from ._reports import send_report
 from ._running import InFlight, Running
 from .client import DEFAULT_URL, Client
-from .errors import BadRequest, Forbidden, NotFound, OrqError, Unauthorized
+from .errors import BadRequest, Forbidden, NotFound, OrqError, PayloadTooLarge, Unauthorized
 from .job import Job, Permanent
 from .types import LeasedTask
 
@@ -48,8 +47,14 @@ RESULT_MAX_BYTES = 1 << 20
 WAIT_MS_MAX = 30_000
 #: Most tasks one lease call asks for: the server's bound.
 LEASE_COUNT_MAX = 100
-#: Least time between two warnings about queues that do not exist yet (seconds).
-MISSING_QUEUE_LOG_EVERY_S = 30.0
+#: Least time between two warnings about queues that do not exist yet, or about failing lease
+#: calls (seconds).
+LOG_EVERY_S = 30.0
+#: Longest error message reported (bytes of UTF-8): the server's limit; longer ones are cut.
+ERROR_MAX_BYTES = 64 * 1024
+#: How long after the shutdown's grace (or a second signal) a stop waits for the lease call in
+#: flight, beyond its ``wait_ms`` (seconds): what it brings is given back.
+LEASE_JOIN_MARGIN_S = 5.0
 
 
 def default_worker_id() -> str:
@@ -67,9 +72,11 @@ class Worker:
         concurrency: most handlers running at once (threads).
         worker_id: the id recorded on leases and in task histories (default
             :func:`default_worker_id`).
-        wait_ms: how long one lease call waits for work (ms, at most 30000).
+        wait_ms: how long one lease call waits for work (ms, at most 30000). A stop also waits
+            for the call in flight to end (at most this) and gives back what it brings, so no
+            task is left leased to a worker that is gone.
         shutdown_grace_s: how long a stop waits for running handlers before giving their tasks
-            back (seconds).
+            back (seconds); a second SIGTERM / SIGINT ends the wait at once.
         client: a :class:`Client` to use instead of making one.
     """
 
@@ -81,7 +88,7 @@ class Worker:
         queues: Iterable[str],
         concurrency: int = 4,
         worker_id: Optional[str] = None,
-        wait_ms: int = 20_000,
+        wait_ms: int = 5_000,
         shutdown_grace_s: float = 30.0,
         client: Optional[Client] = None,
     ) -> None:
@@ -101,7 +108,9 @@ class Worker:
         self._in_flight = InFlight(concurrency)
         self._stopping = threading.Event()
         self._beats_stop = threading.Event()
-        self._pool: Optional[ThreadPoolExecutor] = None
+        #: Set by a second stop (signal): skip what is left of the grace.
+        self._hurry = threading.Event()
+        self._lease_thread: Optional[threading.Thread] = None
         #: The error that stopped the worker (a bad key, a refused queue), or None.
         self.fatal: Optional[OrqError] = None
 
@@ -124,7 +133,10 @@ class Worker:
 
     def stop(self) -> None:
         """Stop leasing; :meth:`run` then lets running handlers finish within the grace and
-        returns. Safe from any thread and from signal handlers."""
+        returns. A second call ends the grace at once (running tasks are given back). Safe from
+        any thread and from signal handlers."""
+        if self._stopping.is_set():
+            self._hurry.set()
         self._stopping.set()
         with self._in_flight.changed:
             self._in_flight.changed.notify_all()
@@ -137,7 +149,6 @@ class Worker:
         if install_signal_handlers and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 previous[sig] = signal.signal(sig, lambda *_: self.stop())
-        self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="orq-handler")
         beats = threading.Thread(
             target=beat_loop,
             args=(self.client, self._in_flight, self._beats_stop, self._timed_out),
@@ -145,6 +156,7 @@ class Worker:
             daemon=True,
         )
         leases = threading.Thread(target=self._lease_loop, name="orq-lease", daemon=True)
+        self._lease_thread = leases
         beats.start()
         leases.start()
         log.info("worker %s started: queues %s, concurrency %d", self.id, self.queues, self.concurrency)
@@ -163,30 +175,37 @@ class Worker:
         running = len(self._in_flight.snapshot())
         if running:
             log.info("worker %s stopping: waiting up to %.1f s for %d running handlers", self.id, self.shutdown_grace_s, running)
-        if not self._in_flight.wait_empty(time.monotonic() + self.shutdown_grace_s):
-            for r in self._in_flight.snapshot():
-                if r.job.stop("shutdown"):
-                    log.warning("task %s: still running after the grace; giving it back", r.job.id)
-                    self._release(r.job.task, r)
+        until = time.monotonic() + self.shutdown_grace_s
+        while not self._in_flight.wait_empty(min(until, time.monotonic() + 0.2)):
+            if self._hurry.is_set() or time.monotonic() >= until:
+                break
+        for r in self._in_flight.snapshot():
+            if r.job.stop("shutdown"):
+                log.warning("task %s: still running at the end of the grace; giving it back", r.job.id)
+                self._release(r.job.task, r)
+        # The lease call in flight may still bring tasks: wait for it, and give them back.
+        if self._lease_thread is not None and not self._hurry.is_set():
+            self._lease_thread.join(self.wait_ms / 1000 + LEASE_JOIN_MARGIN_S)
         self._beats_stop.set()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
         log.info("worker %s stopped", self.id)
 
     # Leasing.
 
     def _lease_loop(self) -> None:
         failures = 0
-        last_missing_log = 0.0
+        last_log = 0.0
         while not self._stopping.is_set():
             free = self._in_flight.wait_free(self._stopping)
             if self._stopping.is_set():
                 break
             try:
                 tasks = self.client.lease(
-                    self.id, self.queues, count=min(free, LEASE_COUNT_MAX), wait_ms=self.wait_ms
+                    self.id,
+                    self.queues,
+                    count=min(free, LEASE_COUNT_MAX),
+                    wait_ms=self.wait_ms,
+                    retries=0,
                 )
-                failures = 0
             except NotFound as e:
                 if not e.message.startswith("queues:"):
                     # Not a missing queue: the route itself (an orq without the protocol).
@@ -195,11 +214,11 @@ class Worker:
                     self.stop()
                     break
                 # A queue exists once a task was submitted to it: wait for that.
-                if time.monotonic() - last_missing_log >= MISSING_QUEUE_LOG_EVERY_S:
+                if time.monotonic() - last_log >= LOG_EVERY_S:
                     log.warning("worker %s: %s; asking again until it exists", self.id, e.message)
-                    last_missing_log = time.monotonic()
+                    last_log = time.monotonic()
                 failures += 1
-                self._stopping.wait(min(5.0, 0.5 * failures))
+                self._stopping.wait(min(2.0, 0.25 * failures))
                 continue
             except (Unauthorized, Forbidden, BadRequest) as e:
                 log.error("worker %s: the lease call was refused (%s); stopping", self.id, e)
@@ -209,9 +228,14 @@ class Worker:
             except OrqError as e:
                 failures += 1
                 wait = backoff_s(failures, e.retry_after_s)
-                log.warning("worker %s: lease call failed (%s); again in %.2f s", self.id, e, wait)
+                if failures == 1 or time.monotonic() - last_log >= LOG_EVERY_S:
+                    log.warning("worker %s: lease call failed (%s); asking again with backoff", self.id, e)
+                    last_log = time.monotonic()
                 self._stopping.wait(wait)
                 continue
+            if failures:
+                log.info("worker %s: lease calls answered again after %d failures", self.id, failures)
+                failures = 0
             for t in tasks:
                 if self._stopping.is_set():
                     # Leased while stopping: back at once, no attempt spent.
@@ -223,8 +247,9 @@ class Worker:
         job = Job(t, self.id)
         entry = Running(job)
         self._in_flight.add(entry)
-        assert self._pool is not None
-        self._pool.submit(self._execute, entry)
+        # A daemon thread per task: a handler that never returns cannot keep the process alive
+        # after run() (its task was given back at the end of the grace).
+        threading.Thread(target=self._execute, args=(entry,), name=f"orq-task-{job.id}", daemon=True).start()
 
     # Running and reporting.
 
@@ -239,13 +264,26 @@ class Worker:
                 return
             kind, value, permanent = outcome
             if kind == "complete":
-                send_report("completion", entry, lambda: self.client.complete(job.id, job.queue, job.token, value, retries=0))
-            else:
-                send_report("failure", entry, lambda: self.client.fail(job.id, job.queue, job.token, value, permanent=permanent, retries=0))
-        except Exception:  # a bug here must not kill the pool thread silently
+                done = send_report("completion", entry, lambda: self.client.complete(job.id, job.queue, job.token, value, retries=0))
+                if isinstance(done, (BadRequest, PayloadTooLarge)):
+                    # orq refused the result itself (JSON it cannot read back, too large):
+                    # the task fails for good, saying why, rather than wait out its lease.
+                    kind, value, permanent = "fail", f"orq refused the handler's result: {done.message}", True
+            if kind == "fail":
+                self._report_failure(entry, value, permanent)
+        except BaseException:  # a bug here must not end the thread silently
             log.exception("task %s: unexpected error while running or reporting", job.id)
         finally:
             self._in_flight.remove(job.id)
+
+    def _report_failure(self, entry: Running, error: str, permanent: bool) -> None:
+        job = entry.job
+        msg = _cut(error)
+        done = send_report("failure", entry, lambda: self.client.fail(job.id, job.queue, job.token, msg, permanent=permanent, retries=0))
+        if isinstance(done, BadRequest):
+            # The message itself was refused (text orq cannot store): send a plain one.
+            plain = _cut(msg.encode("ascii", "backslashreplace").decode("ascii")) or "error"
+            send_report("failure", entry, lambda: self.client.fail(job.id, job.queue, job.token, plain, permanent=permanent, retries=0))
 
     def _call_handler(self, job: Job) -> "tuple[str, Any, bool]":
         fn = self._handlers.get(job.type)
@@ -256,15 +294,17 @@ class Worker:
         try:
             result = _run_async(fn, job) if inspect.iscoroutinefunction(fn) else fn(job)
         except Permanent as e:
-            log.info("task %s: failed permanently: %s", job.id, e)
+            log.info("task %s: failed permanently: %s", job.id, _describe(e))
             return ("fail", _describe(e), True)
-        except Exception as e:
+        except BaseException as e:  # SystemExit, KeyboardInterrupt, CancelledError too
             log.warning("task %s: attempt %d failed: %s", job.id, job.attempt, _describe(e))
             return ("fail", _describe(e), False)
         try:
-            size = len(json.dumps(result).encode())
-        except (TypeError, ValueError) as e:
-            return ("fail", f"the handler's result is not JSON: {e}", True)
+            # As the transport will send it: no NaN or infinity, UTF-8 (no lone surrogates).
+            size = len(json.dumps(result, allow_nan=False, ensure_ascii=False).encode("utf-8"))
+        except Exception as e:  # TypeError, ValueError (NaN), RecursionError, UnicodeEncodeError
+            log.warning("task %s: the handler's result is not JSON: %s", job.id, _describe(e))
+            return ("fail", f"the handler's result is not JSON: {_describe(e)}", True)
         if size > RESULT_MAX_BYTES:
             return ("fail", f"the handler's result is {size} bytes, over the {RESULT_MAX_BYTES} limit", True)
         return ("complete", result, False)
@@ -281,9 +321,23 @@ class Worker:
 
 
 def _describe(e: BaseException) -> str:
-    text = str(e)
+    """``Type: message`` of an exception (its ``str`` may itself raise)."""
     name = type(e).__name__
+    try:
+        text = str(e)
+    except Exception:
+        text = "<unprintable>"
     return f"{name}: {text}" if text else name
+
+
+def _cut(text: str) -> str:
+    """``text`` within :data:`ERROR_MAX_BYTES` of UTF-8, cut on a character boundary, with lone
+    surrogates (which UTF-8 cannot carry) escaped."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= ERROR_MAX_BYTES:
+        return data.decode("utf-8")
+    return data[: ERROR_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
+
 
 
 def _run_async(fn: Handler, job: Job) -> Any:
