@@ -518,6 +518,13 @@ async fn bad_inputs_are_typed_errors_that_change_nothing() {
             "extra",
         ),
         (
+            "complete",
+            json!({"queue": "q", "token": token, "result": deep}),
+            400,
+            "bad_request",
+            "result",
+        ),
+        (
             "fail",
             json!({"queue": "q", "token": token}),
             400,

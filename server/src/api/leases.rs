@@ -162,11 +162,7 @@ pub(crate) async fn complete(
     crate::model::readable_json("result", result)?;
     let store = &**s.client.store();
     let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
-    Ok(Json(ReportJson {
-        id,
-        reported: r.into(),
-    })
-    .into_response())
+    reported(id, r)
 }
 
 /// Fail a leased task: retried with its backoff while it has retries left, or (`permanent`, or
@@ -214,11 +210,7 @@ pub(crate) async fn fail(
         jitter,
     )
     .await?;
-    Ok(Json(ReportJson {
-        id,
-        reported: r.into(),
-    })
-    .into_response())
+    reported(id, r)
 }
 
 /// Give a leased task back without spending an attempt (a worker shutting down): it is ready
@@ -246,6 +238,11 @@ pub(crate) async fn release(
     caller.check_queue(&body.queue)?;
     let store = &**s.client.store();
     let r = ops::release(store, &body.queue, &id, &body.token).await?;
+    reported(id, r)
+}
+
+/// The answer of a complete, fail or release of task `id` that ended as `r`.
+fn reported(id: String, r: ops::Reported) -> ApiResult {
     Ok(Json(ReportJson {
         id,
         reported: r.into(),
