@@ -371,7 +371,16 @@ pub fn post_call(
                         token_field.as_bytes(),
                     ]);
                     let token = token.as_str().unwrap_or_default();
-                    l.reports.lease_seen(&id, token, started_ms);
+                    // The deadline a worker can know: the Rust worker counts its lease from just
+                    // before its store call; a pull worker's HTTP call may wait for work before
+                    // the store call that leases, and it counts from the answer, which comes as
+                    // the store runs the call: the store's own deadline (design note 59).
+                    let seen_ms = if super::pull::is_pull_actor(actor) {
+                        w.vt.elapsed_ms()
+                    } else {
+                        started_ms
+                    };
+                    l.reports.lease_seen(&id, token, seen_ms);
                     *l.leases.entry(id).or_default() += 1;
                 }
             }

@@ -33,6 +33,13 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 use tower::ServiceExt;
 
+/// True when `actor` is a pull worker (`p<i>`, `p<i>.<incarnation>`).
+pub(crate) fn is_pull_actor(actor: &str) -> bool {
+    actor
+        .strip_prefix('p')
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// How long one lease call waits for work (ms).
 const WAIT_MS: u64 = 1_000;
 /// Wait before asking again after a lease call failed (ms).
