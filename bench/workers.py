@@ -15,13 +15,16 @@ tasks/s, the worker process's CPU per task (us), Redis's CPU per task (us).
   orq-python  one process of orq's Python Worker, --concurrency handler threads, long-poll
               leases of up to that many tasks; `orq api` (Rust) between it and Redis, its CPU
               reported apart.
+  orq-ts      one Node process of orq's TypeScript Worker (clients/typescript, built here with
+              `npm ci && npm run build` when its dist/ is missing), --concurrency async slots,
+              through `orq api` as orq-python.
   orq-rust    `orq worker --concurrency C` (no-op `echo` handler), straight on Redis.
   rq          `rq worker --burst` of RQ (rq.readthedocs.io) with its SimpleWorker class (no
               fork per job: RQ's fastest mode; the default forks a process per job); one job at
               a time, which is RQ's model (more throughput means more processes).
 
-Needs redis-server, target/release/orq (or --orq), and Python packages it installs on first use
-into target/bench-workers-venv (this repository's clients/python, rq).
+Needs redis-server, target/release/orq (or --orq), node and npm, and Python packages it installs
+on first use into target/bench-workers-venv (this repository's clients/python, rq).
 """
 
 import argparse
@@ -44,6 +47,16 @@ from compare import Child, cpu_s, start_redis, wait_ready  # noqa: E402
 from resp import Redis  # noqa: E402
 
 NOOP_MODULE = "def noop(n):\n    return None\n"
+
+TS_DIR = os.path.join(ROOT, "clients", "typescript")
+
+TS_WORKER = """
+const { Worker } = await import(process.argv[1]);
+const w = new Worker({ url: process.argv[2], queues: [process.argv[3]],
+                       concurrency: Number(process.argv[4]), waitMs: 2000, shutdownGraceMs: 5000 });
+w.handle("noop", async () => null);
+await w.run();
+"""
 
 PY_WORKER = """
 import sys
@@ -101,7 +114,7 @@ def run_orq(a, kind, redis_url, work):
         wait_ready(url)
         client = Client(url)
         queue = f"bench-{kind}"
-        task_type = "noop" if kind == "python" else "echo"
+        task_type = "echo" if kind == "rust" else "noop"
         for start in range(0, a.tasks, 1000):
             n = min(1000, a.tasks - start)
             client.submit_many([{"type": task_type, "payload": i, "queue": queue}
@@ -116,6 +129,11 @@ def run_orq(a, kind, redis_url, work):
         if kind == "python":
             worker = Child([sys.executable, "-c", PY_WORKER, url, queue, str(a.concurrency)],
                            log=open(os.path.join(work, "py-worker.log"), "w"))
+        elif kind == "ts":
+            entry = os.path.join(TS_DIR, "dist", "src", "index.js")
+            worker = Child(["node", "--input-type=module", "-e", TS_WORKER, entry, url, queue,
+                            str(a.concurrency)],
+                           log=open(os.path.join(work, "ts-worker.log"), "w"))
         else:
             worker = Child([a.orq, "worker", "--redis", redis_url, "--queues", queue,
                             "--concurrency", str(a.concurrency)],
@@ -126,7 +144,7 @@ def run_orq(a, kind, redis_url, work):
             "tasks_per_s": a.tasks / secs,
             "worker_cpu_us": worker.cpu_s() * 1e6 / a.tasks,
             "redis_cpu_us": (redis_cpu_s(r) - redis0) * 1e6 / a.tasks,
-            "api_cpu_us": (api.cpu_s() - api_cpu0) * 1e6 / a.tasks if kind == "python" else None,
+            "api_cpu_us": (api.cpu_s() - api_cpu0) * 1e6 / a.tasks if kind != "rust" else None,
         }
         worker.stop()
         client.close()
@@ -195,7 +213,10 @@ def main():
     p.add_argument("--json")
     a = p.parse_args()
     ensure_venv()
-    results = {"orq-python": [], "orq-rust": [], "rq": []}
+    if not os.path.exists(os.path.join(TS_DIR, "dist", "src", "index.js")):
+        subprocess.check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_DIR)
+        subprocess.check_call(["npm", "run", "build"], cwd=TS_DIR)
+    results = {"orq-python": [], "orq-ts": [], "orq-rust": [], "rq": []}
     for run in range(a.runs):
         for name in results:
             with tempfile.TemporaryDirectory() as work:
