@@ -72,6 +72,22 @@ fn seeds_with_faults_keep_every_invariant_and_drain() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+// Goal: the failures found by long soaks beyond CI's sweep stay fixed. Method: run those seeds.
+// 729 and 1574: a pull worker's report gave up while a heartbeat of its lease was out, which then
+// said the lease lived on; 835: check 9 allowed a slow worker clock too little (design note 59).
+#[test]
+fn seeds_that_once_failed_in_soaks_pass() {
+    let mut failures = Vec::new();
+    for seed in [729, 835, 1574] {
+        let c = SimConfig::draw(seed);
+        let r = run(&c);
+        if r.verdict != Verdict::Pass {
+            failures.push(explain(&c, &r.verdict));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 // Goal: determinism. Method: run seeds twice and compare the timelines byte for byte; different
 // seeds must give different timelines (the comparison is not vacuous).
 #[test]

@@ -2,7 +2,8 @@
  * One leased task on a worker, from lease to outcome: runs its handler with a {@link Job},
  * heartbeats at the lease's `heartbeat_ms`, aborts the job's signal on cancel, lease loss,
  * timeout or shutdown, and reports the outcome (complete, fail, release), retrying transient
- * failures until the lease's deadline has passed.
+ * failures until the lease's deadline has passed, heartbeating meanwhile (the orq worker's rule:
+ * a refusal shorter than the lease never makes the task run twice).
  */
 import type { Client } from "./client.js";
 import { LeaseLost, OrqError, PayloadTooLarge, TaskCancelled } from "./errors.js";
@@ -71,6 +72,10 @@ export class RunningTask {
   private deadline: number;
   /** True once the outcome is decided (by the handler, a drop, the timeout or shutdown). */
   private decided = false;
+  /** True once the worker owes the lease nothing more (reported, given up, or dropped): no more heartbeats. */
+  private beatsOver = false;
+  /** The heartbeat in flight, if any (a report waits for its answer before giving up). */
+  private beating: Promise<void> | undefined;
   private beatTimer: NodeJS.Timeout | undefined;
   private timeoutTimer: NodeJS.Timeout | undefined;
   private resolveFinished!: () => void;
@@ -172,22 +177,24 @@ export class RunningTask {
     this.resolveHandlerDone();
   }
 
-  /** Decide the outcome (once): stop the heartbeats and the timeout, then run `send`. */
+  /** Decide the outcome (once): stop the timeout, run `send` (heartbeats go on), then stop them. */
   private async decide(send: () => Promise<void>): Promise<void> {
     if (this.decided) return;
     this.decided = true;
-    this.stopTimers();
+    clearTimeout(this.timeoutTimer);
     try {
       await send();
     } catch (err) {
       this.ctx.logger.error("reporting the outcome failed", { ...this.fields, error: err });
     } finally {
+      this.stopTimers();
       this.resolveFinished();
     }
   }
 
   /** Stop heartbeating and the timeout. */
   private stopTimers(): void {
+    this.beatsOver = true;
     clearTimeout(this.beatTimer);
     clearTimeout(this.timeoutTimer);
   }
@@ -209,7 +216,13 @@ export class RunningTask {
           return;
         }
         if (throwTooLarge && err instanceof PayloadTooLarge) throw err;
-        const left = this.deadline - performance.now();
+        let left = this.deadline - performance.now();
+        // A heartbeat out now may answer that the lease lives on (its deadline was an estimate):
+        // wait for it before giving up, or the worker would hold a live lease and report nothing.
+        if (left <= 0 && this.beating !== undefined) {
+          await this.beating;
+          left = this.deadline - performance.now();
+        }
         if (!(err instanceof OrqError && err.transient) || left <= 0) {
           const why = err instanceof OrqError && err.transient ? "the lease's deadline has passed" : "not a transient error";
           this.ctx.logger.error(`${kind} failed, giving up (${why}); the server retries the task once its lease expires`, { ...this.fields, error: err });
@@ -224,12 +237,20 @@ export class RunningTask {
 
   /** Heartbeat after `ms`. */
   private scheduleBeat(ms: number): void {
-    this.beatTimer = setTimeout(() => void this.beat(), Math.max(0, ms));
+    this.beatTimer = setTimeout(() => {
+      const beat = this.beat().finally(() => {
+        if (this.beating === beat) this.beating = undefined;
+      });
+      this.beating = beat;
+    }, Math.max(0, ms));
   }
 
-  /** Extend the lease; learn of a cancel or a lost lease; retry a transient failure sooner. */
+  /**
+   * Extend the lease; learn of a cancel or a lost lease; retry a transient failure sooner. While
+   * the outcome is being reported, a refusal is left to the report, which hears it too.
+   */
   private async beat(): Promise<void> {
-    if (this.decided) return;
+    if (this.beatsOver) return;
     const t = this.task;
     const sentAt = performance.now();
     try {
@@ -241,12 +262,16 @@ export class RunningTask {
       // look earlier than it is; the simulator's pull worker showed that, design note 59).
       this.deadline = performance.now() + hb.lease_left_ms;
       this.ctx.logger.debug("heartbeat", { ...this.fields, lease_left_ms: hb.lease_left_ms });
-      if (!this.decided) this.scheduleBeat(t.heartbeat_ms);
+      if (!this.beatsOver) this.scheduleBeat(t.heartbeat_ms);
     } catch (err) {
-      if (this.decided) return;
+      if (this.beatsOver) return;
+      const lost = err instanceof TaskCancelled || err instanceof LeaseLost;
+      // Reporting: the report hears the same answer and decides.
+      if (this.decided && lost) return;
       if (err instanceof TaskCancelled) return this.drop("cancelled", err.message);
       if (err instanceof LeaseLost) return this.drop("lease_lost", err.message);
       const left = this.deadline - performance.now();
+      if (left <= 0 && this.decided) return;
       if (left <= 0) return this.drop("lease_lost", `no heartbeat got through before the lease's deadline (${errorText(err)})`);
       const transient = err instanceof OrqError && err.transient;
       const next = transient ? Math.min(t.heartbeat_ms, left / 2) : t.heartbeat_ms;

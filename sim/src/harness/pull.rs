@@ -28,8 +28,9 @@ use orq::report::{report_step, ReportStep};
 use orq::{Clock, Entropy, Error, Transient};
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tower::ServiceExt;
 
@@ -161,9 +162,10 @@ impl Pull {
         let epoch = t["epoch"].as_u64().unwrap_or(0);
         let lease_ms = t["lease_ms"].as_u64().unwrap_or(c.lease_ms);
         let interval = t["heartbeat_ms"].as_u64().unwrap_or(lease_ms / 3).max(1);
-        let lease = Arc::new(Mutex::new(Lease {
+        let lease = Arc::new(watch::Sender::new(Lease {
             deadline_ms: answered_at_ms + lease_ms,
             lost: false,
+            beating: false,
         }));
         let done = tokio_util::sync::CancellationToken::new();
         let beats = self.heartbeats(&id, &token, interval, lease.clone(), done.clone());
@@ -179,7 +181,7 @@ impl Pull {
                 _ = done.cancelled() => false,
                 _ = tokio::time::sleep(Duration::from_millis(run_ms)) => true,
             };
-            if !ran || lease.lock().unwrap().lost {
+            if !ran || lease.borrow().lost {
                 return; // cancelled or lost: no side effect, no outcome
             }
             checker::side_effect(w, &id, &token, &self.id);
@@ -231,7 +233,7 @@ impl Pull {
         id: &str,
         token: &str,
         interval: u64,
-        lease: Arc<Mutex<Lease>>,
+        lease: Arc<watch::Sender<Lease>>,
         done: tokio_util::sync::CancellationToken,
     ) {
         let mut next_in = interval;
@@ -245,14 +247,17 @@ impl Pull {
                 _ = tokio::time::sleep(Duration::from_millis(next_in)) => {}
             }
             // No lost answers here: the checker counts a lease as lost to this worker once the
-            // store's STALE reached it (check 7).
+            // store's STALE reached it (check 7). While the call is out, the report loop does not
+            // give the outcome up: its answer may extend the lease.
+            lease.send_modify(|l| l.beating = true);
             let (status, answer) = self.send(&path, &body).await;
             let reply = match status {
                 200 => {
                     // Left when the store ran the call, which answered at once (a slow call's
                     // delay comes before the store runs it): reckon from now.
                     let left = answer["lease_left_ms"].as_u64().unwrap_or(0);
-                    lease.lock().unwrap().deadline_ms = self.clock.now_ms() + left;
+                    let deadline_ms = self.clock.now_ms() + left;
+                    lease.send_modify(|l| l.deadline_ms = deadline_ms);
                     refusals = 0;
                     Ok((0, left))
                 }
@@ -264,7 +269,7 @@ impl Pull {
                     Err(e)
                 }
             };
-            let deadline = lease.lock().unwrap().deadline_ms;
+            let deadline = lease.borrow().deadline_ms;
             let step = after_heartbeat(
                 &reply,
                 refusals,
@@ -274,12 +279,19 @@ impl Pull {
                 self.entropy.unit(),
             );
             match step {
-                BeatStep::Held { next_in_ms } => next_in = next_in_ms.max(1),
+                BeatStep::Held { next_in_ms } => {
+                    next_in = next_in_ms.max(1);
+                    lease.send_modify(|l| l.beating = false);
+                }
                 BeatStep::Lost if self.world.config.planted == PlantedBug::PullIgnoresLostLease => {
                     next_in = interval; // planted: heard, and ignored
+                    lease.send_modify(|l| l.beating = false);
                 }
                 BeatStep::Lost => {
-                    lease.lock().unwrap().lost = true;
+                    lease.send_modify(|l| {
+                        l.lost = true;
+                        l.beating = false;
+                    });
                     self.world.event(
                         &self.id,
                         "pull_lease_lost",
@@ -295,7 +307,11 @@ impl Pull {
 
     /// Send outcome `what` (`complete` or `fail`) until it is recorded, refused for good, or the
     /// lease has certainly expired ([`report_step`]); a lost answer counts as a transient failure.
-    async fn report(&self, id: &str, what: &str, body: &Value, lease: &Mutex<Lease>) {
+    /// The heartbeats run beside it: before giving up on an expired lease it waits for the
+    /// heartbeat in flight, whose answer may say the lease is live after all (the store's clock
+    /// had jumped back) — then it goes on trying, or the worker would hold a live lease and report
+    /// nothing (seeds 729, 1574).
+    async fn report(&self, id: &str, what: &str, body: &Value, lease: &watch::Sender<Lease>) {
         let path = format!("/api/v1/leases/{id}/{what}");
         let mut tries = 0u32;
         loop {
@@ -308,7 +324,7 @@ impl Pull {
                     message: "the answer was lost".into(),
                 }),
             };
-            let deadline = lease.lock().unwrap().deadline_ms;
+            let deadline = lease.borrow().deadline_ms;
             let step = report_step(
                 reply.as_ref().map(|_| ()),
                 tries,
@@ -321,7 +337,18 @@ impl Pull {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(after_ms.max(1))).await;
                 }
-                ReportStep::Recorded | ReportStep::Refused | ReportStep::Expired => return,
+                ReportStep::Expired => {
+                    let mut beats = lease.subscribe();
+                    let settled = beats
+                        .wait_for(|l| !l.beating)
+                        .await
+                        .map(|l| (l.lost, l.deadline_ms));
+                    match settled {
+                        Ok((false, deadline)) if self.clock.now_ms() < deadline => tries += 1,
+                        _ => return,
+                    }
+                }
+                ReportStep::Recorded | ReportStep::Refused => return,
             }
         }
     }
@@ -333,6 +360,8 @@ struct Lease {
     deadline_ms: u64,
     /// The heartbeat learned it is gone (stale, cancelled, deleted).
     lost: bool,
+    /// A heartbeat is out and its answer not yet judged.
+    beating: bool,
 }
 
 /// The engine error an HTTP error answer stands for (what the protocol's codes mean).

@@ -320,10 +320,13 @@ pub fn check(w: &World) {
         if p.script == HEARTBEAT {
             backoff = backoff.min(heartbeat_interval_ms(lease_ms, HEARTBEAT_DIVISOR));
         }
-        let next_by = (last_ms + backoff).min(deadline_ms.max(0) as u64);
-        // The worker surely held the lease for live at its last try: more than a drifting
-        // clock's error (5 % of a lease) plus slack before the deadline.
-        let margin = (lease_ms / 20 + TRY_SLACK_MS) as i64;
+        // A drifting clock's error over a lease (5 % of it): a slow worker clock reckons the
+        // deadline up to this much later than the store's, and may wait until then (seed 835).
+        let drift_ms = lease_ms / 20;
+        let next_by = (last_ms + backoff).min((deadline_ms.max(0) as u64) + drift_ms);
+        // The worker surely held the lease for live at its last try: more than that error plus
+        // slack before the deadline.
+        let margin = (drift_ms + TRY_SLACK_MS) as i64;
         let live_then = deadline_ms - last_ms as i64 > margin;
         if live_then && now > next_by + backoff / 10 + TRY_SLACK_MS {
             if p.script == HEARTBEAT {

@@ -62,6 +62,14 @@ def beat_loop(
 
 def beat(client: Client, r: Running) -> None:
     """Send one heartbeat of ``r`` and schedule the next."""
+    r.beat_idle.clear()
+    try:
+        _beat(client, r)
+    finally:
+        r.beat_idle.set()
+
+
+def _beat(client: Client, r: Running) -> None:
     job = r.job
     try:
         answer = client.heartbeat(job.id, job.queue, job.token, retries=0)

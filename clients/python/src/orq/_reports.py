@@ -19,6 +19,8 @@ log = logging.getLogger("orq.worker")
 #: How long after the lease's deadline (by the local clock) a report is still sent again
 #: (seconds): the local deadline is an estimate, and the store may still hold the lease.
 GRACE_AFTER_DEADLINE_S = 1.0
+#: Longest wait for the answer of a heartbeat in flight before a report gives up (seconds).
+BEAT_ANSWER_WAIT_S = 30.0
 
 
 def send_report(
@@ -49,6 +51,11 @@ def send_report(
             return None
         except OrqError as e:
             late = time.monotonic() > entry.deadline + GRACE_AFTER_DEADLINE_S
+            if late and e.transient and not entry.beat_idle.is_set():
+                # A heartbeat is out: its answer may say the lease lives on (the deadline here
+                # is an estimate); give up only if it does not.
+                entry.beat_idle.wait(BEAT_ANSWER_WAIT_S)
+                late = time.monotonic() > entry.deadline + GRACE_AFTER_DEADLINE_S
             if not e.transient and e.status in (400, 413):
                 log.warning("task %s: orq refused its %s: %s", job.id, what, e)
                 return e

@@ -35,6 +35,10 @@ class Running:
         self.reported = False
         #: When the job was told to stop while its handler ran on (for one warning), or None.
         self.stuck_since: Optional[float] = None
+        #: Clear while a heartbeat of this lease is out: a report waits for its answer before
+        #: giving up on a lease that looks expired (the answer may say it lives on).
+        self.beat_idle = threading.Event()
+        self.beat_idle.set()
 
 
 class InFlight:
