@@ -801,6 +801,12 @@ export interface components {
              */
             queues: components["schemas"]["Name"][];
             /**
+             * @description Lease only these tenants' tasks, served among themselves by fair share (1..=16 names;
+             *     default: every tenant's, or those of a worker key limited to some tenants, which may
+             *     name only those).
+             */
+            tenants?: components["schemas"]["Name"][] | null;
+            /**
              * Format: int64
              * @description How long to wait for work when none is ready (ms, 0..=30000, default 0: answer at once).
              *     The answer comes as soon as a task is leased.

@@ -108,8 +108,26 @@ pub async fn lease(
     token_bits: &str,
     seed: f64,
 ) -> Result<Leased> {
+    lease_among(store, queue, worker, n, token_bits, seed, &[]).await
+}
+
+/// Most tenants one lease may be limited to ([`lease_among`]).
+pub const LEASE_TENANTS_MAX: usize = orq_lua::facts::LEASE_TENANTS_MAX as usize;
+
+/// [`lease`] limited to the tasks of `tenants` (1..=[`LEASE_TENANTS_MAX`] names, each a valid
+/// tenant name; empty: every tenant), served among themselves in their fair-share order. Errors:
+/// [`Error::Invalid`] for more names than that or a malformed one (nothing written).
+pub async fn lease_among(
+    store: &dyn Store,
+    queue: &str,
+    worker: &str,
+    n: usize,
+    token_bits: &str,
+    seed: f64,
+    tenants: &[String],
+) -> Result<Leased> {
     let op = "lease";
-    let args = vec![
+    let mut args = vec![
         arg(worker),
         arg(n.clamp(1, LEASE_BATCH_MAX)),
         arg(token_bits),
@@ -117,6 +135,7 @@ pub async fn lease(
         arg(LEASE_PROMOTE_BOUND),
         arg(LEASE_REAP_BOUND),
     ];
+    args.extend(tenants.iter().map(arg));
     let reply = call(store, op, queue, args).await?;
     let it = items(op, &reply, "")?;
     let now_ms = int_at(op, it, 0)?;

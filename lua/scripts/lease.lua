@@ -38,6 +38,11 @@
 --   ARGV[4]  number   jitter seed in [0, 1) for retries of reaped leases
 --   ARGV[5]  integer  promote bound: most due scheduled tasks moved per call (0..1000)
 --   ARGV[6]  integer  reap bound: most expired leases reaped per call (0..1000)
+--   ARGV[7..] string  optional: the tenants the lease is limited to (at most
+--                     FACTS.lease_tenants_max, each non-empty without spaces or newlines; none:
+--                     every tenant). The limited lease serves only them, in their fair-share
+--                     order (their places in KEYS[3]), and leaves the queue's virtual time to
+--                     unlimited leases; promotions, reaps and unparks are the queue's as always.
 --
 -- Returns: {now_ms, {expires_at_ms, fields, epoch, attempt, payload, ...}, next_ms}: the leased
 --   tasks' values one after another in one flat array, FACTS.leased_entry_len of them per task

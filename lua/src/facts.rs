@@ -33,6 +33,9 @@ pub const FAIR_QUANTUM: u64 = 8;
 /// every Lua table of a reply with seven probes for special fields, and the tables cost the script
 /// their allocation (docs/design-notes.md, note 58).
 pub const LEASED_ENTRY_LEN: u64 = 5;
+/// Most tenants one lease may be limited to (`lease`'s ARGV[7..]; a worker key's `tenants`, the
+/// lease body's `tenants`): the limited lease reads each one's place in the fair-share set.
+pub const LEASE_TENANTS_MAX: u64 = 16;
 /// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
@@ -88,7 +91,7 @@ pub const POLICY: [&str; 6] = [
 ];
 
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 12] = [
+pub const ALL: [(&str, u64); 13] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
     ("lease_ms_default", DEFAULT_LEASE_MS),
@@ -99,6 +102,7 @@ pub const ALL: [(&str, u64); 12] = [
     ("parked_capped", PARKED_CAPPED),
     ("fair_quantum", FAIR_QUANTUM),
     ("leased_entry_len", LEASED_ENTRY_LEN),
+    ("lease_tenants_max", LEASE_TENANTS_MAX),
     ("worker_forget_ms", WORKER_FORGET_MS),
     ("data_format", DATA_FORMAT),
 ];

@@ -78,11 +78,14 @@ pub enum Scope {
         queues: Option<BTreeSet<String>>,
     },
     /// Lease tasks and report on them (heartbeat, complete, fail, release) through the worker
-    /// protocol (`/api/v1/leases`), in the listed queues only (`None`: in every queue); no other
-    /// route.
+    /// protocol (`/api/v1/leases`), in the listed queues only (`None`: in every queue) and of the
+    /// listed tenants only (`None`: of every tenant); no other route.
     Worker {
         /// The queues it may lease from; `None` = every queue.
         queues: Option<BTreeSet<String>>,
+        /// The tenants whose tasks it may lease (1..=[`orq::ops::LEASE_TENANTS_MAX`]); `None` =
+        /// every tenant. Its reports need the lease's token, which only its leases gave it.
+        tenants: Option<BTreeSet<String>>,
     },
 }
 
@@ -162,11 +165,13 @@ impl Caller {
     pub fn may_use_queue(&self, queue: &str) -> bool {
         match &self.scope {
             Scope::Admin => true,
-            Scope::Tenant { queues: None, .. } | Scope::Worker { queues: None } => true,
+            Scope::Tenant { queues: None, .. } | Scope::Worker { queues: None, .. } => true,
             Scope::Tenant {
                 queues: Some(qs), ..
             }
-            | Scope::Worker { queues: Some(qs) } => qs.contains(queue),
+            | Scope::Worker {
+                queues: Some(qs), ..
+            } => qs.contains(queue),
         }
     }
 
@@ -178,6 +183,29 @@ impl Caller {
             Err(forbidden(format!(
                 "queue: this key may not use queue {queue}"
             )))
+        }
+    }
+
+    /// The tenants a lease of the caller's serves, from those the request names (`asked`, the
+    /// lease body's `tenants`; `None` or empty: every tenant the key may lease): empty for every
+    /// tenant. A worker key limited to some tenants leases only theirs, and naming another is a
+    /// 403.
+    pub fn lease_tenants(&self, asked: &[String]) -> Result<Vec<String>, ApiError> {
+        let allowed = match &self.scope {
+            Scope::Worker {
+                tenants: Some(ts), ..
+            } => ts,
+            _ => return Ok(asked.to_vec()),
+        };
+        if asked.is_empty() {
+            return Ok(allowed.iter().cloned().collect());
+        }
+        match asked.iter().find(|t| !allowed.contains(*t)) {
+            Some(t) => Err(forbidden(format!(
+                "tenants: this key may lease the tasks of {} only, not of {t}",
+                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+            ))),
+            None => Ok(asked.to_vec()),
         }
     }
 
@@ -237,6 +265,7 @@ struct KeyToml {
     role: Option<String>,
     tenant: Option<String>,
     queues: Option<Vec<String>>,
+    tenants: Option<Vec<String>>,
 }
 
 /// The keys file, as written.
@@ -341,7 +370,20 @@ impl ApiKeys {
             }
             let queues = match k.queues {
                 None => None,
-                Some(qs) => Some(parse_queues(&at, qs)?),
+                Some(qs) => Some(parse_names(&at, "queues", "queue", qs)?),
+            };
+            let tenants = match k.tenants {
+                None => None,
+                Some(_) if k.role.as_deref() != Some("worker") => return Err(format!(
+                    "{at}: tenants applies to worker keys only (a tenant key has tenant = \"...\")"
+                )),
+                Some(ts) if ts.len() > orq::ops::LEASE_TENANTS_MAX => {
+                    return Err(format!(
+                        "{at}: tenants names more than {} tenants",
+                        orq::ops::LEASE_TENANTS_MAX
+                    ))
+                }
+                Some(ts) => Some(parse_names(&at, "tenants", "tenant", ts)?),
             };
             let scope = match (k.role.as_deref(), k.tenant) {
                 (Some(_), Some(_)) => {
@@ -362,7 +404,7 @@ impl ApiKeys {
                     }
                     Scope::Admin
                 }
-                (Some("worker"), None) => Scope::Worker { queues },
+                (Some("worker"), None) => Scope::Worker { queues, tenants },
                 (Some(other), None) => {
                     return Err(format!(
                         "{at}: role {other:?} is unknown (the roles are \"admin\" and \"worker\"; a tenant key has tenant = \"...\")"
@@ -425,21 +467,28 @@ impl ApiKeys {
 
 /// The `queues` of a tenant or worker key entry (`at` names the entry in messages): non-empty,
 /// valid and distinct names.
-fn parse_queues(at: &str, qs: Vec<String>) -> Result<BTreeSet<String>, String> {
-    if qs.is_empty() {
+/// The names of a key's `field` (`queues`, `tenants`; `one` names one of them in messages):
+/// not empty, each valid, none twice.
+fn parse_names(
+    at: &str,
+    field: &str,
+    one: &str,
+    names: Vec<String>,
+) -> Result<BTreeSet<String>, String> {
+    if names.is_empty() {
         return Err(format!(
-            "{at}: queues is empty (leave it out to allow every queue)"
+            "{at}: {field} is empty (leave it out to allow every {one})"
         ));
     }
     let mut set = BTreeSet::new();
-    for q in qs {
+    for q in names {
         if !is_valid_name(&q) {
             return Err(format!(
-                "{at}: queue {q:?} must match [A-Za-z0-9._-]{{1,64}}"
+                "{at}: {one} {q:?} must match [A-Za-z0-9._-]{{1,64}}"
             ));
         }
         if !set.insert(q.clone()) {
-            return Err(format!("{at}: queue {q} is listed twice"));
+            return Err(format!("{at}: {one} {q} is listed twice"));
         }
     }
     Ok(set)
@@ -568,9 +617,10 @@ pub fn toml_entry(name: &str, key: &str, scope: &Scope) -> String {
             s.push_str(&format!("tenant = \"{tenant}\"\n"));
             push_queues(&mut s, queues.as_ref());
         }
-        Scope::Worker { queues } => {
+        Scope::Worker { queues, tenants } => {
             s.push_str("role = \"worker\"\n");
             push_queues(&mut s, queues.as_ref());
+            push_names(&mut s, "tenants", tenants.as_ref());
         }
     }
     s
@@ -578,9 +628,14 @@ pub fn toml_entry(name: &str, key: &str, scope: &Scope) -> String {
 
 /// Append the `queues = [..]` line of `queues` (none for every queue).
 fn push_queues(s: &mut String, queues: Option<&BTreeSet<String>>) {
-    if let Some(qs) = queues {
+    push_names(s, "queues", queues)
+}
+
+/// Append the `field = [..]` line of `names` (none when `None`).
+fn push_names(s: &mut String, field: &str, names: Option<&BTreeSet<String>>) {
+    if let Some(qs) = names {
         let list: Vec<String> = qs.iter().map(|q| format!("\"{q}\"")).collect();
-        s.push_str(&format!("queues = [{}]\n", list.join(", ")));
+        s.push_str(&format!("{field} = [{}]\n", list.join(", ")));
     }
 }
 
@@ -616,6 +671,7 @@ mod tests {
                 "orq_cccc",
                 &Scope::Worker {
                     queues: Some(["images".to_string()].into()),
+                    tenants: None,
                 }
             )
         );
@@ -670,6 +726,30 @@ mod tests {
             (
                 &format!("[[key]]\nname=\"a b\"\nsha256=\"{h}\"\nrole=\"admin\"\n"),
                 "name",
+            ),
+            (
+                &format!("[[key]]\nname=\"a\"\nsha256=\"{h}\"\ntenant=\"t\"\ntenants=[\"t\"]\n"),
+                "tenants applies to worker keys only",
+            ),
+            (
+                &format!("[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"worker\"\ntenants=[]\n"),
+                "tenants is empty",
+            ),
+            (
+                &format!(
+                    "[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"worker\"\ntenants=[{}]\n",
+                    (0..17)
+                        .map(|i| format!("\"t{i}\""))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                "more than 16",
+            ),
+            (
+                &format!(
+                    "[[key]]\nname=\"a\"\nsha256=\"{h}\"\nrole=\"worker\"\ntenants=[\"a b\"]\n"
+                ),
+                "tenant \"a b\"",
             ),
             (
                 &format!(

@@ -95,6 +95,10 @@ pub struct KeyNewArgs {
     /// With --tenant or --worker: only in these queues (comma-separated; default: every queue).
     #[arg(long, value_delimiter = ',', value_name = "Q,..")]
     pub queues: Vec<String>,
+    /// With --worker: lease only these tenants' tasks (comma-separated, at most 16; default:
+    /// every tenant's).
+    #[arg(long, value_delimiter = ',', value_name = "T,..")]
+    pub tenants: Vec<String>,
     /// The key's name in the file and in logs (default: the tenant, "worker" or "admin", then 8
     /// hex digits of the key's hash).
     #[arg(long, value_name = "N")]
@@ -648,8 +652,27 @@ pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
         queues.insert(q.clone());
     }
     let queues = (!queues.is_empty()).then_some(queues);
+    if !a.tenants.is_empty() && !a.worker {
+        return Err("--tenants: applies to --worker keys only (a tenant key has --tenant)".into());
+    }
+    let mut tenants = BTreeSet::new();
+    for t in &a.tenants {
+        if !is_valid_name(t) {
+            return Err(format!(
+                "--tenants: {t:?} must match [A-Za-z0-9._-]{{1,64}}"
+            ));
+        }
+        tenants.insert(t.clone());
+    }
+    if tenants.len() > orq::ops::LEASE_TENANTS_MAX {
+        return Err(format!(
+            "--tenants: at most {} tenants",
+            orq::ops::LEASE_TENANTS_MAX
+        ));
+    }
+    let tenants = (!tenants.is_empty()).then_some(tenants);
     let scope = match (&a.tenant, a.worker) {
-        (None, true) => Scope::Worker { queues },
+        (None, true) => Scope::Worker { queues, tenants },
         (None, false) if queues.is_some() => {
             return Err("--queues: applies to --tenant and --worker keys only".into())
         }

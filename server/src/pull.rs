@@ -69,6 +69,9 @@ pub struct PullRequest<'a> {
     pub worker: &'a str,
     /// The queues, checked (valid, distinct, known).
     pub queues: &'a [Name],
+    /// The tenants whose tasks to lease (valid, distinct, at most `ops::LEASE_TENANTS_MAX`;
+    /// empty: every tenant's).
+    pub tenants: &'a [String],
     /// Most tasks (1..=`ops::LEASE_BATCH_MAX`).
     pub count: usize,
     /// Longest wait for work (ms, at most [`LEASE_WAIT_MS_MAX`]).
@@ -147,18 +150,27 @@ async fn lease_pass(
         }
         let queue = &req.queues[(start + k) % n];
         let bits = entropy.token_bits();
-        let batch: Leased =
-            match ops::lease(store, queue, req.worker, want, &bits, entropy.unit()).await {
-                Ok(b) => b,
-                Err(e) if tasks.is_empty() => return Err(e),
-                Err(e) => {
-                    // The tasks leased so far go to the worker; the other queues wait for its
-                    // next call.
-                    tracing::warn!(worker = %req.worker, queue = %queue, error = %e,
+        let batch: Leased = match ops::lease_among(
+            store,
+            queue,
+            req.worker,
+            want,
+            &bits,
+            entropy.unit(),
+            req.tenants,
+        )
+        .await
+        {
+            Ok(b) => b,
+            Err(e) if tasks.is_empty() => return Err(e),
+            Err(e) => {
+                // The tasks leased so far go to the worker; the other queues wait for its
+                // next call.
+                tracing::warn!(worker = %req.worker, queue = %queue, error = %e,
                         "a lease call of an HTTP worker was refused after others leased");
-                    break;
-                }
-            };
+                break;
+            }
+        };
         if let Some(next) = batch.next_ms {
             due_in = due_in.min(next.saturating_sub(batch.now_ms));
         }

@@ -40,7 +40,14 @@ fn keys() -> Auth {
         toml_entry("acme", KEY_A, &tenant("acme", None)),
         toml_entry("bolt", KEY_B, &tenant("bolt", None)),
         toml_entry("acme-jobs", KEY_A_JOBS, &tenant("acme", Some(&["jobs"]))),
-        toml_entry("pullers", KEY_W, &Scope::Worker { queues: None }),
+        toml_entry(
+            "pullers",
+            KEY_W,
+            &Scope::Worker {
+                queues: None,
+                tenants: None,
+            },
+        ),
     ]
     .join("\n");
     Auth::Keys(Arc::new(ApiKeys::parse(&text).expect("a valid keys file")))
@@ -968,8 +975,27 @@ async fn startup_enforces_the_keys_file_and_the_loopback_rule() {
     let admin = orq(&["key", "new", "--admin"]).output().unwrap();
     let admin = String::from_utf8(admin.stdout).unwrap();
     let (admin_key, admin_entry) = admin.split_once('\n').unwrap();
+    // A worker key limited to tenants: its entry lists them (and the file below must parse).
+    let worker = orq(&["key", "new", "--worker", "--tenants", "globex,acme"])
+        .output()
+        .unwrap();
+    assert!(worker.status.success());
+    let worker = String::from_utf8(worker.stdout).unwrap();
+    let (_, worker_entry) = worker.split_once('\n').unwrap();
+    assert!(
+        worker_entry.contains("role = \"worker\"")
+            && worker_entry.contains("tenants = [\"acme\", \"globex\"]"),
+        "{worker_entry}"
+    );
+    for bad in [
+        &["key", "new", "--tenant", "acme", "--tenants", "acme"][..],
+        &["key", "new", "--worker", "--tenants", "a b"][..],
+    ] {
+        let out = orq(bad).output().unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+    }
     let file = dir.path().join("keys.toml");
-    std::fs::write(&file, format!("{entry}\n{admin_entry}")).unwrap();
+    std::fs::write(&file, format!("{entry}\n{admin_entry}\n{worker_entry}")).unwrap();
     let port = free_port();
     let _secured = Proc(
         orq(&["serve", "--no-dashboard-build"])

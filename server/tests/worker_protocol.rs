@@ -624,12 +624,20 @@ const TENANT: &str = "orq_test_tenant_acme";
 fn keys() -> Auth {
     let text = [
         toml_entry("ops", ADMIN, &Scope::Admin),
-        toml_entry("w-all", WORKER_ALL, &Scope::Worker { queues: None }),
+        toml_entry(
+            "w-all",
+            WORKER_ALL,
+            &Scope::Worker {
+                queues: None,
+                tenants: None,
+            },
+        ),
         toml_entry(
             "w-images",
             WORKER_IMAGES,
             &Scope::Worker {
                 queues: Some(["images".to_string()].into()),
+                tenants: None,
             },
         ),
         toml_entry(
@@ -745,6 +753,112 @@ async fn worker_keys_lease_in_their_queues_and_do_nothing_else() {
     let (s, v) = call(ADMIN, POST, "/api/v1/leases".into(), lease_body("images")).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["tasks"][0]["id"], id.as_str());
+}
+
+/// A worker key limited to tenants acme and globex.
+const WORKER_TWO_TENANTS: &str = "orq_test_worker_two_tenants";
+
+/// Keys: an admin, a worker key limited to tenants acme and globex.
+fn tenant_keys() -> Auth {
+    let text = [
+        toml_entry("ops", ADMIN, &Scope::Admin),
+        toml_entry(
+            "w-two",
+            WORKER_TWO_TENANTS,
+            &Scope::Worker {
+                queues: None,
+                tenants: Some(["acme".to_string(), "globex".to_string()].into()),
+            },
+        ),
+    ]
+    .join("\n");
+    Auth::Keys(Arc::new(ApiKeys::parse(&text).expect("a valid keys file")))
+}
+
+/// The tenants of a lease answer's tasks, sorted.
+fn tenants_of(v: &Value) -> Vec<String> {
+    let mut t: Vec<String> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["tenant"].as_str().unwrap().to_string())
+        .collect();
+    t.sort();
+    t
+}
+
+async fn leases_limited_to_tenants(app: &TestApp) {
+    let call = |key: &'static str, body: Value| async move {
+        let (s, v, _) = app
+            .call_as(Some(key), POST, "/api/v1/leases", Some(&body.to_string()))
+            .await;
+        (s, v)
+    };
+    for tenant in ["acme", "globex", "initech"] {
+        for _ in 0..3 {
+            let (s, t, _) = app
+                .call_as(
+                    Some(ADMIN),
+                    POST,
+                    "/api/v1/tasks",
+                    Some(&json!({"queue": "q", "tenant": tenant, "payload": {}}).to_string()),
+                )
+                .await;
+            assert_eq!(s, StatusCode::CREATED, "{t}");
+        }
+    }
+    let body = |tenants: Value| {
+        let mut b = json!({"worker": "w", "queues": ["q"], "count": 100});
+        if !tenants.is_null() {
+            b["tenants"] = tenants;
+        }
+        b
+    };
+    // Bad lists: a 400 naming the field, a tenant outside the key's a 403; nothing leased.
+    for bad in [
+        json!([]),
+        json!(["bad name"]),
+        json!((0..17).map(|i| format!("t{i}")).collect::<Vec<_>>()),
+    ] {
+        let (s, e) = call(ADMIN, body(bad.clone())).await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            "{bad}: {e}"
+        );
+        assert!(message(&e).starts_with("tenants"), "{bad}: {e}");
+    }
+    let (s, e) = call(WORKER_TWO_TENANTS, body(json!(["acme", "initech"]))).await;
+    assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    assert!(message(&e).contains("initech"), "{e}");
+    // The key's own list narrowed: acme's only.
+    let (s, v) = call(WORKER_TWO_TENANTS, body(json!(["acme", "acme"]))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(tenants_of(&v), ["acme"; 3], "{v}");
+    // No list: the key's tenants, so globex's, never initech's.
+    let (s, v) = call(WORKER_TWO_TENANTS, body(Value::Null)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(tenants_of(&v), ["globex"; 3], "{v}");
+    let (s, v) = call(WORKER_TWO_TENANTS, body(Value::Null)).await;
+    assert_eq!((s, tenants_of(&v).len()), (StatusCode::OK, 0), "{v}");
+    // An admin may name any tenant; initech's tasks waited for it.
+    let (s, v) = call(ADMIN, body(json!(["initech", "nobody"]))).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(tenants_of(&v), ["initech"; 3], "{v}");
+}
+
+// Goal: a worker key limited to some tenants leases only their tasks, and a lease body's
+// `tenants` narrows any lease; bad lists are typed 4xx. On the embedded store and on Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_limited_to_tenants_take_only_theirs_embedded() {
+    let (app, _) = TestApp::embedded(false, vec![], |s| s.with_auth(tenant_keys()));
+    leases_limited_to_tenants(&app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_limited_to_tenants_take_only_theirs_on_redis() {
+    let app = TestApp::start_with(false, vec![], |s| s.with_auth(tenant_keys())).await;
+    leases_limited_to_tenants(&app).await;
 }
 
 async fn submit_as_admin(app: &TestApp) -> String {

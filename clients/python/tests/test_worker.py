@@ -210,6 +210,33 @@ def test_worker_keys_lease_their_queues_and_tenant_keys_none(tmp_path) -> None:
         s.stop()
 
 
+def test_a_worker_key_limited_to_tenants_handles_only_theirs(tmp_path) -> None:
+    admin, wkey = make_key("--admin"), make_key("--worker", "--tenants", "acme,globex")
+    keys = tmp_path / "keys.toml"
+    keys.write_text("\n".join(k["entry"] for k in (admin, wkey)))
+    s = OrqServer(tmp_path, "--api-keys", str(keys))
+    try:
+        ops = Client(s.url, admin["key"])
+        ids = {t: [ops.submit("who", {}, queue="q", tenant=t).id for _ in range(3)] for t in ("acme", "globex", "initech")}
+        worker_client = Client(s.url, wkey["key"])
+        with pytest.raises(orq.Forbidden):
+            worker_client.lease("w", ["q"], tenants=["initech"])
+        # A worker narrowed to acme of the key's two, then one with the key's own list.
+        only_acme = Worker(client=worker_client, queues=["q"], wait_ms=500, tenants=["acme"])
+        only_acme.register("who", lambda job: f"acme-worker:{job.tenant}")
+        with Running(only_acme):
+            for id in ids["acme"]:
+                assert wait_for(status_is(ops, id, "completed"), "completed").result == "acme-worker:acme"
+        keyed = Worker(client=worker_client, queues=["q"], wait_ms=500)
+        keyed.register("who", lambda job: f"key-worker:{job.tenant}")
+        with Running(keyed):
+            for id in ids["globex"]:
+                assert wait_for(status_is(ops, id, "completed"), "completed").result == "key-worker:globex"
+        assert all(ops.get(id).status == "queued" for id in ids["initech"])
+    finally:
+        s.stop()
+
+
 def test_results_and_errors_orq_cannot_take_fail_the_task_saying_why(server: OrqServer, client: Client) -> None:
     w = Worker(server.url, queues=["odd"], wait_ms=1000)
 

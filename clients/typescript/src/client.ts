@@ -57,6 +57,11 @@ export interface LeaseRequest {
   count?: number;
   /** How long to wait for work when none is ready (ms, 0..30000; default 0: answer at once). */
   waitMs?: number;
+  /**
+   * Lease only these tenants' tasks (1..16 names; default: every tenant's, or those a worker key
+   * is limited to, which may name only those).
+   */
+  tenants?: string[];
 }
 
 /** Options of {@link Client.fail}. */
@@ -172,7 +177,7 @@ export class Client {
    */
   async lease(req: LeaseRequest, call?: CallOptions): Promise<LeasedTask[]> {
     const waitMs = req.waitMs ?? 0;
-    const body: LeaseBody = { worker: req.worker, queues: req.queues, count: req.count ?? 1, wait_ms: waitMs };
+    const body: LeaseBody = { worker: req.worker, queues: req.queues, count: req.count ?? 1, wait_ms: waitMs, tenants: req.tenants };
     const { body: answer } = await this.transport.request<Leases>({
       method: "POST",
       path: "/leases",

@@ -21,6 +21,8 @@ export interface WorkerOptions {
   apiKey?: string;
   /** The queues to take tasks from (1..16). */
   queues: string[];
+  /** Take only these tenants' tasks (1..16; default: every tenant's, or those the worker key is limited to). */
+  tenants?: string[];
   /** Most handlers running at once (default 4). */
   concurrency?: number;
   /** This worker's id, `[A-Za-z0-9._-]{1,64}` (default: host name and process id). */
@@ -69,6 +71,7 @@ export class Worker {
   readonly client: Client;
 
   private readonly queues: string[];
+  private readonly tenants: string[] | undefined;
   private readonly concurrency: number;
   private readonly waitMs: number;
   private readonly graceMs: number;
@@ -95,6 +98,7 @@ export class Worker {
     this.concurrency = opts.concurrency ?? 4;
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) throw new TypeError("Worker: concurrency must be a positive integer");
     this.queues = [...opts.queues];
+    this.tenants = opts.tenants === undefined ? undefined : [...opts.tenants];
     this.waitMs = opts.waitMs ?? 20_000;
     this.graceMs = opts.shutdownGraceMs ?? 30_000;
     this.unknownQueuePauseMs = opts.unknownQueuePauseMs ?? 5_000;
@@ -190,7 +194,7 @@ export class Worker {
       const startedAt = Date.now();
       try {
         leased = await this.client.lease(
-          { worker: this.id, queues: this.queues, count, waitMs: this.waitMs },
+          { worker: this.id, queues: this.queues, count, waitMs: this.waitMs, tenants: this.tenants },
           { signal: this.stopLeasing.signal, retries: 0 },
         );
         failures = 0;

@@ -11,7 +11,7 @@ import { keysFile, memoryLogger, newKey, startServer, uniqueQueue, waitFor, with
 let server: OrqServer;
 let removeKeys: () => void = () => undefined;
 let admin: Client;
-let keys: { admin: string; worker: string; tenant: string };
+let keys: { admin: string; worker: string; tenant: string; twoTenants: string };
 const allowed = uniqueQueue("allowed");
 const other = uniqueQueue("other");
 
@@ -19,9 +19,10 @@ before(async () => {
   const a = await newKey("--admin");
   const w = await newKey("--worker", "--queues", allowed);
   const t = await newKey("--tenant", "acme");
-  const file = keysFile([a.entry, w.entry, t.entry]);
+  const two = await newKey("--worker", "--tenants", "acme,globex");
+  const file = keysFile([a.entry, w.entry, t.entry, two.entry]);
   removeKeys = file.remove;
-  keys = { admin: a.key, worker: w.key, tenant: t.key };
+  keys = { admin: a.key, worker: w.key, tenant: t.key, twoTenants: two.key };
   server = await startServer(["--api-keys", file.path]);
   admin = new Client({ url: server.url, apiKey: keys.admin });
   await admin.submit("a", {}, { queue: allowed });
@@ -77,4 +78,32 @@ test("a Worker with a worker key completes tasks of its queue", async () => {
     await within("the worker to stop", worker.stop());
     await within("run() to resolve", run);
   }
+});
+
+test("a worker key limited to tenants leases only theirs; a Worker may narrow it further", async () => {
+  const q = uniqueQueue("tenants");
+  const ids: Record<string, string[]> = {};
+  for (const tenant of ["acme", "globex", "initech"]) {
+    ids[tenant] = [];
+    for (let i = 0; i < 2; i++) ids[tenant]!.push((await admin.submit("who", {}, { queue: q, tenant })).id);
+  }
+  const client = new Client({ url: server.url, apiKey: keys.twoTenants });
+  await assert.rejects(client.lease({ worker: "w", queues: [q], tenants: ["initech"] }), Forbidden);
+  const completed = (id: string) =>
+    waitFor(`task ${id} completed`, async () => {
+      const task = await admin.get(id);
+      return task.status === "completed" ? task : undefined;
+    });
+  for (const [tenants, served] of [[["acme"], "acme"], [undefined, "globex"]] as const) {
+    const worker = new Worker({ url: server.url, apiKey: keys.twoTenants, queues: [q], tenants: tenants ? [...tenants] : undefined, waitMs: 500, handleSignals: false, logger: memoryLogger() });
+    worker.handle("who", (job) => `${served}-worker:${job.tenant}`);
+    const run = worker.run();
+    try {
+      for (const id of ids[served]!) assert.equal((await completed(id)).result, `${served}-worker:${served}`);
+    } finally {
+      await within("the worker to stop", worker.stop());
+      await within("run() to resolve", run);
+    }
+  }
+  for (const id of ids.initech!) assert.equal((await admin.get(id)).status, "queued");
 });

@@ -21,6 +21,8 @@ do
   -- Most tasks one call leases, and most limited tenants parked (and parked tenants unparked)
   -- per call.
   local LEASE_MAX = 100
+  -- Most tenants a lease may be limited to (lua/src/facts.rs, LEASE_TENANTS_MAX).
+  local TENANTS_MAX = FACTS.lease_tenants_max
   local TENANT_SCAN_MAX = 64
   -- Tasks a visit gives the head tenant at least (lua/src/facts.rs, FAIR_QUANTUM).
   local QUANTUM = FACTS.fair_quantum
@@ -30,8 +32,9 @@ do
     'rp', 'served'}
 
   -- The lease arguments at ARGV[base + 1 .. base + 6] (the `lease` script's ARGV[1..6], see its
-  -- header): a table {worker, n, bits, seed, promote_bound, reap_bound}, or nil and an INVALID
-  -- error reply. Read and checked before a call writes anything.
+  -- header) and, from ARGV[base + 7] on, the tenants the lease is limited to (none: every
+  -- tenant): a table {worker, n, bits, seed, promote_bound, reap_bound, tenants (nil or a list)},
+  -- or nil and an INVALID error reply. Read and checked before a call writes anything.
   function lease_args(ARGV, base)
     local a = {worker = ARGV[base + 1]}
     local e
@@ -51,7 +54,43 @@ do
     if has_separator(a.worker) then
       return nil, redis.error_reply('INVALID worker id must not contain spaces or newlines')
     end
+    local nt = #ARGV - base - 6
+    if nt > 0 then
+      if nt > TENANTS_MAX then
+        return nil, redis.error_reply('INVALID at most ' .. TENANTS_MAX .. ' tenants')
+      end
+      a.tenants = {}
+      for i = 1, nt do
+        local t = ARGV[base + 6 + i]
+        if t == '' or has_separator(t) then
+          return nil, redis.error_reply('INVALID tenant names must be non-empty, without spaces or newlines')
+        end
+        a.tenants[i] = t
+      end
+    end
     return a
+  end
+
+  -- The first two (tenant, virtual time) of the tenants set among `tenants` (a lease limited to
+  -- them), flat as ZRANGE 0 1 WITHSCORES answers, in the set's order (virtual time, then name).
+  -- One ZSCORE per tenant named (at most TENANTS_MAX).
+  local function head_among(c, tenants)
+    local a, b
+    for i = 1, #tenants do
+      local t = tenants[i]
+      local v = redis.call('ZSCORE', c.K_TENANTS, t)
+      if v then
+        local e = {t, v, tonumber(v)}
+        if not a or e[3] < a[3] or (e[3] == a[3] and t < a[1]) then
+          a, b = e, a
+        elseif not b or e[3] < b[3] or (e[3] == b[3] and t < b[1]) then
+          b = e
+        end
+      end
+    end
+    if not a then return {} end
+    if not b then return {a[1], a[2]} end
+    return {a[1], a[2], b[1], b[2]}
   end
 
   -- The queue keys a lease writes or reads by type (check_keys before the first write); the
@@ -280,7 +319,12 @@ do
     -- time stays ahead of the next tenant's), as far as its limits allow and the call still wants.
     for _ = 1, 2 * n + TENANT_SCAN_MAX do
       if paused or none_ready or leased_n >= n then break end
-      local head = redis.call('ZRANGE', c.K_TENANTS, '0', '1', 'WITHSCORES')
+      local head
+      if a.tenants then
+        head = head_among(c, a.tenants)
+      else
+        head = redis.call('ZRANGE', c.K_TENANTS, '0', '1', 'WITHSCORES')
+      end
       if #head == 0 then break end
       local tenant, vt = head[1], num(head[2], 0)
       -- Whether the tenants set holds a tenant after this pass: another one, or this one put back
@@ -359,8 +403,10 @@ do
             last_vt = last_vt + 1 / weight
           end
           -- The queue's virtual time is the tag this visit started at (the smallest of the set's):
-          -- a tenant that becomes backlogged starts there, not behind the visit's quantum.
-          if vt ~= queue_vt then
+          -- a tenant that becomes backlogged starts there, not behind the visit's quantum. A
+          -- lease limited to some tenants may visit one that is not the smallest: it leaves the
+          -- queue's time to the unlimited leases.
+          if vt ~= queue_vt and not a.tenants then
             queue_vt = vt
             redis.call('HSET', c.K_STATS, 'vtime', fstr(vt))
           end
@@ -495,8 +541,12 @@ do
       if at < now then at = now end
       if next_ms < 0 or at < next_ms then next_ms = at end
     end
-    if not paused and leased_n >= n and redis.call('ZCARD', c.K_TENANTS) > 0 then
-      next_ms = now
+    if not paused and leased_n >= n then
+      if a.tenants then
+        if #head_among(c, a.tenants) > 0 then next_ms = now end
+      elseif redis.call('ZCARD', c.K_TENANTS) > 0 then
+        next_ms = now
+      end
     end
     if paused then
       next_ms = -1

@@ -13,7 +13,7 @@ use crate::model::{
 };
 use crate::openapi_errors::{LeaseErrors, ReportErrors};
 use crate::pull::{self, PullRequest, LEASE_QUEUES_MAX, LEASE_WAIT_MS_MAX};
-use orq::ops::{self, LEASE_BATCH_MAX};
+use orq::ops::{self, LEASE_BATCH_MAX, LEASE_TENANTS_MAX};
 use orq::task::{LEASE_MS_MAX, LEASE_MS_MIN};
 
 /// Largest body of a lease call (bytes).
@@ -62,10 +62,25 @@ pub(crate) async fn lease(
             queues.push(q);
         }
     }
+    let mut asked: Vec<String> = Vec::new();
+    if let Some(ts) = body.tenants {
+        if ts.is_empty() || ts.len() > LEASE_TENANTS_MAX {
+            return Err(ApiError::bad_request(format!(
+                "tenants: name 1 to {LEASE_TENANTS_MAX} tenants (leave it out for every tenant)"
+            )));
+        }
+        for t in ts {
+            if !asked.iter().any(|a| a == t.as_str()) {
+                asked.push(t.to_string());
+            }
+        }
+    }
+    let tenants = caller.lease_tenants(&asked)?;
     s.queues_cache.check(&s.client, &*s.clock, &queues).await?;
     let req = PullRequest {
         worker: &body.worker,
         queues: &queues,
+        tenants: &tenants,
         count: count as usize,
         wait_ms,
     };

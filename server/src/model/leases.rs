@@ -96,6 +96,12 @@ pub struct LeaseBody {
     #[schema(minimum = 0, maximum = 30_000)]
     #[serde(default, deserialize_with = "super::opt_int")]
     pub wait_ms: Option<u64>,
+    /// Lease only these tenants' tasks, served among themselves by fair share (1..=16 names;
+    /// default: every tenant's, or those of a worker key limited to some tenants, which may
+    /// name only those).
+    #[schema(min_items = 1, max_items = 16)]
+    #[serde(default)]
+    pub tenants: Option<Vec<Name>>,
 }
 
 /// A task leased through the worker protocol.

@@ -41,8 +41,9 @@ enum Cmd {
         /// worker_drops_refused_outcome, heartbeat_waits_interval (these two show on seeds
         /// that draw store refusals), store_loads_library_once (on seeds that draw script
         /// flushes), pull_ignores_lost_lease (on seeds that draw pull workers of the HTTP
-        /// protocol), lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the last
-        /// three only show on seeds that draw tenant limits or pauses).
+        /// protocol), lease_ignores_tenants (on seeds whose pull workers lease for some tenants
+        /// only), lease_ignores_max_inflight, lease_ignores_rate_limit, lease_ignores_pause (the
+        /// last three only show on seeds that draw tenant limits or pauses).
         #[arg(long, default_value = "none")]
         planted: String,
         /// Roll the store back to an earlier snapshot once (weakened invariants).

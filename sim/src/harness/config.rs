@@ -46,11 +46,14 @@ pub enum PlantedBug {
     /// library bug the protocol's codes exist to prevent (caught by seeds that draw pull
     /// workers).
     PullIgnoresLostLease,
+    /// `lease` limited to some tenants serves every tenant (caught by seeds whose pull workers
+    /// lease for some tenants only).
+    LeaseIgnoresTenants,
 }
 
 impl PlantedBug {
     /// Every planted bug (not `None`).
-    pub const ALL: [PlantedBug; 8] = [
+    pub const ALL: [PlantedBug; 9] = [
         PlantedBug::CompleteIgnoresToken,
         PlantedBug::LeaseIgnoresRunAt,
         PlantedBug::ReapDoesNotCountAttempt,
@@ -59,6 +62,7 @@ impl PlantedBug {
         PlantedBug::HeartbeatWaitsInterval,
         PlantedBug::StoreLoadsLibraryOnce,
         PlantedBug::PullIgnoresLostLease,
+        PlantedBug::LeaseIgnoresTenants,
     ];
 
     /// The planted bugs of tenancy: each is caught only by seeds that draw the setting it
@@ -84,6 +88,7 @@ impl PlantedBug {
             PlantedBug::HeartbeatWaitsInterval => "heartbeat_waits_interval",
             PlantedBug::StoreLoadsLibraryOnce => "store_loads_library_once",
             PlantedBug::PullIgnoresLostLease => "pull_ignores_lost_lease",
+            PlantedBug::LeaseIgnoresTenants => "lease_ignores_tenants",
         }
     }
 
@@ -216,6 +221,9 @@ pub struct SimConfig {
     /// Pull workers of the HTTP worker protocol (`p1`, `p2`, ...; [`super::pull`]), beside the
     /// pools, each with `concurrency` slots.
     pub pull_workers: u32,
+    /// The tenants the pull workers lease for (the lease body's `tenants`, a worker key limited
+    /// to them); empty: every tenant. The Rust pools serve every tenant, so all work drains.
+    pub pull_tenants: Vec<String>,
     /// Concurrency of each pool.
     pub concurrency: u32,
     /// Schedulers running at once.
@@ -320,6 +328,7 @@ impl SimConfig {
             batch_max: [1, 1, 5, 20][r.random_range(0..4)],
             workers: r.random_range(1..=4),
             pull_workers: 0,
+            pull_tenants: Vec::new(),
             concurrency: r.random_range(1..=6),
             schedulers: r.random_range(0..=2),
             submit_window_ms: r.random_range(1_000..=20_000),
@@ -391,6 +400,17 @@ impl SimConfig {
         } else {
             0
         };
+        // Half of those lease for some tenants only: a non-empty subset, each in or out at even
+        // odds.
+        if self.pull_workers > 0 && r.random_bool(0.5) {
+            let all: Vec<String> = (0..self.tenants).map(|i| format!("t{i}")).collect();
+            let mut some: Vec<String> =
+                all.iter().filter(|_| r.random_bool(0.5)).cloned().collect();
+            if some.is_empty() {
+                some.push(all[r.random_range(0..all.len())].clone());
+            }
+            self.pull_tenants = some;
+        }
         self
     }
 

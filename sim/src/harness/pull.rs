@@ -6,7 +6,9 @@
 //! hears: a leased task is then held until its lease expires, a report is sent again), and a
 //! report sent twice. A crash (`crash_request` before or after the side effect, or the
 //! supervisor's crash fault) aborts the actor with everything it runs: a worker that vanishes
-//! mid-lease.
+//! mid-lease. In a quarter of the seeds the pull workers lease for some tenants only
+//! (`SimConfig::pull_tenants`, the lease body's `tenants`) and check that every task they get is
+//! of one of them.
 //!
 //! It follows the engine's own rules, as a client library must: the handler's timing, side effect
 //! and outcome are [`SimHandler`]'s (drawn from the seed, the task and the epoch); heartbeats every
@@ -97,15 +99,26 @@ async fn run(p: Arc<Pull>) {
             running.join_next().await;
         }
         while running.try_join_next().is_some() {}
-        let body = json!({
+        let tenants = &p.world.config.pull_tenants;
+        let mut body = json!({
             "worker": p.id, "queues": [QUEUE], "count": slots - running.len(), "wait_ms": WAIT_MS,
         });
+        if !tenants.is_empty() {
+            body["tenants"] = json!(tenants);
+        }
         match p.call("/api/v1/leases", &body, false).await {
             Some((200, answer)) => {
                 // The lease began when the store ran the call, after any wait: reckon its
                 // deadline from the answer (as the Rust worker does from the store's reply).
                 let answered_at = p.clock.now_ms();
                 for t in answer["tasks"].as_array().cloned().unwrap_or_default() {
+                    let tenant = t["tenant"].as_str().unwrap_or_default();
+                    if !tenants.is_empty() && !tenants.iter().any(|x| x == tenant) {
+                        p.world.violate(format!(
+                            "{}: a lease limited to tenants {tenants:?} gave task {} of tenant {tenant}",
+                            p.id, t["id"]
+                        ));
+                    }
                     let p = p.clone();
                     running.spawn(async move { p.run_task(t, answered_at).await });
                 }

@@ -290,6 +290,15 @@ fn patched_sources(bug: PlantedBug) -> BTreeMap<&'static str, String> {
                 );
             }
         }
+        PlantedBug::LeaseIgnoresTenants => {
+            for name in ["lease", "complete_batch"] {
+                patch(
+                    name,
+                    "head = head_among(c, a.tenants)",
+                    "head = redis.call('ZRANGE', c.K_TENANTS, '0', '1', 'WITHSCORES')",
+                );
+            }
+        }
         PlantedBug::LeaseIgnoresPause => {
             for name in ["lease", "complete_batch"] {
                 patch(name, "paused = cf[1] == '1'", "paused = false");

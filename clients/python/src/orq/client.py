@@ -210,12 +210,17 @@ class Client:
         *,
         count: int = 1,
         wait_ms: int = 0,
+        tenants: Optional[Iterable[str]] = None,
         retries: Optional[int] = None,
     ) -> List[LeasedTask]:
         """Lease up to ``count`` (1..100) tasks of ``queues`` for worker id ``worker``; when none
-        is ready, wait up to ``wait_ms`` (at most 30000) for one. An empty list when the wait
-        ended without work. :class:`orq.NotFound` for a queue that does not exist yet."""
-        body = {"worker": worker, "queues": list(queues), "count": count, "wait_ms": wait_ms}
+        is ready, wait up to ``wait_ms`` (at most 30000) for one. ``tenants``: only these
+        tenants' tasks (1..16 names; default every tenant's, or those a worker key is limited to,
+        which may name only those). An empty list when the wait ended without work.
+        :class:`orq.NotFound` for a queue that does not exist yet."""
+        body: Dict[str, Any] = {"worker": worker, "queues": list(queues), "count": count, "wait_ms": wait_ms}
+        if tenants is not None:
+            body["tenants"] = list(tenants)
         answer = self._t.request(
             "POST",
             "/leases",

@@ -69,6 +69,8 @@ class Worker:
     Args:
         url: the API's address; api_key: a worker key (``orq key new --worker``) or an admin key.
         queues: the queues to lease from (1..16).
+        tenants: take only these tenants' tasks (1..16; default: every tenant's, or those the
+            worker key is limited to).
         concurrency: most handlers running at once (threads).
         worker_id: the id recorded on leases and in task histories (default
             :func:`default_worker_id`).
@@ -91,8 +93,10 @@ class Worker:
         wait_ms: int = 5_000,
         shutdown_grace_s: float = 30.0,
         client: Optional[Client] = None,
+        tenants: Optional[Iterable[str]] = None,
     ) -> None:
         self.queues = list(queues)
+        self.tenants = None if tenants is None else list(tenants)
         if not self.queues:
             raise ValueError("queues: name at least one queue")
         if concurrency < 1:
@@ -204,6 +208,7 @@ class Worker:
                     self.queues,
                     count=min(free, LEASE_COUNT_MAX),
                     wait_ms=self.wait_ms,
+                    tenants=self.tenants,
                     retries=0,
                 )
             except NotFound as e:
