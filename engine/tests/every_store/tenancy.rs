@@ -547,6 +547,60 @@ async fn small_tenant_wait_does_not_grow_with_the_big_backlog(env: Env) {
 }
 
 /// This suite's tests and the deployments each runs on.
+// Goal: a lease limited to some tenants serves only them, by weight among themselves and within
+// their caps, and an unlimited lease then serves the rest; bad lists are refused.
+// Method: tenants a (weight 3), b, c (max_inflight 2), d; leases limited to [a, b] one at a time,
+// then to [c], then unlimited.
+async fn a_lease_limited_to_tenants_serves_only_them(env: Env) {
+    for t in ["a", "b", "c", "d"] {
+        submit_n(&env, t, 20).await;
+    }
+    let weight = TenantLimits {
+        weight: Some(Some(3.0)),
+        ..TenantLimits::default()
+    };
+    env.client
+        .configure_tenant("q", "a", &weight)
+        .await
+        .unwrap();
+    let cap = TenantLimits {
+        max_inflight: Some(Some(2)),
+        ..TenantLimits::default()
+    };
+    env.client.configure_tenant("q", "c", &cap).await.unwrap();
+    let lease_among = |tenants: &'static [&'static str], n: usize| {
+        let store = env.store.clone();
+        async move {
+            let e = orq::Entropy::from_os();
+            let names: Vec<String> = tenants.iter().map(|t| t.to_string()).collect();
+            ops::lease_among(&*store, "q", "w", n, &e.token_bits(), e.unit(), &names).await
+        }
+    };
+    let mut leased = Vec::new();
+    for _ in 0..16 {
+        leased.extend(lease_among(&["a", "b"], 1).await.unwrap().tasks);
+    }
+    let counts = by_tenant(&leased);
+    assert_eq!(counts.keys().collect::<Vec<_>>(), ["a", "b"], "{counts:?}");
+    let (a, b) = (counts["a"] as i64, counts["b"] as i64);
+    assert!(
+        (a - 12).abs() <= 1 && (b - 4).abs() <= 1,
+        "3:1 of 16: a={a} b={b}"
+    );
+    let capped = lease_among(&["c", "nobody"], 10).await.unwrap().tasks;
+    assert_eq!(by_tenant(&capped), BTreeMap::from([("c".to_string(), 2)]));
+    let rest = env.lease("q", "w", 100).await.tasks;
+    let counts = by_tenant(&rest);
+    assert_eq!(counts.get("d"), Some(&20), "{counts:?}");
+    assert_eq!(counts.get("c"), None, "c stays at its cap: {counts:?}");
+    let too_many: Vec<&'static str> = vec!["t"; ops::LEASE_TENANTS_MAX + 1];
+    let too_many: &'static [&'static str] = too_many.leak();
+    for bad in [too_many, &["a b"][..], &[""][..]] {
+        let e = lease_among(bad, 1).await.unwrap_err();
+        assert!(matches!(e, Error::Invalid { .. }), "{bad:?}: {e:?}");
+    }
+}
+
 pub fn cases() -> Vec<crate::deployment::Case> {
     cases![
         weighted_fair_share_splits_leases_by_weight,
@@ -563,5 +617,6 @@ pub fn cases() -> Vec<crate::deployment::Case> {
         weights_1_2_5_hold_their_shares_over_windows_of_144,
         ten_equal_tenants_keep_jain_index_at_least_0_99,
         small_tenant_wait_does_not_grow_with_the_big_backlog,
+        a_lease_limited_to_tenants_serves_only_them,
     ]
 }
