@@ -374,9 +374,9 @@ impl ApiKeys {
             };
             let tenants = match k.tenants {
                 None => None,
-                Some(_) if k.role.as_deref() != Some("worker") => return Err(format!(
-                    "{at}: tenants applies to worker keys only (a tenant key has tenant = \"...\")"
-                )),
+                Some(_) if k.role.as_deref() != Some("worker") => {
+                    return Err(format!("{at}: tenants applies to worker keys only"))
+                }
                 Some(ts) if ts.len() > orq::ops::LEASE_TENANTS_MAX => {
                     return Err(format!(
                         "{at}: tenants names more than {} tenants",
