@@ -4,7 +4,7 @@ Python worker (clients/python, over the HTTP worker protocol), through RQ's work
 orq's Rust worker, on the same machine and the same private Redis.
 
     python3 bench/workers.py [--tasks 5000] [--runs 3] [--concurrency 8] [--orq PATH]
-        [--json FILE]
+        [--json FILE] [--only orq-python,orq-ts,orq-rust,rq]
 
 Each run of each worker: a fresh private redis-server (no persistence); --tasks no-op tasks put
 in the queue first (orq: POST /api/v1/tasks/batch of 1,000 through `orq api`; RQ:
@@ -211,12 +211,14 @@ def main():
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--orq", default=os.path.join(ROOT, "target", "release", "orq"))
     p.add_argument("--json")
+    p.add_argument("--only", default="orq-python,orq-ts,orq-rust,rq",
+                   help="the workers to run, comma-separated (default: all four)")
     a = p.parse_args()
     ensure_venv()
     if not os.path.exists(os.path.join(TS_DIR, "dist", "src", "index.js")):
         subprocess.check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=TS_DIR)
         subprocess.check_call(["npm", "run", "build"], cwd=TS_DIR)
-    results = {"orq-python": [], "orq-ts": [], "orq-rust": [], "rq": []}
+    results = {n: [] for n in ("orq-python", "orq-ts", "orq-rust", "rq") if n in a.only.split(",")}
     for run in range(a.runs):
         for name in results:
             with tempfile.TemporaryDirectory() as work:

@@ -17,5 +17,7 @@ else
 fi
 export ORQ_BIN=${ORQ_BIN:-$repo/target/debug/orq}
 [ -x "$ORQ_BIN" ] || { echo "$ORQ_BIN is missing: cargo build --bin orq first" >&2; exit 1; }
+# The package is typed (py.typed): its annotations must hold.
+"$venv/bin/mypy" --no-incremental src/orq
 # From a scratch directory, so the tests import the installed package, not src/.
 cd tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .

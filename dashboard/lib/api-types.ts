@@ -136,6 +136,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/leases/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Complete several leases of one queue in one call (one script call in the store): each
+         *     completion is applied or refused on its own, and the answer says which, in order. A refusal
+         *     of the whole call (a 503, a 403) applies none; sending the same completions again is safe.
+         */
+        post: operations["complete_many"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/leases/{id}/complete": {
         parameters: {
             query?: never;
@@ -679,6 +700,33 @@ export interface components {
             /** @description The lease token, as the lease answered it. */
             token: components["schemas"]["LeaseToken"];
         };
+        /** @description The answer of `POST /api/v1/leases/complete`: one report per completion, in order. */
+        CompleteManyAnswer: {
+            /** @description One per completion sent, in the same order. */
+            reports: components["schemas"]["ItemReport"][];
+        };
+        /**
+         * @description The body of `POST /api/v1/leases/complete`: several leases of one queue completed in one call
+         *     (one script call in the store), as a worker whose handlers finish together sends them.
+         */
+        CompleteManyBody: {
+            /**
+             * @description The completions (1..=100), each applied on its own: one refused does not hold back the
+             *     others.
+             */
+            completions: components["schemas"]["CompletionItem"][];
+            /** @description The tasks' queue. */
+            queue: string;
+        };
+        /** @description One completion of a [`CompleteManyBody`]. */
+        CompletionItem: {
+            /** @description The task id (a ULID). */
+            id: string;
+            /** @description The handler's result: any JSON (at most 1 MiB; default null). */
+            result?: unknown;
+            /** @description The lease token, as the lease answered it. */
+            token: components["schemas"]["LeaseToken"];
+        };
         /** @description Tasks per status. */
         Counts: {
             cancelled: number;
@@ -772,6 +820,17 @@ export interface components {
              * @description When the next token is due (store clock, ms since the Unix epoch).
              */
             until_ms: number;
+        };
+        /**
+         * @description What became of one completion of a batch: `reported` when it was applied (now or by an
+         *     earlier call with its token), else `error` with the code its own `complete` call would have
+         *     answered (`lease_lost`, `cancelled`, `not_found`, `bad_request`).
+         */
+        ItemReport: {
+            error?: null | components["schemas"]["ErrorDetail"];
+            /** @description The task id. */
+            id: string;
+            reported?: null | components["schemas"]["ReportedJson"];
         };
         /** @description A lease in task JSON. */
         Lease: {
@@ -1693,6 +1752,38 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    complete_many: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompleteManyBody"];
+            };
+        };
+        responses: {
+            /** @description One report per completion, in order. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompleteManyAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
             413: components["responses"]["PayloadTooLarge"];
             503: components["responses"]["Unavailable"];
         };

@@ -132,6 +132,7 @@ pub fn app(state: AppState) -> Router {
     // The worker protocol: admin and worker keys only.
     let workers = Router::new()
         .route("/api/v1/leases", post(leases::lease))
+        .route("/api/v1/leases/complete", post(leases::complete_many))
         .route("/api/v1/leases/{id}/heartbeat", post(leases::heartbeat))
         .route("/api/v1/leases/{id}/complete", post(leases::complete))
         .route("/api/v1/leases/{id}/fail", post(leases::fail))

@@ -80,6 +80,7 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         api::leases::lease,
         api::leases::heartbeat,
         api::leases::complete,
+        api::leases::complete_many,
         api::leases::fail,
         api::leases::release,
         live::metrics,

@@ -357,6 +357,17 @@ async fn every_route_answers_each_key_as_its_rights_say() {
         ),
         row(
             post.clone(),
+            "/api/v1/leases/complete",
+            same(
+                "/api/v1/leases/complete".into(),
+                Some(json!({"queue": "default", "completions": [
+                    {"id": b_task, "token": "1-00ff"},
+                ]})),
+            ),
+            [401, 401, 200, 403, 403, 200],
+        ),
+        row(
+            post.clone(),
             "/api/v1/leases/{id}/fail",
             same(
                 format!("/api/v1/leases/{b_task}/fail"),

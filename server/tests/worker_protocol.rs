@@ -340,6 +340,138 @@ async fn fail_release_and_stale_reports() {
     assert_eq!(dead["attempt"], 2);
 }
 
+async fn completes_many(app: &TestApp) {
+    let ids: Vec<String> = submit_n(app, 3).await;
+    let (s, v) = lease(app, json!({"worker": "py-1", "queues": ["q"], "count": 3})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let tasks = v["tasks"].as_array().unwrap().clone();
+    assert_eq!(tasks.len(), 3, "{v}");
+    let token = |i: usize| tasks[i]["token"].as_str().unwrap().to_string();
+    let id = |i: usize| tasks[i]["id"].as_str().unwrap().to_string();
+    // A token of another epoch: stale.
+    let stale = format!("9{}", token(2));
+    let body = json!({"queue": "q", "completions": [
+        {"id": id(0), "token": token(0), "result": {"n": 0}},
+        {"id": id(1).to_ascii_lowercase(), "token": token(1)},
+        {"id": id(2), "token": stale, "result": 2},
+        {"id": id(0), "token": token(0), "result": {"n": 0}},
+        {"id": "01ARZ3NDEKTSV4RRFFQ69G5FAV", "token": token(0)},
+    ]});
+    let (s, v) = app
+        .call(POST, "/api/v1/leases/complete", Some(&body.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let r = v["reports"].as_array().unwrap();
+    let got: Vec<(String, String)> = r
+        .iter()
+        .map(|x| {
+            let what = x["reported"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| x["error"]["code"].as_str().unwrap().to_string());
+            (x["id"].as_str().unwrap().to_string(), what)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (id(0), "applied".to_string()),
+            (id(1), "applied".to_string()),
+            (id(2), "lease_lost".to_string()),
+            (id(0), "already_applied".to_string()),
+            (
+                "01ARZ3NDEKTSV4RRFFQ69G5FAV".to_string(),
+                "not_found".to_string()
+            ),
+        ],
+        "{v}"
+    );
+    assert_eq!(task(app, &id(0)).await["result"], json!({"n": 0}));
+    assert_eq!(task(app, &id(1)).await["result"], Value::Null);
+    assert_eq!(task(app, &id(1)).await["status"], "completed");
+    assert_eq!(
+        task(app, &id(2)).await["status"],
+        "leased",
+        "a refused item changes nothing"
+    );
+    assert!(ids.contains(&id(2)));
+    // Sent again (its answer was lost): applied once.
+    let (s, v) = app
+        .call(POST, "/api/v1/leases/complete", Some(&body.to_string()))
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["reports"][0]["reported"], "already_applied", "{v}");
+    assert_eq!(v["reports"][1]["reported"], "already_applied", "{v}");
+
+    // Bad batches: a 400 naming the field, nothing applied.
+    let one = |id: &str, result: Value| json!({"id": id, "token": token(2), "result": result});
+    let deep = (0..200).fold(json!(1), |v, _| json!([v]));
+    let too_many: Vec<Value> = (0..101).map(|_| one(&id(2), json!(1))).collect();
+    for (bad, field) in [
+        (json!({"queue": "q", "completions": []}), "completions"),
+        (
+            json!({"queue": "q", "completions": too_many}),
+            "completions",
+        ),
+        (
+            json!({"queue": "q", "completions": [one("nope", json!(1))]}),
+            "completions[0].id",
+        ),
+        (
+            json!({"queue": "q", "completions": [one(&id(2), json!(1)), one(&id(2), deep)]}),
+            "completions[1].result",
+        ),
+        (
+            json!({"queue": "q", "completions": [{"id": id(2), "token": "x y"}]}),
+            "token",
+        ),
+        (
+            json!({"queue": "q", "completions": [{"id": id(2)}]}),
+            "token",
+        ),
+        (
+            json!({"queue": "q", "completions": [], "extra": 1}),
+            "extra",
+        ),
+    ] {
+        let (s, e) = app
+            .call(POST, "/api/v1/leases/complete", Some(&bad.to_string()))
+            .await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::BAD_REQUEST, "bad_request"),
+            "{bad}: {e}"
+        );
+        assert!(message(&e).contains(field), "{field}: {e}");
+    }
+    assert_eq!(
+        task(app, &id(2)).await["status"],
+        "leased",
+        "nothing changed"
+    );
+}
+
+/// Submit `n` tasks to queue q; their ids.
+async fn submit_n(app: &TestApp, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for _ in 0..n {
+        ids.push(submit(app, "q", json!({"payload": {}})).await);
+    }
+    ids
+}
+
+// Goal: several completions in one call: each applied or refused on its own, in order, applied
+// once however often the call is sent; bad batches are typed 400s that change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_leases_complete_in_one_call_embedded() {
+    completes_many(&embedded()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_leases_complete_in_one_call_on_redis() {
+    completes_many(&TestApp::start(false, vec![]).await).await;
+}
+
 // Goal: a task cancelled while leased answers 409 `cancelled` to the heartbeat (the worker aborts
 // its handler) and to its outcome, and stays cancelled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

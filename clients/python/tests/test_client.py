@@ -93,6 +93,20 @@ def test_a_stale_report_is_refused_as_lease_lost(client: Client) -> None:
     assert client.get(t.id).result == "fresh"
 
 
+def test_several_completions_in_one_call(client: Client) -> None:
+    for i in range(3):
+        client.submit("crop", {"i": i}, queue="many")
+    a, b, c = client.lease("py-1", ["many"], count=3)
+    assert client.release(c.id, c.queue, c.token) == "applied"
+    answers = client.complete_many("many", [(a.id, a.token, {"n": 1}), (b.id, b.token, None), (c.id, c.token, "late")])
+    assert answers[:2] == ["applied", "applied"]
+    assert isinstance(answers[2], orq.LeaseLost) and answers[2].status == 409
+    assert client.complete_many("many", [(a.id, a.token, {"n": 1})]) == ["already_applied"]
+    assert (client.get(a.id).result, client.get(b.id).status, client.get(c.id).status) == ({"n": 1}, "completed", "queued")
+    with pytest.raises(orq.BadRequest):
+        client.complete_many("many", [])
+
+
 def test_bad_input_is_a_typed_error_that_changes_nothing(client: Client) -> None:
     client.submit("crop", {}, queue="img")
     (t,) = client.lease("py-1", ["img"])

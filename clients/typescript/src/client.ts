@@ -3,12 +3,15 @@
  * low-level calls (lease, heartbeat, complete, fail, release). Every call rejects with an
  * {@link OrqError} subclass on failure.
  */
+import { errorFromAnswer, type OrqError } from "./errors.js";
 import { Transport, type RetryPolicy } from "./http.js";
 import type {
   Batch,
   BatchBody,
   BulkReplay,
   CompleteBody,
+  CompleteManyAnswer,
+  CompleteManyBody,
   FailBody,
   HeartbeatBody,
   LeaseBody,
@@ -32,6 +35,9 @@ import type {
   TaskLocator,
   TaskPage,
 } from "./types.js";
+
+/** The HTTP status each per-item error code of {@link Client.completeMany} stands for. */
+const ITEM_STATUS: Record<string, number> = { lease_lost: 409, cancelled: 409, not_found: 404, bad_request: 400 };
 
 /** Options of a {@link Client}. */
 export interface ClientOptions {
@@ -199,6 +205,28 @@ export class Client {
   async complete(id: string, queue: string, token: string, result: unknown = null, call?: CallOptions): Promise<Report> {
     const body: CompleteBody = { queue, token, result: result === undefined ? null : result };
     return (await this.transport.request<Report>({ method: "POST", path: `/leases/${seg(id)}/complete`, body, retry: "always", call })).body;
+  }
+
+  /**
+   * Complete several leased tasks of `queue` in one call (1..100; each result at most 1 MiB, 4 MiB
+   * in all). Each is applied or refused on its own: the answer holds, in order, `"applied"` /
+   * `"already_applied"` or the error its own {@link Client.complete} would have rejected with
+   * (`LeaseLost`, `TaskCancelled`, `NotFound`). A refusal of the whole call (503, 400, 413, ...)
+   * rejects, and applied nothing. Safe to resend.
+   */
+  async completeMany(
+    queue: string,
+    completions: { id: string; token: string; result?: unknown }[],
+    call?: CallOptions,
+  ): Promise<(Report["reported"] | OrqError)[]> {
+    const body: CompleteManyBody = {
+      queue,
+      completions: completions.map((c) => ({ id: c.id, token: c.token, result: c.result === undefined ? null : c.result })),
+    };
+    const { body: answer } = await this.transport.request<CompleteManyAnswer>({ method: "POST", path: "/leases/complete", body, retry: "always", call });
+    return answer.reports.map((r) =>
+      r.reported != null ? r.reported : errorFromAnswer(ITEM_STATUS[r.error?.code ?? ""] ?? 409, JSON.stringify({ error: r.error }), null),
+    );
   }
 
   /**

@@ -6,6 +6,7 @@
  * a refusal shorter than the lease never makes the task run twice).
  */
 import type { Client } from "./client.js";
+import type { Completer } from "./completer.js";
 import { LeaseLost, OrqError, PayloadTooLarge, TaskCancelled } from "./errors.js";
 import { backoffMs, sleep } from "./http.js";
 import { Permanent, type AbortReason, type Handler, type Job } from "./job.js";
@@ -27,6 +28,8 @@ export interface RunContext {
   logger: Logger;
   /** The worker's id, for messages. */
   workerId: string;
+  /** Sends completions together (none: each alone). */
+  completer?: Completer;
 }
 
 /** The text of a failure sent with `fail`: never empty, at most {@link ERROR_MAX_CHARS} characters. */
@@ -46,13 +49,13 @@ export function errorText(err: unknown): string {
   return text.length > ERROR_MAX_CHARS ? text.slice(0, ERROR_MAX_CHARS) : text;
 }
 
-/** `value` as a JSON result: undefined becomes null; refuses what JSON cannot carry. */
-export function jsonResult(value: unknown): { ok: true; value: unknown } | { ok: false; why: string } {
-  if (value === undefined) return { ok: true, value: null };
+/** `value` as a JSON result (and its size as JSON, bytes): undefined becomes null; refuses what JSON cannot carry. */
+export function jsonResult(value: unknown): { ok: true; value: unknown; bytes: number } | { ok: false; why: string } {
+  if (value === undefined) return { ok: true, value: null, bytes: 4 };
   try {
     const text = JSON.stringify(value);
     if (text === undefined) return { ok: false, why: `a ${typeof value} is not JSON` };
-    return { ok: true, value };
+    return { ok: true, value, bytes: Buffer.byteLength(text) };
   } catch (err) {
     return { ok: false, why: errorText(err) };
   }
@@ -155,12 +158,21 @@ export class RunningTask {
       this.ctx.logger.error(text + "; failing the task permanently", this.fields);
       return void this.decide(() => this.report("fail", (c) => this.ctx.client.fail(t.id, t.queue, t.token, text, { permanent: true }, c)));
     }
-    return void this.decide(() => this.completeWith(result.value));
+    return void this.decide(() => this.completeWith(result.value, result.bytes));
   }
 
-  /** Complete with `value`; a result over the server's limit fails the task permanently instead. */
-  private async completeWith(value: unknown): Promise<void> {
+  /**
+   * Complete with `value` (`bytes` as JSON): with the worker's other completions when it can
+   * ({@link Completer}), else alone; a result over the server's limit fails the task permanently
+   * instead.
+   */
+  private async completeWith(value: unknown, bytes: number): Promise<void> {
     const t = this.task;
+    const together = await this.ctx.completer?.complete(t.queue, t.id, t.token, value, bytes);
+    if (together !== undefined) {
+      this.ctx.logger.debug(`complete ${together}`, this.fields);
+      return;
+    }
     try {
       await this.report("complete", (c) => this.ctx.client.complete(t.id, t.queue, t.token, value, c), true);
     } catch (err) {

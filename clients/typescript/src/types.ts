@@ -59,6 +59,10 @@ export type BatchBody = Schemas["BatchBody"];
 export type HeartbeatBody = Schemas["HeartbeatBody"];
 /** The body of `POST /leases/{id}/complete`. */
 export type CompleteBody = Schemas["CompleteBody"];
+/** The body of `POST /leases/complete` (several completions of one queue). */
+export type CompleteManyBody = Schemas["CompleteManyBody"];
+/** The answer of `POST /leases/complete`: one report per completion, in order. */
+export type CompleteManyAnswer = Schemas["CompleteManyAnswer"];
 /** The body of `POST /leases/{id}/fail`. */
 export type FailBody = Schemas["FailBody"];
 /** The body of `POST /leases/{id}/release`. */

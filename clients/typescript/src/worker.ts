@@ -10,6 +10,7 @@ import { BadRequest, Forbidden, NotFound, OrqError, Unauthorized } from "./error
 import { backoffMs, sleep } from "./http.js";
 import type { Handler } from "./job.js";
 import { stderrLogger, type Logger } from "./logger.js";
+import { Completer } from "./completer.js";
 import { RunningTask, type RunContext } from "./running.js";
 import type { LeasedTask } from "./types.js";
 
@@ -185,7 +186,7 @@ export class Worker {
 
   /** Lease as many tasks as there are free slots, long-polling, until stop; throws on a fatal error. */
   private async leaseLoop(): Promise<void> {
-    const ctx: RunContext = { client: this.client, logger: this.logger, workerId: this.id };
+    const ctx: RunContext = { client: this.client, logger: this.logger, workerId: this.id, completer: new Completer(this.client, this.logger) };
     for (let failures = 0; !this.stopping; ) {
       await this.slotFree();
       if (this.stopping) break;

@@ -197,6 +197,25 @@ describe("worker protocol calls", () => {
     assert.ok(again.epoch > leased.epoch, "a new lease has a higher fencing epoch");
   });
 
+  test("completeMany applies each completion on its own, in order; resent, it is already applied", async () => {
+    const queue = uniqueQueue("many");
+    for (let i = 0; i < 3; i++) await client.submit("m", i, { queue });
+    const [a, b, c] = await client.lease({ worker: "ts-many", queues: [queue], count: 3 });
+    assert.ok(a && b && c);
+    await client.release(c.id, queue, c.token);
+    const got = await client.completeMany(queue, [
+      { id: a.id, token: a.token, result: { n: 1 } },
+      { id: b.id, token: b.token },
+      { id: c.id, token: c.token, result: "late" },
+    ]);
+    assert.deepEqual(got.slice(0, 2), ["applied", "applied"]);
+    assert.ok(got[2] instanceof LeaseLost && got[2].status === 409, String(got[2]));
+    assert.deepEqual(await client.completeMany(queue, [{ id: a.id, token: a.token, result: { n: 1 } }]), ["already_applied"]);
+    assert.deepEqual((await client.get(a.id)).result, { n: 1 });
+    assert.equal((await client.get(c.id)).status, "queued");
+    await assert.rejects(client.completeMany(queue, []), BadRequest);
+  });
+
   test("reports on a task cancelled while leased throw TaskCancelled", async () => {
     const queue = uniqueQueue("cancelled");
     await client.submit("c", 1, { queue });

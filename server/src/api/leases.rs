@@ -7,9 +7,12 @@
 //! task 409 `cancelled`.
 
 use super::*;
+use crate::error::ErrorDetail;
 use crate::model::{
-    CompleteBody, FailBody, HeartbeatBody, HeartbeatJson, LeaseBody, LeasedTaskJson, LeasesJson,
-    ReleaseBody, ReportJson, ERROR_MAX_BYTES, REPORT_BODY_MAX_BYTES, RESULT_MAX_BYTES,
+    CompleteBody, CompleteManyBody, CompleteManyJson, FailBody, HeartbeatBody, HeartbeatJson,
+    ItemReportJson, LeaseBody, LeasedTaskJson, LeasesJson, ReleaseBody, ReportJson,
+    COMPLETE_MANY_BODY_MAX_BYTES, COMPLETE_MANY_MAX, ERROR_MAX_BYTES, REPORT_BODY_MAX_BYTES,
+    RESULT_MAX_BYTES,
 };
 use crate::openapi_errors::{LeaseErrors, ReportErrors};
 use crate::pull::{self, PullRequest, LEASE_QUEUES_MAX, LEASE_WAIT_MS_MAX};
@@ -178,6 +181,82 @@ pub(crate) async fn complete(
     let store = &**s.client.store();
     let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
     reported(id, r)
+}
+
+/// Complete several leases of one queue in one call (one script call in the store): each
+/// completion is applied or refused on its own, and the answer says which, in order. A refusal
+/// of the whole call (a 503, a 403) applies none; sending the same completions again is safe.
+#[utoipa::path(
+    post,
+    path = "/api/v1/leases/complete",
+    tag = "workers",
+    security(("bearer" = [])),
+    request_body = CompleteManyBody,
+    responses(
+        (status = 200, description = "One report per completion, in order.",
+            body = CompleteManyJson),
+        ReportErrors,
+    ),
+)]
+pub(crate) async fn complete_many(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    ApiJson(body): ApiJson<CompleteManyBody, COMPLETE_MANY_BODY_MAX_BYTES>,
+) -> ApiResult {
+    caller.check_queue(&body.queue)?;
+    let n = body.completions.len();
+    if n == 0 || n > COMPLETE_MANY_MAX {
+        return Err(ApiError::bad_request(format!(
+            "completions: send 1 to {COMPLETE_MANY_MAX}"
+        )));
+    }
+    let mut batch = Vec::with_capacity(n);
+    for (i, c) in body.completions.into_iter().enumerate() {
+        let id = c.id.to_ascii_uppercase();
+        if !orq::keys::is_valid_task_id(&id) {
+            return Err(ApiError::bad_request(format!(
+                "completions[{i}].id: a task id is a 26-character ULID"
+            )));
+        }
+        let result = c.result.as_deref().map_or("null", |r| r.get());
+        if result.len() > RESULT_MAX_BYTES {
+            return Err(ApiError::too_large(format!(
+                "completions[{i}].result: larger than {RESULT_MAX_BYTES} bytes"
+            )));
+        }
+        crate::model::readable_json(&format!("completions[{i}].result"), result)?;
+        batch.push(ops::Completion {
+            id,
+            token: c.token.to_string(),
+            result: result.to_string(),
+        });
+    }
+    let store = &**s.client.store();
+    let (_, results) = ops::complete_batch(store, &body.queue, &batch).await?;
+    let reports = batch
+        .into_iter()
+        .zip(results)
+        .map(|(c, r)| match r {
+            Ok(r) => ItemReportJson {
+                id: c.id,
+                reported: Some(r.into()),
+                error: None,
+            },
+            Err(e) => {
+                let e = ApiError::from(e);
+                ItemReportJson {
+                    id: c.id,
+                    reported: None,
+                    error: Some(ErrorDetail {
+                        code: e.code,
+                        message: e.message,
+                    }),
+                }
+            }
+        })
+        .collect();
+    Ok(Json(CompleteManyJson { reports }).into_response())
 }
 
 /// Fail a leased task: retried with its backoff while it has retries left, or (`permanent`, or

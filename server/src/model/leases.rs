@@ -16,6 +16,12 @@ pub const RESULT_MAX_BYTES: usize = orq::task::PAYLOAD_MAX_BYTES;
 pub const ERROR_MAX_BYTES: usize = 64 * 1024;
 /// Largest body of a report (bytes): a full `result` plus the other fields.
 pub const REPORT_BODY_MAX_BYTES: usize = RESULT_MAX_BYTES + 64 * 1024;
+/// Most completions in one `POST /api/v1/leases/complete` (the Rust worker's group commit,
+/// `orq::ops::COMPLETE_BATCH_MAX`).
+pub const COMPLETE_MANY_MAX: usize = orq::ops::COMPLETE_BATCH_MAX;
+/// Largest body of a batched completion (bytes): 4 MiB in all (each result at most
+/// [`RESULT_MAX_BYTES`]).
+pub const COMPLETE_MANY_BODY_MAX_BYTES: usize = 4 * 1024 * 1024;
 /// The divisor of a task's lease that gives the heartbeat interval a lease answer advises (the
 /// Rust worker's default, `WorkerConfig::heartbeat_divisor`).
 pub const HEARTBEAT_DIVISOR: u64 = 3;
@@ -279,4 +285,57 @@ pub struct ReportJson {
     pub id: String,
     /// Whether this call applied the report.
     pub reported: ReportedJson,
+}
+
+/// The body of `POST /api/v1/leases/complete`: several leases of one queue completed in one call
+/// (one script call in the store), as a worker whose handlers finish together sends them.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteManyBody {
+    /// The tasks' queue.
+    #[schema(value_type = String, pattern = "^[A-Za-z0-9._-]{1,64}$")]
+    pub queue: Name,
+    /// The completions (1..=100), each applied on its own: one refused does not hold back the
+    /// others.
+    #[schema(min_items = 1, max_items = 100)]
+    pub completions: Vec<CompletionItem>,
+}
+
+/// One completion of a [`CompleteManyBody`].
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionItem {
+    /// The task id (a ULID).
+    #[schema(pattern = "^[0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{26}$")]
+    pub id: String,
+    /// The lease token, as the lease answered it.
+    pub token: LeaseToken,
+    /// The handler's result: any JSON (at most 1 MiB; default null).
+    #[schema(value_type = Value, required = false)]
+    #[serde(default)]
+    pub result: Option<Box<RawValue>>,
+}
+
+/// The answer of `POST /api/v1/leases/complete`: one report per completion, in order.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CompleteManyAnswer)]
+pub struct CompleteManyJson {
+    /// One per completion sent, in the same order.
+    pub reports: Vec<ItemReportJson>,
+}
+
+/// What became of one completion of a batch: `reported` when it was applied (now or by an
+/// earlier call with its token), else `error` with the code its own `complete` call would have
+/// answered (`lease_lost`, `cancelled`, `not_found`, `bad_request`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ItemReport)]
+pub struct ItemReportJson {
+    /// The task id.
+    pub id: String,
+    /// Set when the completion holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported: Option<ReportedJson>,
+    /// Set when it was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::error::ErrorDetail>,
 }

@@ -224,6 +224,9 @@ pub struct SimConfig {
     /// The tenants the pull workers lease for (the lease body's `tenants`, a worker key limited
     /// to them); empty: every tenant. The Rust pools serve every tenant, so all work drains.
     pub pull_tenants: Vec<String>,
+    /// The pull workers send their completions through `POST /api/v1/leases/complete` (the
+    /// batched route, one item a call) instead of `/leases/{id}/complete`.
+    pub pull_batch: bool,
     /// Concurrency of each pool.
     pub concurrency: u32,
     /// Schedulers running at once.
@@ -329,6 +332,7 @@ impl SimConfig {
             workers: r.random_range(1..=4),
             pull_workers: 0,
             pull_tenants: Vec::new(),
+            pull_batch: false,
             concurrency: r.random_range(1..=6),
             schedulers: r.random_range(0..=2),
             submit_window_ms: r.random_range(1_000..=20_000),
@@ -411,6 +415,7 @@ impl SimConfig {
             }
             self.pull_tenants = some;
         }
+        self.pull_batch = self.pull_workers > 0 && r.random_bool(0.5);
         self
     }
 

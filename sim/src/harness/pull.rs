@@ -8,7 +8,8 @@
 //! supervisor's crash fault) aborts the actor with everything it runs: a worker that vanishes
 //! mid-lease. In a quarter of the seeds the pull workers lease for some tenants only
 //! (`SimConfig::pull_tenants`, the lease body's `tenants`) and check that every task they get is
-//! of one of them.
+//! of one of them; in half they send completions through the batched route
+//! (`POST /api/v1/leases/complete`, one item a call, the item's error mapped as its own route's).
 //!
 //! It follows the engine's own rules, as a client library must: the handler's timing, side effect
 //! and outcome are [`SimHandler`]'s (drawn from the seed, the task and the epoch); heartbeats every
@@ -325,10 +326,29 @@ impl Pull {
     /// had jumped back) — then it goes on trying, or the worker would hold a live lease and report
     /// nothing (seeds 729, 1574).
     async fn report(&self, id: &str, what: &str, body: &Value, lease: &watch::Sender<Lease>) {
-        let path = format!("/api/v1/leases/{id}/{what}");
+        let batched = what == "complete" && self.world.config.pull_batch;
+        let (path, body) = if batched {
+            // The batched route, one item: its answer holds the item's report or error.
+            let item = json!({"id": id, "token": body["token"], "result": body["result"]});
+            let b = json!({"queue": body["queue"], "completions": [item]});
+            ("/api/v1/leases/complete".to_string(), b)
+        } else {
+            (format!("/api/v1/leases/{id}/{what}"), body.clone())
+        };
         let mut tries = 0u32;
         loop {
-            let reply = match self.call(&path, body, true).await {
+            let reply = match self.call(&path, &body, true).await {
+                Some((200, answer)) if batched => match &answer["reports"][0] {
+                    r if r["reported"].is_string() => Ok(()),
+                    r => {
+                        let status = match r["error"]["code"].as_str() {
+                            Some("not_found") => 404,
+                            Some("bad_request") => 400,
+                            _ => 409,
+                        };
+                        Err(http_error("report", id, status, r))
+                    }
+                },
                 Some((200, _)) => Ok(()),
                 Some((status, answer)) => Err(http_error("report", id, status, &answer)),
                 None => Err(Error::Unavailable {

@@ -12,17 +12,20 @@ so orq applies one once); a submit only with an ``idempotency_key``.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import httpx
 
 from ._http import Transport
+from .errors import OrqError, from_answer
 from .types import LeasedTask, Page, Task
 
 #: Default address of the API (`orq serve`'s default).
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: Extra time the HTTP client gives a waiting lease call beyond its ``wait_ms`` (seconds).
 LEASE_TIMEOUT_MARGIN_S = 30.0
+#: The HTTP status each per-item error code of :meth:`Client.complete_many` stands for.
+ITEM_STATUS = {"lease_lost": 409, "cancelled": 409, "not_found": 404, "bad_request": 400}
 
 
 def _time(v: Any) -> Any:
@@ -244,6 +247,29 @@ class Client:
         or ``"already_applied"`` when an earlier call with this token did it."""
         body = {"queue": queue, "token": token, "result": result}
         return self._t.request("POST", f"/leases/{id}/complete", json=body, retries=retries)["reported"]
+
+    def complete_many(
+        self, queue: str, completions: Sequence[Tuple[str, str, Any]], *, retries: Optional[int] = None
+    ) -> List[Union[str, OrqError]]:
+        """Complete several leased tasks of ``queue`` in one call: ``completions`` are
+        ``(id, token, result)`` (1..100; each result at most 1 MiB, 4 MiB in all). Each is
+        applied or refused on its own: the answer holds, in order, ``"applied"`` /
+        ``"already_applied"`` or the error its own :meth:`complete` would have raised
+        (:class:`orq.LeaseLost`, :class:`orq.TaskCancelled`, :class:`orq.NotFound`). A refusal
+        of the whole call (503, 400, 413, ...) raises, and applied nothing."""
+        body = {
+            "queue": queue,
+            "completions": [{"id": i, "token": t, "result": r} for i, t, r in completions],
+        }
+        answer = self._t.request("POST", "/leases/complete", json=body, retries=retries)
+        out: List[Union[str, OrqError]] = []
+        for item in answer["reports"]:
+            if "reported" in item:
+                out.append(item["reported"])
+            else:
+                code = str(item.get("error", {}).get("code", ""))
+                out.append(from_answer(ITEM_STATUS.get(code, 409), item))
+        return out
 
     def fail(
         self, id: str, queue: str, token: str, error: str, *, permanent: bool = False, retries: Optional[int] = None

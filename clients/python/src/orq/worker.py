@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, Optional
 
 from ._beats import beat_loop
+from ._completer import Completer
 from ._http import backoff_s
 from ._reports import send_report
 from ._running import InFlight, Running
@@ -115,6 +116,8 @@ class Worker:
         #: Set by a second stop (signal): skip what is left of the grace.
         self._hurry = threading.Event()
         self._lease_thread: Optional[threading.Thread] = None
+        #: Sends completions together while the worker runs.
+        self._completer: Optional[Completer] = None
         #: The error that stopped the worker (a bad key, a refused queue), or None.
         self.fatal: Optional[OrqError] = None
 
@@ -161,6 +164,7 @@ class Worker:
         )
         leases = threading.Thread(target=self._lease_loop, name="orq-lease", daemon=True)
         self._lease_thread = leases
+        self._completer = Completer(self.client)
         beats.start()
         leases.start()
         log.info("worker %s started: queues %s, concurrency %d", self.id, self.queues, self.concurrency)
@@ -190,6 +194,8 @@ class Worker:
         # The lease call in flight may still bring tasks: wait for it, and give them back.
         if self._lease_thread is not None and not self._hurry.is_set():
             self._lease_thread.join(self.wait_ms / 1000 + LEASE_JOIN_MARGIN_S)
+        if self._completer is not None:
+            self._completer.stop()
         self._beats_stop.set()
         log.info("worker %s stopped", self.id)
 
@@ -267,7 +273,9 @@ class Worker:
                 # refuse this outcome.
                 log.info("task %s: handler ended after it was told to stop (%s); outcome dropped", job.id, job.reason)
                 return
-            kind, value, permanent = outcome
+            kind, value, permanent, size = outcome
+            if kind == "complete" and self._completed_together(entry, value, size):
+                return
             if kind == "complete":
                 done = send_report("completion", entry, lambda: self.client.complete(job.id, job.queue, job.token, value, retries=0))
                 if isinstance(done, (BadRequest, PayloadTooLarge)):
@@ -281,6 +289,20 @@ class Worker:
         finally:
             self._in_flight.remove(job.id)
 
+    def _completed_together(self, entry: Running, value: Any, size: int) -> bool:
+        """Complete with the other completions waiting (:mod:`orq._completer`); False when the
+        batch did not apply it (its call or the item refused): the caller sends it alone, with
+        retries, and learns why."""
+        completer = self._completer
+        if completer is None:
+            return False
+        job = entry.job
+        answer = completer.complete(job.queue, job.id, job.token, value, size)
+        if isinstance(answer, str):
+            entry.reported = True
+            return True
+        return False
+
     def _report_failure(self, entry: Running, error: str, permanent: bool) -> None:
         job = entry.job
         msg = _cut(error)
@@ -290,29 +312,31 @@ class Worker:
             plain = _cut(msg.encode("ascii", "backslashreplace").decode("ascii")) or "error"
             send_report("failure", entry, lambda: self.client.fail(job.id, job.queue, job.token, plain, permanent=permanent, retries=0))
 
-    def _call_handler(self, job: Job) -> "tuple[str, Any, bool]":
+    def _call_handler(self, job: Job) -> "tuple[str, Any, bool, int]":
+        """Run the handler: ``(kind, value, permanent, size)``, kind ``complete`` (value the
+        result, size its bytes as JSON) or ``fail`` (value the error)."""
         fn = self._handlers.get(job.type)
         if fn is None:
             msg = f"no handler for type {job.type!r} on worker {self.id}"
             log.warning("task %s: %s", job.id, msg)
-            return ("fail", msg, False)
+            return ("fail", msg, False, 0)
         try:
             result = _run_async(fn, job) if inspect.iscoroutinefunction(fn) else fn(job)
         except Permanent as e:
             log.info("task %s: failed permanently: %s", job.id, _describe(e))
-            return ("fail", _describe(e), True)
+            return ("fail", _describe(e), True, 0)
         except BaseException as e:  # SystemExit, KeyboardInterrupt, CancelledError too
             log.warning("task %s: attempt %d failed: %s", job.id, job.attempt, _describe(e))
-            return ("fail", _describe(e), False)
+            return ("fail", _describe(e), False, 0)
         try:
             # As the transport will send it: no NaN or infinity, UTF-8 (no lone surrogates).
             size = len(json.dumps(result, allow_nan=False, ensure_ascii=False).encode("utf-8"))
         except Exception as e:  # TypeError, ValueError (NaN), RecursionError, UnicodeEncodeError
             log.warning("task %s: the handler's result is not JSON: %s", job.id, _describe(e))
-            return ("fail", f"the handler's result is not JSON: {_describe(e)}", True)
+            return ("fail", f"the handler's result is not JSON: {_describe(e)}", True, 0)
         if size > RESULT_MAX_BYTES:
-            return ("fail", f"the handler's result is {size} bytes, over the {RESULT_MAX_BYTES} limit", True)
-        return ("complete", result, False)
+            return ("fail", f"the handler's result is {size} bytes, over the {RESULT_MAX_BYTES} limit", True, 0)
+        return ("complete", result, False, size)
 
     def _timed_out(self, entry: Running) -> None:
         job = entry.job
