@@ -17,7 +17,8 @@
 use crate::auth::{Auth, Caller};
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{
-    ApiJson, ApiQuery, NoQuery, QueuePath, QueueTenantPath, TaskIdPath, SMALL_BODY_MAX_BYTES,
+    ApiJson, ApiJsonOrEmpty, ApiQuery, NoQuery, QueuePath, QueueTenantPath, TaskIdPath,
+    SMALL_BODY_MAX_BYTES,
 };
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};

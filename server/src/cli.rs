@@ -54,7 +54,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Run only the HTTP API (and the dashboard at /).
     Api(ApiArgs),
-    /// Run only a worker pool (built-in handlers: echo, sleep, fail, http).
+    /// Run only a worker pool (built-in handlers: echo, sleep, fail, http). SIGTERM or SIGINT:
+    /// stop leasing, let running handlers finish (--shutdown-grace-ms), release the rest.
     Worker(WorkerArgs),
     /// Run only the scheduler (promotes due tasks, reaps expired leases).
     Scheduler(StoreArgs),
@@ -366,6 +367,16 @@ pub struct PoolArgs {
     /// keeps the store working.
     #[arg(long, env = "ORQ_LANES", default_value_t = 2)]
     pub lanes: usize,
+    /// On SIGTERM or SIGINT the pool stops leasing and lets running handlers finish for up to
+    /// this long (ms, 0..=3600000); then it aborts the rest and releases their tasks (ready again
+    /// at once, no attempt spent) and exits. A task whose release does not reach the store runs
+    /// again once its lease expires.
+    #[arg(
+        long = "shutdown-grace-ms",
+        env = "ORQ_SHUTDOWN_GRACE_MS",
+        default_value_t = 10_000
+    )]
+    pub shutdown_grace_ms: u64,
 }
 
 /// `orq serve`.
@@ -550,11 +561,15 @@ fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> 
     if pool.lanes == 0 || pool.lanes > orq::worker::LANES_MAX {
         return Err(format!("--lanes: must be 1..={}", orq::worker::LANES_MAX));
     }
+    if pool.shutdown_grace_ms > 3_600_000 {
+        return Err("--shutdown-grace-ms: must be 0..=3600000".into());
+    }
     let mut c = WorkerConfig {
         queues: rt.queues.clone(),
         concurrency: pool.concurrency,
         lease_linger_ms: pool.lease_linger_ms,
         lanes: pool.lanes,
+        shutdown_grace_ms: pool.shutdown_grace_ms,
         ..WorkerConfig::default()
     };
     if let Some(id) = &pool.worker_id {

@@ -36,20 +36,48 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|r| {
-            if is_body_timeout(&r) {
-                ApiError::request_timeout(format!("request body: {}", r.body_text()))
-            } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large(MAX)
-            } else {
-                ApiError::bad_request(format!("request body: {}", r.body_text()))
-            }
-        })?;
-        if bytes.len() > MAX {
-            return Err(too_large(MAX));
-        }
-        parse_body(&bytes).map(ApiJson)
+        parse_body(&body_bytes::<S, MAX>(req, state).await?).map(ApiJson)
     }
+}
+
+/// As [`ApiJson`], for a body whose every field is optional: no body (nothing, or only
+/// whitespace) is `T::default()`, as `{}` is.
+pub struct ApiJsonOrEmpty<T, const MAX: usize = BODY_MAX_BYTES>(pub T);
+
+impl<T, S, const MAX: usize> FromRequest<S> for ApiJsonOrEmpty<T, MAX>
+where
+    T: DeserializeOwned + Default,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = body_bytes::<S, MAX>(req, state).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(ApiJsonOrEmpty(T::default()));
+        }
+        parse_body(&bytes).map(ApiJsonOrEmpty)
+    }
+}
+
+/// The body of `req`, at most `MAX` bytes (413 beyond; 408 when it does not arrive in time).
+async fn body_bytes<S: Send + Sync, const MAX: usize>(
+    req: Request,
+    state: &S,
+) -> Result<Bytes, ApiError> {
+    let bytes = Bytes::from_request(req, state).await.map_err(|r| {
+        if is_body_timeout(&r) {
+            ApiError::request_timeout(format!("request body: {}", r.body_text()))
+        } else if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large(MAX)
+        } else {
+            ApiError::bad_request(format!("request body: {}", r.body_text()))
+        }
+    })?;
+    if bytes.len() > MAX {
+        return Err(too_large(MAX));
+    }
+    Ok(bytes)
 }
 
 fn too_large(max: usize) -> ApiError {

@@ -363,8 +363,8 @@ pub struct BatchBody {
     pub tasks: Vec<SubmitBody>,
 }
 
-/// The body of `POST /api/v1/dlq/replay`.
-#[derive(Debug, Deserialize, ToSchema)]
+/// The body of `POST /api/v1/dlq/replay` (every field optional: no body is `{}`).
+#[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkReplayBody {
     /// Queue (default `default`).

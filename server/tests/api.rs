@@ -307,6 +307,13 @@ async fn bulk_replay_filters_by_tenant_and_is_bounded() {
         .call(POST, "/api/v1/dlq/replay", Some(r#"{"limit": 0}"#))
         .await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // Every field is optional: no body at all is `{}` (the default queue, every tenant).
+    let (s, r) = app.call(POST, "/api/v1/dlq/replay", None).await;
+    assert_eq!((s, &r["replayed"]), (StatusCode::OK, &json!(1)), "{r}");
+    let (s, r) = app.call(POST, "/api/v1/dlq/replay", Some(" \n")).await;
+    assert_eq!((s, &r["replayed"]), (StatusCode::OK, &json!(0)), "{r}");
+    let (s, e) = app.call(POST, "/api/v1/dlq/replay", Some("[]")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
 }
 
 // Goal: cancel works on queued and scheduled tasks, is idempotent, and a finished task answers 409.
@@ -482,7 +489,33 @@ async fn bad_inputs_get_typed_errors() {
         (
             r#"{"type": "sleep", "payload": {"ms": "long"}}"#,
             422,
-            "sleep",
+            "payload.ms: invalid type: string \"long\", expected u64 (task type sleep)",
+        ),
+        // Named by field and by what it expects, never by a Rust type.
+        (
+            r#"{"type": "sleep", "payload": "abc"}"#,
+            422,
+            "payload: invalid type: string \"abc\", expected an object {\"ms\": <milliseconds>}",
+        ),
+        (
+            r#"{"type": "fail", "payload": true}"#,
+            422,
+            "payload: invalid type: boolean `true`, expected an object {\"times\"",
+        ),
+        (
+            r#"{"type": "fail", "payload": {"times": -1}}"#,
+            422,
+            "payload.times: invalid value: integer `-1`",
+        ),
+        (
+            r#"{"type": "http", "payload": 7}"#,
+            422,
+            "payload: invalid type: integer `7`, expected an object {\"url\"",
+        ),
+        (
+            r#"{"type": "http", "payload": {"uri": "x"}}"#,
+            422,
+            "payload.uri: unknown field `uri`, expected one of `url`",
         ),
     ];
     for (body, want, mentions) in cases {
@@ -494,6 +527,10 @@ async fn bad_inputs_get_typed_errors() {
             message(&e)
         );
         assert!(!code(&e).is_empty(), "{body}: typed error body: {e}");
+        assert!(
+            !message(&e).contains("Payload"),
+            "{body}: names a Rust type: {e}"
+        );
     }
     // An allowed http task is accepted.
     let (s, _) = app

@@ -233,3 +233,85 @@ async fn closed_output_pipes_neither_crash_nor_block_shutdown() {
     };
     assert!(status.success(), "clean exit: {status:?}");
 }
+
+// Goal: what SIGTERM does to running tasks, as `orq worker --help` says: the pool stops
+// leasing, lets a running handler finish within --shutdown-grace-ms, then releases what still
+// runs (no attempt spent) and exits cleanly. Method: a worker with a 300 ms grace runs a 60 s
+// sleep task (lease 60 s, so only a release can free it soon); SIGTERM; the process exits 0,
+// the task is queued again, and a second worker leases it with attempt 1 long before the first
+// lease would have expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_releases_running_tasks_after_the_grace() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let listen = free_listen_addr();
+    let _api = Proc::spawn(&["api", "--redis", &url, "--listen", &listen]);
+    let mut first = Proc::spawn(&[
+        "worker",
+        "--redis",
+        &url,
+        "--worker-id",
+        "w-first",
+        "--shutdown-grace-ms",
+        "300",
+    ]);
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_for("the API", async || {
+        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+    let body = json!({"type": "sleep", "payload": {"ms": 60000}, "lease_ms": 60000});
+    let r = http
+        .post(format!("{base}/tasks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let id = r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let get = async |id: &str| -> Option<Value> {
+        let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
+        r.json::<Value>().await.ok()
+    };
+    wait_for("the first worker to lease the task", async || {
+        let t = get(&id).await?;
+        (t["lease"]["worker"] == "w-first").then_some(t)
+    })
+    .await;
+    let mut child = first.0.take().unwrap();
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(term.success());
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("orq worker did not stop on SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "clean exit: {status:?}");
+    let released = get(&id).await.unwrap();
+    assert_eq!(
+        released["status"], "queued",
+        "released, not left leased: {released}"
+    );
+    // Ready again at once: a second worker takes it.
+    let _second = Proc::spawn(&["worker", "--redis", &url, "--worker-id", "w-second"]);
+    let t = wait_for("the second worker to lease the task", async || {
+        let t = get(&id).await?;
+        (t["lease"]["worker"] == "w-second").then_some(t)
+    })
+    .await;
+    assert_eq!(t["attempt"], 1, "a release spends no attempt: {t}");
+}

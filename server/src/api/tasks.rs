@@ -407,7 +407,7 @@ pub(crate) async fn replay_bulk(
     State(s): State<AppState>,
     caller: Caller,
     _: NoQuery,
-    ApiJson(mut b): ApiJson<BulkReplayBody, SMALL_BODY_MAX_BYTES>,
+    ApiJsonOrEmpty(mut b): ApiJsonOrEmpty<BulkReplayBody, SMALL_BODY_MAX_BYTES>,
 ) -> ApiResult {
     let queue = b
         .queue

@@ -75,7 +75,10 @@ pub fn header_forbidden(name: &str) -> bool {
 
 /// `http` payload.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an object {\"url\": <URL>, \"method\", \"headers\", \"body\", \"timeout_ms\"}"
+)]
 struct HttpPayload {
     url: String,
     #[serde(default = "default_method")]

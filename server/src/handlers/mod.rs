@@ -22,25 +22,42 @@ pub const SLEEP_MS_MAX: u64 = 3_600_000;
 
 /// `sleep` payload.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an object {\"ms\": <milliseconds>}")]
 struct SleepPayload {
     ms: u64,
 }
 
 /// `fail` payload.
 #[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
+#[serde(
+    deny_unknown_fields,
+    default,
+    expecting = "an object {\"times\": <failures before success>, \"permanent\": <bool>}"
+)]
 struct FailPayload {
     times: Option<u32>,
     permanent: bool,
 }
 
-/// Decode a built-in type's payload; the error names the type and the field.
+/// Decode a built-in type's payload; the error names the field (`payload.ms: ...`), the type
+/// and what was expected, never a Rust type.
 pub(crate) fn parse<T: serde::de::DeserializeOwned>(
     task_type: &str,
     payload: &str,
 ) -> Result<T, String> {
-    serde_json::from_str(payload).map_err(|e| format!("payload of a {task_type} task: {e}"))
+    let de = &mut serde_json::Deserializer::from_str(payload);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        // serde_json appends " at line 1 column 5": the position in the payload, not the body.
+        let text = inner.to_string();
+        let text = text.split(" at line ").next().unwrap_or(&text);
+        if path.is_empty() || path == "." {
+            format!("payload: {text} (task type {task_type})")
+        } else {
+            format!("payload.{path}: {text} (task type {task_type})")
+        }
+    })
 }
 
 /// Check the payload of a built-in type at submit time (other types pass). 422 when it could
