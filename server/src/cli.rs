@@ -33,6 +33,16 @@ macro_rules! say {
     }};
 }
 
+/// The line that says the API is ready, on stdout for the programs that start orq and wait for
+/// it (the clients' test fixtures, benchmarks): printed only when stdout is not a terminal, where
+/// the log (stderr) says the same for people.
+fn ready_line(line: &str) {
+    use std::io::IsTerminal as _;
+    if !std::io::stdout().is_terminal() {
+        say!("{line}");
+    }
+}
+
 /// orq: a background task engine on Redis whose every state transition is a Lua script.
 #[derive(Debug, Parser)]
 #[command(
@@ -268,7 +278,6 @@ pub async fn bind_api(
     }
     if addr.ip().is_loopback() {
         tracing::info!(%addr, "no API keys (--api-keys): authentication is off, listening on loopback only");
-        say!("orq: no API keys (--api-keys), so authentication is off; listening on loopback only ({addr})");
         return Ok(listener);
     }
     if insecure_no_auth {
@@ -457,6 +466,7 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             for warning in check_deployment(&store, url).await? {
                 tracing::warn!("{warning}");
             }
+            tracing::info!("{}", crate::redis_checks::describe_deployment(&store, url).await);
             wait_for_data_format(&store).await?;
             Arc::new(store)
         }
@@ -464,9 +474,6 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
             tracing::warn!(
                 "embedded store: state is kept in memory only and is lost when orq stops; \
                  pass --redis URL for durable, shared state"
-            );
-            say!(
-                "orq: embedded in-memory store (state is lost when orq stops; use --redis for Redis)"
             );
             let store = MemoryStore::new(Arc::new(WallClock));
             // An empty store: this just writes the version, as on a fresh Redis.
@@ -621,10 +628,9 @@ async fn serve_http(
         tracing::info!(keys = keys.len(), "API keys required (--api-keys)");
     }
     tracing::info!(%addr, "API listening on http://{addr}/api/v1");
-    say!("orq API listening on http://{addr}/api/v1");
+    ready_line(&format!("orq API listening on http://{addr}/api/v1"));
     if dashboard.is_built() {
         tracing::info!(from = %dashboard.describe(), "dashboard at http://{addr}/");
-        say!("orq dashboard at http://{addr}/");
     } else {
         tracing::warn!(
             from = %dashboard.describe(),
@@ -779,7 +785,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             let w = tokio::spawn(async move {
                 match worker {
                     Some(worker) => worker.run(s1).await,
-                    None => say!("orq serve: no built-in worker (--concurrency 0)"),
+                    None => tracing::info!("no built-in worker (--concurrency 0)"),
                 }
             });
             let s = tokio::spawn(async move { scheduler.run(s2).await });
@@ -796,7 +802,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
-            say!("orq worker {} started", worker.id());
             worker.run(shutdown).await;
             Ok(())
         }

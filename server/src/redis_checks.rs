@@ -128,9 +128,91 @@ pub async fn check_deployment(store: &RedisStore, url: &str) -> Result<Vec<Strin
     Ok(warnings)
 }
 
+/// `url` without its password (`redis://:secret@h:6379/0` → `redis://:***@h:6379/0`), for logs.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{host}")
+        }
+        Some((_, host)) => format!("{scheme}://***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+/// One field (`name:value` line) of an `INFO` text.
+fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .map(str::trim)
+}
+
+/// What orq connected to, for the startup log: the address (password hidden), the kind of
+/// deployment, and for each primary its Redis version, role and whether AOF is on, from
+/// `INFO server replication persistence` (a Redis that persists nothing is also warned about,
+/// [`persistence_warning`]). Says so when INFO is refused.
+pub async fn describe_deployment(store: &RedisStore, url: &str) -> String {
+    let kind = if store.is_cluster() {
+        "Redis Cluster"
+    } else if url.starts_with("redis+sentinel") {
+        "Redis via Sentinel"
+    } else {
+        "Redis"
+    };
+    let at = redacted_url(url);
+    let Some(nodes) = store
+        .info_each(&["server", "replication", "persistence"])
+        .await
+    else {
+        return format!(
+            "connected to {kind} at {at} (INFO refused: version and persistence unknown)"
+        );
+    };
+    let each: Vec<String> = nodes
+        .iter()
+        .map(|(node, info)| {
+            let version = info_field(info, "redis_version").unwrap_or("?");
+            let role = info_field(info, "role").unwrap_or("?");
+            let aof = match info_field(info, "aof_enabled") {
+                Some("1") => "on",
+                Some(_) => "off",
+                None => "?",
+            };
+            let name = if node.is_empty() {
+                String::new()
+            } else {
+                format!("{node} ")
+            };
+            format!("{name}Redis {version}, role {role}, AOF {aof}")
+        })
+        .collect();
+    format!("connected to {kind} at {at}: {}", each.join("; "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Goal: the startup line never shows a password, and reads INFO's fields.
+    #[test]
+    fn urls_are_redacted_and_info_fields_read() {
+        assert_eq!(
+            redacted_url("redis://:pw@h:6379/0"),
+            "redis://:***@h:6379/0"
+        );
+        assert_eq!(redacted_url("redis://u:pw@h:6379"), "redis://u:***@h:6379");
+        assert_eq!(redacted_url("redis://tok@h"), "redis://***@h");
+        assert_eq!(redacted_url("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redacted_url("not a url"), "not a url");
+        let info = "# Server\r\nredis_version:7.0.15\r\nrole:master\r\naof_enabled:1\r\n";
+        assert_eq!(info_field(info, "redis_version"), Some("7.0.15"));
+        assert_eq!(info_field(info, "role"), Some("master"));
+        assert_eq!(info_field(info, "aof_enabled"), Some("1"));
+        assert_eq!(info_field(info, "redis"), None);
+    }
 
     // Goal: only a Redis with neither AOF nor RDB snapshots is warned about.
     #[test]

@@ -951,13 +951,14 @@ async fn startup_enforces_the_keys_file_and_the_loopback_rule() {
 
     // Loopback without keys: says so, and serves.
     let mut child = orq(&["serve", "--no-dashboard-build", "--listen", &listen])
-        .stdout(std::process::Stdio::piped())
+        .env("ORQ_LOG", "info")
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     wait_ready(&format!("http://{listen}")).await;
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr);
     assert!(
         text.contains("authentication is off") && text.contains("loopback only"),
         "{text}"

@@ -170,14 +170,19 @@ async fn serve_without_redis_runs_on_the_embedded_store() {
         (t["status"] == "completed").then_some(t)
     })
     .await;
-    // The startup output names the embedded store and its lack of durability.
+    // The startup log names the embedded store and its lack of durability, once; stdout (not a
+    // terminal here) holds only the line programs wait for.
     let mut child = serve.0.take().unwrap();
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        text.contains("embedded in-memory store") && text.contains("lost"),
-        "{text}"
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(log.matches("embedded store").count(), 1, "{log}");
+    assert!(log.contains("lost when orq stops"), "{log}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().collect::<Vec<_>>(),
+        [format!("orq API listening on http://{listen}/api/v1")],
+        "{stdout}"
     );
 }
 
@@ -314,4 +319,53 @@ async fn sigterm_releases_running_tasks_after_the_grace() {
     })
     .await;
     assert_eq!(t["attempt"], 1, "a release spends no attempt: {t}");
+}
+
+// Goal: with --redis, the startup log says which Redis orq connected to: the address (no
+// password: `redacted_url`'s unit test), the version, the role and whether AOF is on. Method:
+// start `orq scheduler` on a private Redis, read its log until that line.
+#[test]
+fn startup_log_names_the_redis_it_connected_to() {
+    use std::io::{BufRead, BufReader};
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["scheduler", "--redis", &url])
+        .env("ORQ_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn orq scheduler");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + WAIT;
+    let line = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains("connected to Redis") => break l,
+            Ok(_) => {}
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no 'connected to Redis' line in the startup log");
+            }
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains(&format!("at {url}")), "{line}");
+    assert!(
+        line.contains("Redis 7.") || line.contains("Redis 6."),
+        "{line}"
+    );
+    assert!(
+        line.contains("role master") && line.contains("AOF off"),
+        "{line}"
+    );
 }
