@@ -41,7 +41,8 @@ where
 }
 
 /// As [`ApiJson`], for a body whose every field is optional: no body (nothing, or only
-/// whitespace) is `T::default()`, as `{}` is.
+/// whitespace) and JSON `null` are `T::default()`, as `{}` is (the OpenAPI document says so:
+/// a request body of `Option<T>`).
 pub struct ApiJsonOrEmpty<T, const MAX: usize = BODY_MAX_BYTES>(pub T);
 
 impl<T, S, const MAX: usize> FromRequest<S> for ApiJsonOrEmpty<T, MAX>
@@ -53,7 +54,7 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
         let bytes = body_bytes::<S, MAX>(req, state).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
+        if bytes.trim_ascii().is_empty() || bytes.trim_ascii() == b"null" {
             return Ok(ApiJsonOrEmpty(T::default()));
         }
         parse_body(&bytes).map(ApiJsonOrEmpty)

@@ -312,6 +312,8 @@ async fn bulk_replay_filters_by_tenant_and_is_bounded() {
     assert_eq!((s, &r["replayed"]), (StatusCode::OK, &json!(1)), "{r}");
     let (s, r) = app.call(POST, "/api/v1/dlq/replay", Some(" \n")).await;
     assert_eq!((s, &r["replayed"]), (StatusCode::OK, &json!(0)), "{r}");
+    let (s, r) = app.call(POST, "/api/v1/dlq/replay", Some("null")).await;
+    assert_eq!((s, &r["replayed"]), (StatusCode::OK, &json!(0)), "{r}");
     let (s, e) = app.call(POST, "/api/v1/dlq/replay", Some("[]")).await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{e}");
 }

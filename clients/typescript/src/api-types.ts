@@ -677,7 +677,7 @@ export interface components {
              */
             replayed: number;
         };
-        /** @description The body of `POST /api/v1/dlq/replay`. */
+        /** @description The body of `POST /api/v1/dlq/replay` (every field optional: no body is `{}`). */
         BulkReplayBody: {
             /**
              * Format: int64
@@ -1589,9 +1589,10 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: {
+        /** @description Optional: no body is `{}`. */
+        requestBody?: {
             content: {
-                "application/json": components["schemas"]["BulkReplayBody"];
+                "application/json": null | components["schemas"]["BulkReplayBody"];
             };
         };
         responses: {

@@ -397,7 +397,7 @@ pub(crate) async fn replay_one(
     path = "/api/v1/dlq/replay",
     tag = "dlq",
     security(("bearer" = [])),
-    request_body = BulkReplayBody,
+    request_body(content = Option<BulkReplayBody>, description = "Optional: no body is `{}`."),
     responses(
         (status = 200, description = "How many were replayed.", body = ReplayedJson),
         BodyErrors,
