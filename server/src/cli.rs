@@ -48,7 +48,9 @@ fn ready_line(line: &str) {
 #[command(
     name = "orq",
     version,
-    about = "orq: a background task engine on Redis whose every state transition is a Lua script"
+    about = "orq: a background task engine on Redis whose every state transition is a Lua script",
+    after_help = "Logs go to stderr. ORQ_LOG sets the level (warn, info, debug, or per module: \
+                  orq=debug); ORQ_LOG_FORMAT=json writes one JSON object per line."
 )]
 pub struct Cli {
     /// What to run.

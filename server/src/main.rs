@@ -8,19 +8,29 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `ORQ_LOG_FORMAT`: `json` for one JSON object per log line (log pipelines), else text.
+const LOG_FORMAT_ENV: &str = "ORQ_LOG_FORMAT";
+
 #[tokio::main]
 async fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ORQ_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ORQ_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A log line that cannot be written (stderr is a pipe whose reader has gone) is dropped:
+    // tracing's own report of that error would go to the same closed stderr and panic.
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        // A log line that cannot be written (stderr is a pipe whose reader has gone) is dropped:
-        // tracing's own report of that error would go to the same closed stderr and panic.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    match std::env::var(LOG_FORMAT_ENV).as_deref() {
+        Ok("json") => logs.json().with_current_span(false).init(),
+        Ok("text") | Err(_) => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        Ok(other) => {
+            logs.init();
+            tracing::warn!("{LOG_FORMAT_ENV}={other:?} is unknown (json or text); logging text");
+        }
+    }
     let cli = orq_server::cli::Cli::parse();
     if let Err(e) = orq_server::cli::run(cli).await {
         use std::io::Write as _;

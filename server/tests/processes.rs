@@ -369,3 +369,48 @@ fn startup_log_names_the_redis_it_connected_to() {
         "{line}"
     );
 }
+
+// Goal: ORQ_LOG_FORMAT=json makes every log line one JSON object (for log pipelines), with the
+// level and the message. Method: run `orq serve` until it is ready, stop it, parse every line
+// it wrote to stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_are_one_object_per_line() {
+    let listen = free_listen_addr();
+    let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["serve", "--listen", &listen, "--no-dashboard-build"])
+        .env("ORQ_LOG", "info")
+        .env("ORQ_LOG_FORMAT", "json")
+        .env_remove("ORQ_REDIS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn orq serve");
+    let mut serve = Proc(Some(child));
+    let http = reqwest::Client::new();
+    wait_for("the API", async || {
+        let r = http
+            .get(format!("http://{listen}/api/v1/readyz"))
+            .send()
+            .await
+            .ok()?;
+        r.status().is_success().then_some(Value::Null)
+    })
+    .await;
+    let mut child = serve.0.take().unwrap();
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() >= 3, "{log}");
+    for line in &lines {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert!(
+            v["level"].is_string() && v["fields"]["message"].is_string(),
+            "{line}"
+        );
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("API listening on")),
+        "{log}"
+    );
+}
