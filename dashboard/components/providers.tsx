@@ -14,7 +14,7 @@ import {
   type ReactNode,
 } from "react";
 import { ADMIN_REQUIRED_EVENT, AUTH_REQUIRED_EVENT, api, getApiKey, setApiKey } from "@/lib/api";
-import { chooseQueue } from "@/lib/queues";
+import { busyOf, chooseQueue, type Selected } from "@/lib/queues";
 import { openEventStream } from "@/lib/sse";
 import type { LiveEvent } from "@/lib/types";
 
@@ -142,30 +142,34 @@ const QUEUE_STORAGE = "orq.queue";
 const EXPLICIT_STORAGE = "orq.queue.explicit";
 const QUEUES_REFRESH_MS = 10_000;
 
-function initialQueue(): { queue: string; explicit: boolean } {
+function initialQueue(): { queue: string; selected: Selected } {
+  const none = { queue: "default", selected: "none" as const };
   if (typeof window === "undefined") {
-    return { queue: "default", explicit: false };
+    return none;
   }
   const fromUrl = new URLSearchParams(window.location.search).get("queue");
   if (fromUrl) {
-    return { queue: fromUrl, explicit: true };
+    return { queue: fromUrl, selected: "explicit" };
   }
   try {
     const chosen = window.sessionStorage.getItem(EXPLICIT_STORAGE);
     if (chosen) {
-      return { queue: chosen, explicit: true };
+      return { queue: chosen, selected: "explicit" };
     }
-    return { queue: window.localStorage.getItem(QUEUE_STORAGE) ?? "default", explicit: false };
+    const remembered = window.localStorage.getItem(QUEUE_STORAGE);
+    return remembered ? { queue: remembered, selected: "remembered" } : none;
   } catch {
-    return { queue: "default", explicit: false };
+    return none;
   }
 }
 
 function QueueProvider({ children }: { children: ReactNode }) {
   // Read after mount (the static HTML was rendered without a window), so the first client render
   // matches the server's and hydration succeeds.
-  const [selection, setSelection] = useState<{ queue: string; explicit: boolean } | null>(null);
+  const [selection, setSelection] = useState<{ queue: string; selected: Selected } | null>(null);
   const [queues, setQueues] = useState<string[]>([]);
+  // Unfinished tasks per listed queue, for the first choice (chooseQueue).
+  const [busy, setBusy] = useState<Record<string, number>>({});
   // True once GET /queues answered (or failed): the views wait for it, so that they do not
   // first ask for a queue that does not exist or that the key may not use.
   const [listed, setListed] = useState(false);
@@ -180,6 +184,7 @@ function QueueProvider({ children }: { children: ReactNode }) {
         (qs) => {
           if (!stopped.current) {
             setQueues(qs.map((q) => q.queue).sort());
+            setBusy(Object.fromEntries(qs.map((q) => [q.queue, busyOf(q.counts)])));
             setListed(true);
           }
         },
@@ -199,7 +204,7 @@ function QueueProvider({ children }: { children: ReactNode }) {
     };
   }, [load]);
   const setQueue = useCallback((q: string) => {
-    setSelection({ queue: q, explicit: true });
+    setSelection({ queue: q, selected: "explicit" });
     try {
       window.sessionStorage.setItem(EXPLICIT_STORAGE, q);
       window.localStorage.setItem(QUEUE_STORAGE, q);
@@ -208,7 +213,15 @@ function QueueProvider({ children }: { children: ReactNode }) {
     }
   }, []);
   const refreshQueues = useCallback(() => void load(), [load]);
-  const queue = selection === null ? null : chooseQueue(selection.queue, selection.explicit, queues);
+  const queue = selection === null ? null : chooseQueue(selection.queue, selection.selected, queues, busy);
+  // The first choice, once the queues are listed, stays: the busiest queue then, not whichever is
+  // busiest at each refresh.
+  useEffect(() => {
+    if (selection?.selected === "none" && queue !== null && queues.length > 0) {
+      const t = setTimeout(() => setSelection({ queue, selected: "remembered" }), 0);
+      return () => clearTimeout(t);
+    }
+  }, [selection, queue, queues]);
   const value = useMemo(
     () => ({ queue: queue ?? "default", setQueue, queues, refreshQueues }),
     [queue, setQueue, queues, refreshQueues],
