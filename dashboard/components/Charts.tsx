@@ -16,7 +16,7 @@ import {
 } from "recharts";
 import { formatDuration } from "@/lib/format";
 
-import type { ChartAxis, LatencyPoint, RatePoint } from "@/lib/metrics";
+import { durationTickLabel, durationTicks, type ChartAxis, type LatencyPoint, type RatePoint } from "@/lib/metrics";
 
 function clock(ms: number): string {
   const d = new Date(ms);
@@ -55,6 +55,7 @@ export function ThroughputChart({ points, axis }: { points: RatePoint[]; axis?: 
             allowDataOverflow
             tickFormatter={tickLabel}
             fontSize={12}
+            padding={{ right: 8 }}
           />
           <YAxis fontSize={12} width={Y_AXIS_WIDTH} allowDecimals />
           <Tooltip
@@ -94,6 +95,14 @@ export function ThroughputChart({ points, axis }: { points: RatePoint[]; axis?: 
 
 export function LatencyChart({ points, axis }: { points: LatencyPoint[]; axis?: ChartAxis | null }) {
   const tickLabel = axisLabel(axis);
+  // Round durations on the y axis (30 s steps, not 35 s ones that read "1 min 10 s").
+  let max = 0;
+  for (const p of points) {
+    for (const v of [p.wait_p50, p.wait_p99, p.run_p50, p.run_p99]) {
+      if (typeof v === "number" && v > max) max = v;
+    }
+  }
+  const yTicks = durationTicks(max);
   return (
     <div style={{ width: "100%", height: 240 }} data-testid="chart-latency" data-ticks={axis?.ticks.join(",")}>
       <ResponsiveContainer>
@@ -109,8 +118,16 @@ export function LatencyChart({ points, axis }: { points: LatencyPoint[]; axis?: 
             allowDataOverflow
             tickFormatter={tickLabel}
             fontSize={12}
+            padding={{ right: 8 }}
           />
-          <YAxis fontSize={12} width={Y_AXIS_WIDTH} tickFormatter={(v: number) => formatDuration(v)} />
+          <YAxis
+            fontSize={12}
+            width={Y_AXIS_WIDTH}
+            ticks={yTicks}
+            domain={[0, yTicks[yTicks.length - 1]!]}
+            interval={0}
+            tickFormatter={(v: number) => durationTickLabel(v)}
+          />
           <Tooltip
             labelFormatter={(v) => clockSeconds(Number(v))}
             formatter={(v) => formatDuration(Number(v))}

@@ -96,3 +96,38 @@ export function chartAxis(times: readonly number[], max_ticks = 7): ChartAxis | 
   }
   return { domain: [lo, hi], ticks };
 }
+
+/** Steps of a duration axis (ms): 1-2-5 from 1 ms to 500 ms, then whole seconds and minutes. */
+const DURATION_STEPS_MS = [
+  1, 2, 5, 10, 20, 50, 100, 200, 500, 1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000,
+  600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000,
+];
+
+/**
+ * Ticks of a duration axis from 0 to at least `max_ms`: multiples of the smallest round step
+ * (1-2-5 ms, then 1, 2, 5, 10, 15, 30 s, 1, 2, 5, 10, 15, 30 min, 1, 2, 6, 12, 24 h) that needs at
+ * most `max_ticks` ticks, so labels read "30 s", "1 min", never "1 min 10 s". `[0]` when
+ * `max_ms` is not positive.
+ */
+export function durationTicks(max_ms: number, max_ticks = 5): number[] {
+  if (!Number.isFinite(max_ms) || max_ms <= 0) {
+    return [0];
+  }
+  const step =
+    DURATION_STEPS_MS.find((s) => Math.ceil(max_ms / s) <= max_ticks - 1) ?? DURATION_STEPS_MS[DURATION_STEPS_MS.length - 1]!;
+  const ticks: number[] = [];
+  for (let t = 0; t < max_ms + step; t += step) {
+    ticks.push(t);
+    if (t >= max_ms) break;
+  }
+  return ticks;
+}
+
+/** A duration tick's label, short enough for the axis: "500 ms", "30 s", "90 s", "2 min", "12 h". */
+export function durationTickLabel(ms: number): string {
+  if (ms === 0) return "0";
+  if (ms < 1_000) return `${ms} ms`;
+  if (ms < 120_000) return `${ms / 1_000} s`;
+  if (ms < 7_200_000) return `${ms / 60_000} min`;
+  return `${ms / 3_600_000} h`;
+}

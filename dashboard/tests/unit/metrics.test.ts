@@ -50,3 +50,19 @@ test("chartAxis: one domain and whole-step ticks for every chart of the page", (
   assert.deepEqual(one.domain, [t0 - 30_000, t0 + 30_000]);
   assert.ok(one.ticks.length >= 2 && one.ticks.includes(t0), `ticks: ${one.ticks.join(",")}`);
 });
+
+test("latency axis ticks are round durations with short labels", async () => {
+  const { durationTicks, durationTickLabel } = await import("../../lib/metrics");
+  // The 35 s steps the issue saw ("1 min 10 s", "1 min 45 s") for a 2 min maximum: now 30 s steps.
+  assert.deepEqual(durationTicks(120_000), [0, 30_000, 60_000, 90_000, 120_000]);
+  assert.deepEqual(durationTicks(130_000), [0, 60_000, 120_000, 180_000]);
+  assert.deepEqual(durationTicks(7), [0, 2, 4, 6, 8]);
+  assert.deepEqual(durationTicks(0), [0]);
+  assert.deepEqual(durationTicks(NaN), [0]);
+  for (const max of [3, 480, 2_500, 45_000, 700_000, 5_000_000, 90_000_000]) {
+    const ticks = durationTicks(max);
+    assert.ok(ticks.length <= 5 && ticks.at(-1)! >= max, `${max}: ${ticks}`);
+    for (const t of ticks) assert.ok(durationTickLabel(t).length <= 7, `${t}: ${durationTickLabel(t)}`);
+  }
+  assert.deepEqual([0, 500, 30_000, 90_000, 120_000, 5_400_000].map(durationTickLabel), ["0", "500 ms", "30 s", "90 s", "2 min", "90 min"]);
+});
