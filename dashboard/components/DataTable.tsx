@@ -21,6 +21,8 @@ export interface DataTableProps<T> {
   rowTestId?: (row: T) => string;
   rowClass?: (row: T) => string | undefined;
   label: string;
+  /** A class for the table (`wrap-heads`: headers may wrap, for wide tables). */
+  className?: string;
 }
 
 export function DataTable<T>({
@@ -31,6 +33,7 @@ export function DataTable<T>({
   rowTestId,
   rowClass,
   label,
+  className,
 }: DataTableProps<T>) {
   const [sorting, setSorting] = useState<SortingState>([]);
   // TanStack Table returns functions that React Compiler must not memoise; this component is
@@ -47,7 +50,7 @@ export function DataTable<T>({
   });
   return (
     <div className="table-wrap">
-      <table aria-label={label}>
+      <table aria-label={label} className={className}>
         <thead>
           {table.getHeaderGroups().map((hg) => (
             <tr key={hg.id}>

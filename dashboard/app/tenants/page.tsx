@@ -168,8 +168,8 @@ export default function TenantsPage() {
           const share = c.getValue();
           if (share === null) return "—";
           return (
-            <div className="row" style={{ gap: 6 }}>
-              <div className="stackbar" style={{ minWidth: 70 }}>
+            <div className="row nowrap" style={{ gap: 6 }}>
+              <div className="stackbar" style={{ minWidth: 56 }}>
                 <div style={{ width: `${Math.round(share * 100)}%`, background: "#2563eb" }} />
               </div>
               {Math.round(share * 100)} %
@@ -184,7 +184,7 @@ export default function TenantsPage() {
         cell: (c) => (
           <button
             type="button"
-            className="small"
+            className="small nowrap"
             onClick={() => setEditing(c.row.original)}
             data-testid={`edit-tenant-${c.row.original.tenant}`}
             disabled={denied}
@@ -224,6 +224,7 @@ export default function TenantsPage() {
         ) : (
           <DataTable
             label="Tenants"
+            className="wrap-heads"
             data={tenants.data?.tenants ?? []}
             columns={columns}
             rowId={(t) => t.tenant}

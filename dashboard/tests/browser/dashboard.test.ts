@@ -280,6 +280,19 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
         { weight: 2.5, max_inflight: 7, rate_per_s: 10, burst: 20 },
       );
       await screenshot(page, "tenants");
+      // At a laptop's width, with long limits and a long tenant name, the row still fits: its
+      // Edit limits button is on screen (it was cut off at 1400 px).
+      await submit({ queue: "ui5", tenant: "acme-corporation-eu-west-1", payload: 1 });
+      await world.api("/queues/ui5/tenants/acme-corporation-eu-west-1", {
+        method: "PUT",
+        body: { weight: 2.5, max_inflight: 1000, max_queued: 100000, rate_per_s: 1234.5, burst: 10000 },
+      });
+      await page.setViewportSize({ width: 1400, height: 900 });
+      await page.reload();
+      const edit = page.getByTestId("edit-tenant-acme-corporation-eu-west-1");
+      await edit.waitFor();
+      const right = await edit.evaluate((b) => b.getBoundingClientRect().right);
+      assert.ok(right <= 1400, `the Edit limits button ends at ${right} px of 1400`);
       // Emptying a field removes the limit.
       await page.getByTestId("edit-tenant-acme").click();
       await form.locator('input[name="max_inflight"]').fill("");
