@@ -7,7 +7,7 @@ use orq::testing::RedisServer;
 use roles::*;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 // Goal: crash recovery across processes. Method: the API and two workers run as real `orq`
 // processes; a `sleep` task with a 1 s lease starts on one worker, which we SIGKILL; after the
@@ -219,23 +219,9 @@ async fn closed_output_pipes_neither_crash_nor_block_shutdown() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 201, "serves with its output gone");
-    let mut child = serve.0.take().unwrap();
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(term.success());
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("orq did not stop on SIGTERM with its output pipes closed");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = serve
+        .terminate("orq serve with its output pipes closed")
+        .await;
     assert!(status.success(), "clean exit: {status:?}");
 }
 
@@ -288,23 +274,7 @@ async fn sigterm_releases_running_tasks_after_the_grace() {
         (t["lease"]["worker"] == "w-first").then_some(t)
     })
     .await;
-    let mut child = first.0.take().unwrap();
-    let term = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(term.success());
-    let deadline = Instant::now() + WAIT;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("orq worker did not stop on SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let status = first.terminate("orq worker").await;
     assert!(status.success(), "clean exit: {status:?}");
     let released = get(&id).await.unwrap();
     assert_eq!(

@@ -36,6 +36,28 @@ impl Proc {
         }
     }
 
+    /// Send SIGTERM and wait (at most [`WAIT`]) for the process to exit; its exit status.
+    /// Panics naming `what` when it does not stop.
+    pub async fn terminate(&mut self, what: &str) -> std::process::ExitStatus {
+        let mut child = self.0.take().expect("the process was killed");
+        let term = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(term.success());
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                return s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{what} did not stop on SIGTERM");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Panics when the process has exited (for example a role that refused its URL).
     pub fn assert_running(&mut self, role: &str) {
         let c = self.0.as_mut().expect("the process was killed");
