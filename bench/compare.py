@@ -37,12 +37,14 @@ import argparse
 import json
 import math
 import os
+import queue
 import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import tempfile
 import time
 import urllib.request
@@ -164,16 +166,28 @@ class Child:
     def __init__(self, args, cwd=None, env=None, log=None):
         self.proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                      stderr=log or subprocess.DEVNULL, text=True)
+        # Read by a thread, so that waiting for a line has a deadline even when none comes.
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
 
     def wait_line(self, needle, timeout=60):
+        """Wait for a line of stdout holding ``needle``; the line."""
         deadline = time.time() + timeout
-        while time.time() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
+        while True:
+            left = deadline - time.time()
+            try:
+                line = self.lines.get(timeout=max(0.0, left))
+            except queue.Empty:
+                raise RuntimeError(f"{self.proc.args[0]} did not print {needle!r} within {timeout} s")
+            if line is None:
                 raise RuntimeError(f"{self.proc.args[0]} exited before printing {needle!r}")
             if needle in line:
-                return
-        raise RuntimeError(f"{self.proc.args[0]} did not print {needle!r}")
+                return line
 
     def cpu_s(self):
         return cpu_s(self.proc.pid)

@@ -105,12 +105,8 @@ def run_orq(a, kind, redis_url, work):
     api = Child([a.orq, "api", "--redis", redis_url, "--listen", "127.0.0.1:0",
                  "--submit-rate-per-tenant", "0"], log=log)
     try:
-        url = None
-        deadline = time.time() + 60
-        while url is None and time.time() < deadline:
-            line = api.proc.stdout.readline()
-            if "orq API listening on" in line:
-                url = line.split("listening on ", 1)[1].strip().rsplit("/api/v1", 1)[0]
+        line = api.wait_line("orq API listening on")
+        url = line.split("listening on ", 1)[1].strip().rsplit("/api/v1", 1)[0]
         wait_ready(url)
         client = Client(url)
         queue = f"bench-{kind}"

@@ -33,9 +33,10 @@ macro_rules! say {
     }};
 }
 
-/// The line that says the API is ready, on stdout for the programs that start orq and wait for
-/// it (the clients' test fixtures, benchmarks): printed only when stdout is not a terminal, where
-/// the log (stderr) says the same for people.
+/// The line that says a role is ready (`orq API listening on URL`, `orq worker ID started`), on
+/// stdout for the programs that start orq and wait for it (the clients' test fixtures,
+/// benchmarks): printed only when stdout is not a terminal, where the log (stderr) says the same
+/// for people.
 fn ready_line(line: &str) {
     use std::io::IsTerminal as _;
     if !std::io::stdout().is_terminal() {
@@ -804,6 +805,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         Command::Worker(a) => {
             let rt = open_store(&a.store, "worker", false).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
+            ready_line(&format!("orq worker {} started", worker.id()));
             worker.run(shutdown).await;
             Ok(())
         }

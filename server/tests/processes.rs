@@ -330,6 +330,26 @@ fn startup_log_names_the_redis_it_connected_to() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(line.contains(&format!("at {url}")), "{line}");
+    // And `orq worker` says on stdout (not a terminal) when it has started: benchmarks wait for it.
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(["worker", "--redis", &url, "--worker-id", "w-ready"])
+        .env("ORQ_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn orq worker");
+    let out = worker.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = String::new();
+        let _ = BufReader::new(out).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    let first = rx.recv_timeout(WAIT);
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let first = first.expect("orq worker printed no line on stdout");
+    assert_eq!(first.trim_end(), "orq worker w-ready started");
     assert!(
         line.contains("Redis 7.") || line.contains("Redis 6."),
         "{line}"
