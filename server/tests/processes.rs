@@ -41,11 +41,7 @@ async fn killed_workers_task_completes_on_the_other_worker() {
     ];
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
 
     let body = json!({"type": "sleep", "payload": {"ms": 3000}, "lease_ms": 1000, "max_retries": 3,
         "backoff": {"initial_ms": 10, "jitter": 0}});
@@ -116,11 +112,7 @@ async fn serve_without_redis_runs_on_the_embedded_store() {
     let mut serve = Proc(Some(child));
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
     let submit = |body: Value| {
         let http = http.clone();
         let base = base.clone();
@@ -207,11 +199,7 @@ async fn closed_output_pipes_neither_crash_nor_block_shutdown() {
     let mut serve = Proc(Some(child));
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
     let r = http
         .post(format!("{base}/tasks"))
         .json(&json!({"payload": 1}))
@@ -248,11 +236,7 @@ async fn sigterm_releases_running_tasks_after_the_grace() {
     ]);
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
-    wait_for("the API", async || {
-        let r = http.get(format!("{base}/readyz")).send().await.ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &base).await;
     let body = json!({"type": "sleep", "payload": {"ms": 60000}, "lease_ms": 60000});
     let r = http
         .post(format!("{base}/tasks"))
@@ -377,15 +361,7 @@ async fn json_logs_are_one_object_per_line() {
         .expect("spawn orq serve");
     let mut serve = Proc(Some(child));
     let http = reqwest::Client::new();
-    wait_for("the API", async || {
-        let r = http
-            .get(format!("http://{listen}/api/v1/readyz"))
-            .send()
-            .await
-            .ok()?;
-        r.status().is_success().then_some(Value::Null)
-    })
-    .await;
+    wait_ready(&http, &format!("http://{listen}/api/v1")).await;
     let mut child = serve.0.take().unwrap();
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
