@@ -591,6 +591,30 @@ export interface components {
             /** @description What went wrong. */
             error: components["schemas"]["ErrorDetail"];
         };
+        /** @description One ended attempt of a task in task JSON (`orq::Attempt`). */
+        Attempt: {
+            /**
+             * Format: date-time
+             * @description When it ended, RFC 3339.
+             */
+            at: string;
+            /**
+             * Format: int32
+             * @description The attempt's number in its life (1 first; a replay from the DLQ starts again at 1).
+             */
+            attempt: number;
+            /** @description The error message (at most 2 KiB); null for a completed attempt. */
+            error: string | null;
+            /** @description How it ended. */
+            outcome: components["schemas"]["AttemptOutcome"];
+            /** @description The worker that ran it (`-` when unknown). */
+            worker: string;
+        };
+        /**
+         * @description How an attempt ended: `failed` (the handler failed or timed out), `expired` (its lease ran out without an outcome: the worker crashed, hung or lost the store), `completed`.
+         * @enum {string}
+         */
+        AttemptOutcome: "failed" | "expired" | "completed";
         /** @description A task's retry backoff as the API shows it. */
         Backoff: {
             /**
@@ -1174,6 +1198,12 @@ export interface components {
              * @description Attempts started.
              */
             attempt: number;
+            /**
+             * @description The attempts that ended, oldest first: each failed or expired one (the last 20 kept),
+             *     then a completed task's successful one. A replay keeps them. A running attempt is in
+             *     `lease`.
+             */
+            attempts: components["schemas"]["Attempt"][];
             /** @description Retry backoff. */
             backoff: components["schemas"]["Backoff"];
             /**
@@ -1186,13 +1216,14 @@ export interface components {
              * @description When it completed, died or was cancelled.
              */
             finished_at: string | null;
-            /** @description Attempt history lines: `<attempt> <time ms> <worker> <outcome> <error>`. */
-            history: string[];
             /** @description ULID (upper case). */
             id: string;
             /** @description Idempotency key. */
             idempotency_key: string | null;
-            /** @description The last attempt's error. */
+            /**
+             * @description The error of the last failed or expired attempt, or null. A completed task keeps the
+             *     error of an earlier attempt here (its `attempts` end with the successful one).
+             */
             last_error: string | null;
             lease: null | components["schemas"]["Lease"];
             /**

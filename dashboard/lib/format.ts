@@ -98,27 +98,6 @@ export function formatBytes(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
-/** The parts of one task history line: `<attempt> <time ms> <worker> <outcome> <error...>`. */
-export interface HistoryEntry {
-  attempt: number | null;
-  time_ms: number | null;
-  worker: string;
-  outcome: string;
-  error: string;
-}
-
-export function parseHistoryLine(line: string): HistoryEntry {
-  const parts = line.split(" ");
-  const num = (s: string | undefined) => (s !== undefined && /^\d+$/.test(s) ? Number(s) : null);
-  return {
-    attempt: num(parts[0]),
-    time_ms: num(parts[1]),
-    worker: parts[2] ?? "",
-    outcome: parts[3] ?? "",
-    error: parts.slice(4).join(" "),
-  };
-}
-
 /** Pretty JSON for display; strings that hold JSON stay as they are. */
 export function prettyJson(v: unknown): string {
   if (v === undefined) {

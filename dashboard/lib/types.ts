@@ -39,6 +39,9 @@ export type Backoff = Schemas["Backoff"];
 
 export type Lease = Schemas["Lease"];
 
+/** One ended attempt of a task (its `attempts`, oldest first). */
+export type Attempt = Schemas["Attempt"];
+
 export type Task = Schemas["Task"];
 
 export type TaskPage = Schemas["TaskPage"];

@@ -1,6 +1,7 @@
 //! Decoding script replies into typed results: the one place that knows reply shapes.
 //! Each function names the script whose `Returns:` header it follows.
 
+use crate::attempt::{Attempt, AttemptOutcome};
 use crate::client::QueueEvent;
 use crate::error::{Error, Result};
 use crate::resp::Resp;
@@ -124,6 +125,27 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         None
     };
     let defaults = Backoff::default();
+    let finished_at_ms = opt_num("finished_at").or_else(|| {
+        // A completed task's `finished_at` is its `updated_at` (complete writes only that).
+        (status == Status::Completed)
+            .then(|| num_or("updated_at", created_at).ok())
+            .flatten()
+    });
+    let attempt = num_or("attempt", 0)? as u32;
+    let mut attempts: Vec<Attempt> = f
+        .get("history")
+        .map(|h| h.lines().map(Attempt::from_line).collect())
+        .unwrap_or_default();
+    if status == Status::Completed {
+        // The successful attempt, which the completion records in the task's fields only.
+        attempts.push(Attempt {
+            attempt,
+            at_ms: finished_at_ms.unwrap_or(created_at),
+            worker: opt("worker").unwrap_or_else(|| "-".to_string()),
+            outcome: AttemptOutcome::Completed,
+            error: None,
+        });
+    }
     Ok(Task {
         id: text("id")?,
         queue: queue.to_string(),
@@ -132,17 +154,12 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         payload: text("payload")?,
         priority: num_or("priority", 0)?.min(9) as u8,
         status,
-        attempt: num_or("attempt", 0)? as u32,
+        attempt,
         max_retries: num_or("max_retries", u64::from(DEFAULT_MAX_RETRIES))? as u32,
         run_at_ms: num_or("run_at", created_at)?,
         created_at_ms: created_at,
         updated_at_ms: num_or("updated_at", created_at)?,
-        // A completed task's `finished_at` is its `updated_at` (complete writes only that).
-        finished_at_ms: opt_num("finished_at").or_else(|| {
-            (status == Status::Completed)
-                .then(|| num_or("updated_at", created_at).ok())
-                .flatten()
-        }),
+        finished_at_ms,
         lease,
         last_error: opt("last_error"),
         result: opt("result"),
@@ -156,10 +173,7 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         timeout_ms: opt_num("timeout_ms"),
         idempotency_key: opt("idem"),
         replays: opt_num("replays").unwrap_or(0) as u32,
-        history: f
-            .get("history")
-            .map(|h| h.lines().map(str::to_string).collect())
-            .unwrap_or_default(),
+        attempts,
     })
 }
 

@@ -6,6 +6,7 @@
 //! randomness come in as [`Clock`] and [`Entropy`], never from globals, so the simulator can
 //! substitute them.
 
+pub mod attempt;
 pub mod client;
 pub mod clock;
 pub mod decode;
@@ -26,6 +27,7 @@ pub mod task;
 pub mod testing;
 pub mod worker;
 
+pub use attempt::{Attempt, AttemptOutcome};
 pub use client::{
     BulkReplay, Client, Held, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
     TenantStats, WorkerInfo, WorkerLease, Workers,

@@ -1,6 +1,7 @@
 //! The task model: what a client submits ([`TaskSpec`]), what the store holds ([`Task`]) and the
 //! status machine ([`Status`]).
 
+use crate::attempt::Attempt;
 pub use orq_lua::facts::{BACKOFF_INITIAL_MS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, TIMEOUT_MS_MAX};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -189,7 +190,7 @@ impl TaskSpec {
             timeout_ms: self.timeout_ms,
             idempotency_key: self.idempotency_key.clone(),
             replays: 0,
-            history: Vec::new(),
+            attempts: Vec::new(),
         }
     }
 
@@ -388,8 +389,9 @@ pub struct Task {
     pub idempotency_key: Option<String>,
     /// Times it was replayed from the DLQ.
     pub replays: u32,
-    /// Attempt history, oldest first: `"<attempt> <time ms> <worker> <outcome> <error>"` lines.
-    pub history: Vec<String>,
+    /// The attempts that ended, oldest first: each failed or expired one (the last 20 kept), then
+    /// a completed task's successful one. A replay keeps them.
+    pub attempts: Vec<Attempt>,
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::extract::NoQuery;
 use crate::{api, live, model, timelines};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use orq::Status;
+use orq::{AttemptOutcome, Status};
 use std::borrow::Cow;
 use std::sync::LazyLock;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
@@ -90,7 +90,7 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         timelines::get,
     ),
     components(
-        schemas(ErrorBody, StatusName, model::CountsJson),
+        schemas(ErrorBody, StatusName, AttemptOutcomeName, model::CountsJson),
         responses(
             BadRequest,
             Unauthorized,
@@ -189,6 +189,27 @@ impl PartialSchema for StatusName {
 impl ToSchema for StatusName {
     fn name() -> Cow<'static, str> {
         "Status".into()
+    }
+}
+
+/// The schema of an attempt's outcome (`orq::AttemptOutcome`), from [`AttemptOutcome::ALL`].
+pub struct AttemptOutcomeName;
+
+impl PartialSchema for AttemptOutcomeName {
+    fn schema() -> RefOr<Schema> {
+        string_enum(
+            AttemptOutcome::ALL.map(AttemptOutcome::as_str),
+            "How an attempt ended: `failed` (the handler failed or timed out), `expired` (its \
+             lease ran out without an outcome: the worker crashed, hung or lost the store), \
+             `completed`.",
+        )
+        .into()
+    }
+}
+
+impl ToSchema for AttemptOutcomeName {
+    fn name() -> Cow<'static, str> {
+        "AttemptOutcome".into()
     }
 }
 

@@ -715,7 +715,7 @@ async fn wait_dead(app: &TestApp, id: &str) -> Value {
 }
 
 // Goal: an error message longer than the store keeps (2048 bytes, ERROR_MAX in lib/task.lua) is
-// stored cut to exactly that size, as the task's last_error and in its history, and the API
+// stored cut to exactly that size, as the task's last_error and in its attempts, and the API
 // shows it (a multi-byte character cut in half shows as U+FFFD, never as a 500). Method: the
 // `http` handler calls a local server that answers 400 with a 10 KB body, which becomes the
 // task's permanent error.
@@ -751,10 +751,10 @@ async fn handler_errors_are_stored_truncated_to_2048_bytes() {
     let err = a["last_error"].as_str().unwrap();
     assert_eq!(err.len(), 2048, "cut to ERROR_MAX bytes");
     assert_eq!(err, format!("HTTP 400: {}", "e".repeat(2048 - 10)));
-    let line = a["history"][0].as_str().unwrap();
+    let line = a["attempts"][0]["error"].as_str().unwrap();
     assert!(
-        line.len() <= 2048 && line.contains("HTTP 400: eeee"),
-        "the history line is cut too: {} bytes",
+        line.len() <= 2048 && line.starts_with("HTTP 400: eeee"),
+        "the attempt's error is cut too: {} bytes",
         line.len()
     );
     let e = wait_dead(&app, e["id"].as_str().unwrap()).await;

@@ -202,7 +202,7 @@ fn task(payload: &str) -> Task {
         timeout_ms: None,
         idempotency_key: None,
         replays: 0,
-        history: Vec::new(),
+        attempts: Vec::new(),
     }
 }
 

@@ -87,10 +87,24 @@ async fn killed_workers_task_completes_on_the_other_worker() {
     .await;
     assert_eq!(done["attempt"], 2, "the lost attempt counts: {done}");
     assert_eq!(done["result"], json!({"slept_ms": 3000}));
-    let history = done["history"].as_array().unwrap();
-    assert_eq!(history.len(), 1, "{done}");
-    let line = history[0].as_str().unwrap();
-    assert!(line.contains(&first) && line.contains("expired"), "{line}");
+    let attempts = done["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{done}");
+    assert_eq!(
+        (&attempts[0]["attempt"], &attempts[0]["outcome"]),
+        (&json!(1), &json!("expired")),
+        "{done}"
+    );
+    assert_eq!(attempts[0]["worker"], first.as_str(), "{done}");
+    assert_eq!(
+        (
+            &attempts[1]["attempt"],
+            &attempts[1]["outcome"],
+            &attempts[1]["error"]
+        ),
+        (&json!(2), &json!("completed"), &Value::Null),
+        "{done}"
+    );
+    assert_eq!(attempts[1]["worker"], survivor, "{done}");
     assert!(saw_survivor, "attempt 2 ran on {survivor}");
 }
 

@@ -33,10 +33,12 @@ def test_a_killed_workers_task_is_completed_by_another(server: OrqServer, client
     done = wait_for(lambda: (lambda x: x if x.status == "completed" else None)(client.get(t.id)), "worker B to complete the task")
     assert done.result == {"by": b.pid, "attempt": 2, "epoch": 2}, done
     assert done.attempt == 2
-    # The first attempt is recorded as the killed worker's expired lease.
-    assert len(done.history) == 1, done.history
-    _, _, who, outcome = done.history[0].split()[:4]
-    assert who.endswith(f"-{a.pid}") and outcome == "expired", done.history
+    # The first attempt is recorded as the killed worker's expired lease, the second as B's
+    # success.
+    assert [x.outcome for x in done.attempts] == ["expired", "completed"], done.attempts
+    first, second = done.attempts
+    assert first.attempt == 1 and first.worker.endswith(f"-{a.pid}"), done.attempts
+    assert second.attempt == 2 and second.worker.endswith(f"-{b.pid}") and second.error is None
 
 
 def test_sigterm_lets_the_running_handler_finish(server: OrqServer, client: Client, procs: Procs, tmp_path: Path) -> None:

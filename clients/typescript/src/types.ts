@@ -15,6 +15,9 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
 
 /** A task as the API shows it (`GET /tasks/{id}` and most answers). */
 export type Task = Schemas["Task"];
+
+/** One ended attempt of a task (its `attempts`, oldest first). */
+export type Attempt = Schemas["Attempt"];
 /** A task's status: scheduled, queued, leased, retrying, completed, dead or cancelled. */
 export type Status = Schemas["Status"];
 /** A stable, machine-readable error code of the API. */

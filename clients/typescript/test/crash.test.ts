@@ -58,7 +58,14 @@ test("a worker killed with SIGKILL mid-task: its task is reaped and completed by
   assert.equal(done.attempt, childAttempt + 1, "the next attempt (2 when the child ran the first)");
   assert.equal((done.result as { attempt: number }).attempt, done.attempt, "run by the other worker");
   assert.ok((done.result as { epoch: number }).epoch >= 2, "a newer fencing epoch");
-  assert.ok(done.history.some((h) => h.includes("expired")), done.history.join("\n"));
+  const history = JSON.stringify(done.attempts);
+  assert.deepEqual(
+    done.attempts.map((a) => a.outcome),
+    ["expired", "completed"],
+    history,
+  );
+  assert.equal(done.attempts[0].attempt, childAttempt, history);
+  assert.equal(done.attempts[1].error, null, history);
   await within("the worker to stop", worker.stop());
   await within("run() to resolve", run);
 });

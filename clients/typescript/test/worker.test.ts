@@ -101,7 +101,11 @@ describe("outcomes", () => {
     const done = await waitStatus(t.id, "completed");
     assert.equal(done.attempt, 2);
     assert.equal(done.result, "ok on attempt 2");
-    assert.ok(done.history.some((h) => h.includes("failed") && h.includes("boom on the first attempt")), done.history.join("\n"));
+    const [first, second] = done.attempts;
+    assert.equal(done.attempts.length, 2, JSON.stringify(done.attempts));
+    assert.equal(first.outcome, "failed");
+    assert.ok(first.error?.includes("boom on the first attempt"), JSON.stringify(first));
+    assert.deepEqual([second.attempt, second.outcome, second.error], [2, "completed", null]);
     assert.ok(logger.entries.some((e) => e.level === "warn" && e.fields.task === t.id && String(e.fields.error).includes("boom")));
   });
 
@@ -185,7 +189,7 @@ describe("aborts", () => {
     });
     const t = await client.submit("slow", {}, { queue, lease_ms: 4000 });
     const done = await waitStatus(t.id, "completed");
-    assert.equal(done.attempt, 1, done.history.join("\n"));
+    assert.equal(done.attempt, 1, JSON.stringify(done.attempts));
     assert.equal(done.result, "slow but done");
   });
 });

@@ -13,7 +13,8 @@ import { taskColumns } from "@/components/TaskColumns";
 import { Card, ErrorBox, JsonBlock, Loading, PageTitle } from "@/components/ui";
 import { api, errorMessage } from "@/lib/api";
 import { countDead, REPLAY_LIMIT_MAX, type DeadCount } from "@/lib/dlq";
-import { formatNumber, formatTime, parseHistoryLine } from "@/lib/format";
+import { attemptKey } from "@/lib/attempts";
+import { formatNumber, formatTime } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
 import type { Task } from "@/lib/types";
 
@@ -31,15 +32,12 @@ function Inspect({ task, onClose }: { task: Task; onClose: () => void }) {
       <p className="error-text">{task.last_error ?? "—"}</p>
       <h3>Attempts</h3>
       <ul>
-        {task.history.map((l) => {
-          const h = parseHistoryLine(l);
-          return (
-            <li key={l}>
-              attempt {h.attempt ?? "?"} at {formatTime(h.time_ms, true)} on <span className="mono">{h.worker}</span>: {h.outcome}{" "}
-              <span className="error-text">{h.error}</span>
-            </li>
-          );
-        })}
+        {task.attempts.map((a, i) => (
+          <li key={attemptKey(a, i)}>
+            attempt {a.attempt} at {formatTime(a.at, true)} on <span className="mono">{a.worker}</span>: {a.outcome}{" "}
+            <span className="error-text">{a.error}</span>
+          </li>
+        ))}
       </ul>
       <h3>Payload</h3>
       <JsonBlock value={task.payload} label="payload" />

@@ -10,18 +10,19 @@ import { useLive } from "@/components/providers";
 import { TaskActions } from "@/components/TaskActions";
 import { Card, Empty, ErrorBox, JsonBlock, Loading, PageTitle, StatusBadge, Time } from "@/components/ui";
 import { ApiError, api } from "@/lib/api";
-import { formatDuration, formatTime, parseHistoryLine, type HistoryEntry } from "@/lib/format";
+import { attemptKey, lastErrorLabel, noAttemptsText } from "@/lib/attempts";
+import { formatDuration, formatTime } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
-import type { Task } from "@/lib/types";
+import type { Attempt, Task } from "@/lib/types";
 import { createColumnHelper } from "@tanstack/react-table";
 
-const hcol = createColumnHelper<HistoryEntry & { line: string }>();
+const hcol = createColumnHelper<Attempt & { key: string }>();
 const historyColumns = [
   hcol.accessor("attempt", { header: "Attempt" }),
-  hcol.accessor("time_ms", { header: "Time", cell: (c) => formatTime(c.getValue(), true) }),
+  hcol.accessor("at", { header: "Ended", cell: (c) => formatTime(c.getValue(), true) }),
   hcol.accessor("worker", { header: "Worker", cell: (c) => <span className="mono">{c.getValue()}</span> }),
   hcol.accessor("outcome", { header: "Outcome", cell: (c) => <StatusBadge status={c.getValue()} /> }),
-  hcol.accessor("error", { header: "Error", cell: (c) => <span className="error-text">{c.getValue()}</span> }),
+  hcol.accessor("error", { header: "Error", cell: (c) => <span className="error-text">{c.getValue() ?? "—"}</span> }),
 ];
 
 function Details({ task, now }: { task: Task; now: number }) {
@@ -84,8 +85,10 @@ function Details({ task, now }: { task: Task; now: number }) {
       )}
       {task.last_error && (
         <>
-          <dt>Last error</dt>
-          <dd className="error-text">{task.last_error}</dd>
+          <dt>{lastErrorLabel(task)}</dt>
+          <dd className="error-text" data-testid="task-last-error">
+            {task.last_error}
+          </dd>
         </>
       )}
     </dl>
@@ -123,7 +126,7 @@ function TaskView() {
     );
   }
   const t = task.data!;
-  const history = t.history.map((line) => ({ ...parseHistoryLine(line), line }));
+  const history = t.attempts.map((a, i) => ({ ...a, key: attemptKey(a, i) }));
   const mine = events.filter((e) => e.task_id === t.id);
   return (
     <>
@@ -158,14 +161,8 @@ function TaskView() {
           label="Attempt history"
           data={history}
           columns={historyColumns}
-          rowId={(h) => h.line}
-          empty={
-            t.attempt === 0
-              ? "Not run yet."
-              : t.status === "completed"
-                ? `Completed on attempt ${t.attempt}; no attempt failed.`
-                : "No attempt has failed."
-          }
+          rowId={(h) => h.key}
+          empty={noAttemptsText(t)}
         />
       </Card>
       <Card title="Live events">

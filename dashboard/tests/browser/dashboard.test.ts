@@ -120,6 +120,16 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
       await row.waitFor({ state: "detached" });
       const task = await world.api<{ replays: number }>(`/tasks/${t.id}`);
       assert.equal(task.body.replays, 1);
+      // Its page lists both attempts, the failed one and the successful one, and says that the
+      // error it still shows is from before it completed.
+      await page.goto(`/task/?id=${t.id}&queue=ui2`);
+      const history = page.getByTestId("task-history");
+      await waitFor("2 attempt rows", async () => (await history.locator("tbody tr").count()) === 2);
+      const rows = await history.locator("tbody tr").allTextContents();
+      assert.match(rows[0] ?? "", /^1.*failed.*planned failure 1/);
+      assert.match(rows[1] ?? "", /^1.*completed—$/);
+      assert.match((await page.getByTestId("task-details").textContent()) ?? "", /Error of attempt 1 \(before it completed\)planned failure 1/);
+      await page.goto("/dlq/?queue=ui2");
 
       // Bulk: three dead tasks; the confirmation states the number before anything happens.
       const dead = await Promise.all([1, 2, 3].map(() => submit({ queue: "ui2", type: "fail", payload: { times: 1 }, max_retries: 0 })));

@@ -1,4 +1,4 @@
-// Goal: the dashboard's text for numbers, durations, times and history lines is right at the
+// Goal: the dashboard's text for numbers, durations, times is right at the
 // edges (sub-second, units boundaries, negative, unreadable input). Method: table checks.
 
 import assert from "node:assert/strict";
@@ -9,7 +9,6 @@ import {
   formatNumber,
   formatRelative,
   formatVirtual,
-  parseHistoryLine,
   shortId,
   toMs,
 } from "../../lib/format";
@@ -56,15 +55,4 @@ test("numbers, bytes, virtual time, ids", () => {
   assert.equal(shortId("short"), "short");
   assert.equal(toMs("2023-11-14T22:13:20.123Z"), 1_700_000_000_123);
   assert.equal(toMs("nope"), null);
-});
-
-test("history lines split into attempt, time, worker, outcome and the whole error", () => {
-  assert.deepEqual(parseHistoryLine("1 1700000000123 w-42 failed planned failure 1 (attempt 1)"), {
-    attempt: 1,
-    time_ms: 1_700_000_000_123,
-    worker: "w-42",
-    outcome: "failed",
-    error: "planned failure 1 (attempt 1)",
-  });
-  assert.deepEqual(parseHistoryLine("x"), { attempt: null, time_ms: null, worker: "", outcome: "", error: "" });
 });

@@ -4,7 +4,9 @@
 
 use crate::common::{backoff, spec, Echo, Env};
 use orq::ops::{self, Reported};
-use orq::{Entropy, Error, Handlers, Scheduler, SchedulerConfig, Status, SystemClock};
+use orq::{
+    AttemptOutcome, Entropy, Error, Handlers, Scheduler, SchedulerConfig, Status, SystemClock,
+};
 use std::sync::Arc;
 
 /// Wait until the store's clock is past `deadline_ms` (leases expire strictly after it).
@@ -55,10 +57,22 @@ async fn expired_lease_is_reclaimed_by_another_worker(env: Env) {
     assert!(matches!(reaped.status, Status::Retrying | Status::Queued));
     assert_eq!(reaped.attempt, 1);
     assert_eq!(reaped.last_error.as_deref(), Some("lease expired"));
-    assert!(
-        reaped.history[0].contains(" w-crashed expired "),
+    let expired = &reaped.attempts[0];
+    assert_eq!(
+        (
+            expired.attempt,
+            expired.worker.as_str(),
+            expired.outcome,
+            expired.error.as_deref()
+        ),
+        (
+            1,
+            "w-crashed",
+            AttemptOutcome::Expired,
+            Some("lease expired")
+        ),
         "{:?}",
-        reaped.history
+        reaped.attempts
     );
 
     let echo = Echo::default();
@@ -205,7 +219,7 @@ async fn fail_retried_with_the_same_token_applies_once(env: Env) {
     assert_eq!(after.status, Status::Retrying);
     assert_eq!(after.attempt, 1);
     assert_eq!(after.last_error.as_deref(), Some("boom"));
-    assert_eq!(after.history.len(), 1);
+    assert_eq!(after.attempts.len(), 1);
     let stats = env.stats("q").await;
     assert_eq!(stats.totals["failed"], 1);
     assert_eq!(stats.counts[&Status::Retrying], 1);

@@ -2,21 +2,7 @@
 //! replay and purge of dead tasks.
 
 use crate::common::{backoff, spec, Env, Fail};
-use orq::{Error, Handlers, Status};
-
-/// Parse a history line `"<attempt> <time ms> <worker> <outcome> <error>"` into
-/// (attempt, time, worker, outcome, error).
-fn history_line(line: &str) -> (u32, u64, String, String, String) {
-    let mut parts = line.splitn(5, ' ');
-    let mut next = || parts.next().unwrap_or_default().to_string();
-    (
-        next().parse().expect("attempt"),
-        next().parse().expect("time"),
-        next(),
-        next(),
-        next(),
-    )
-}
+use orq::{AttemptOutcome, Error, Handlers, Status};
 
 // Goal: a task whose handler fails twice, with 3 retries allowed, completes on attempt 3, and
 // the wait before each retry follows the backoff (200 ms, then 600 ms: it grows).
@@ -51,18 +37,30 @@ async fn transient_failures_retry_with_growing_backoff_then_complete(env: Env) {
     let runs = fail.runs.of(&sub.task.id);
     let attempts: Vec<u32> = runs.iter().map(|r| r.attempt).collect();
     assert_eq!(attempts, vec![1, 2, 3]);
-    let history: Vec<_> = done.history.iter().map(|l| history_line(l)).collect();
-    assert_eq!(history.len(), 2, "{:?}", done.history);
-    for (i, (attempt, _, worker, outcome, error)) in history.iter().enumerate() {
-        assert_eq!(*attempt, i as u32 + 1);
-        assert_eq!(worker, "w-1");
-        assert_eq!(outcome, "failed");
-        assert_eq!(*error, format!("failure {} of 2", i + 1));
+    // The two failures, then the success (which the completion records in the task's fields).
+    let history = &done.attempts;
+    assert_eq!(history.len(), 3, "{history:?}");
+    for (i, a) in history[..2].iter().enumerate() {
+        assert_eq!(a.attempt, i as u32 + 1);
+        assert_eq!(a.worker, "w-1");
+        assert_eq!(a.outcome, AttemptOutcome::Failed);
+        assert_eq!(a.error, Some(format!("failure {} of 2", i + 1)));
     }
+    let success = &history[2];
+    assert_eq!(
+        (
+            success.attempt,
+            success.worker.as_str(),
+            success.outcome,
+            success.error.as_deref()
+        ),
+        (3, "w-1", AttemptOutcome::Completed, None)
+    );
+    assert_eq!(Some(success.at_ms), done.finished_at_ms);
     // The backoff by the store's clock: exactly 200 ms after the first failure, 600 after the
     // second (jitter 0), and never leased early.
-    assert_eq!(runs[1].run_at_ms, history[0].1 + 200);
-    assert_eq!(runs[2].run_at_ms, history[1].1 + 600);
+    assert_eq!(runs[1].run_at_ms, history[0].at_ms + 200);
+    assert_eq!(runs[2].run_at_ms, history[1].at_ms + 600);
     for r in &runs[1..] {
         assert!(
             r.leased_at_ms >= r.run_at_ms,
@@ -111,8 +109,9 @@ async fn exhausted_retries_send_the_task_to_the_dlq_with_its_last_error(env: Env
     assert_eq!(dead.last_error.as_deref(), Some("failure 3 of 9"));
     assert!(dead.finished_at_ms.is_some());
     assert!(dead.result.is_none());
-    assert_eq!(dead.history.len(), 3, "{:?}", dead.history);
-    assert_eq!(history_line(&dead.history[2]).4, "failure 3 of 9");
+    assert_eq!(dead.attempts.len(), 3, "{:?}", dead.attempts);
+    assert_eq!(dead.attempts[2].error.as_deref(), Some("failure 3 of 9"));
+    assert_eq!(dead.attempts[2].at_ms, dead.finished_at_ms.unwrap());
     assert_eq!(fail.runs.of(&sub.task.id).len(), 3);
 
     let stats = env.stats("q").await;
@@ -191,8 +190,12 @@ async fn replayed_dead_task_runs_again_and_completes(env: Env) {
     assert_eq!(done.attempt, 1, "attempts restart after a replay");
     assert_eq!(done.replays, 1);
     assert_eq!(done.result.as_deref(), Some(r#"{"ok":2}"#));
-    assert_eq!(done.history.len(), 1, "the first life's history is kept");
-    assert_eq!(history_line(&done.history[0]).4, "failure 1 of 1");
+    assert_eq!(done.attempts.len(), 2, "the first life's history is kept");
+    assert_eq!(done.attempts[0].error.as_deref(), Some("failure 1 of 1"));
+    assert_eq!(
+        (done.attempts[1].attempt, done.attempts[1].outcome),
+        (1, AttemptOutcome::Completed)
+    );
     assert_eq!(fail.runs.of(&id).len(), 2);
 
     let stats = env.stats("q").await;

@@ -149,6 +149,22 @@ pub(crate) async fn heartbeat(
     .into_response())
 }
 
+/// A handler's result as the store keeps it (`null` when absent), refused with 413 when larger
+/// than `RESULT_MAX_BYTES` and 400 when not readable JSON; `field` names it in the error.
+fn checked_result<'a>(
+    field: &str,
+    result: Option<&'a serde_json::value::RawValue>,
+) -> Result<&'a str, ApiError> {
+    let result = result.map_or("null", |r| r.get());
+    if result.len() > RESULT_MAX_BYTES {
+        return Err(ApiError::too_large(format!(
+            "{field}: larger than {RESULT_MAX_BYTES} bytes"
+        )));
+    }
+    crate::model::readable_json(field, result)?;
+    Ok(result)
+}
+
 /// Complete a leased task with the handler's `result`.
 #[utoipa::path(
     post,
@@ -171,13 +187,7 @@ pub(crate) async fn complete(
     ApiJson(body): ApiJson<CompleteBody, REPORT_BODY_MAX_BYTES>,
 ) -> ApiResult {
     caller.check_queue(&body.queue)?;
-    let result = body.result.as_deref().map_or("null", |r| r.get());
-    if result.len() > RESULT_MAX_BYTES {
-        return Err(ApiError::too_large(format!(
-            "result: larger than {RESULT_MAX_BYTES} bytes"
-        )));
-    }
-    crate::model::readable_json("result", result)?;
+    let result = checked_result("result", body.result.as_deref())?;
     let store = &**s.client.store();
     let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
     reported(id, r)
@@ -219,13 +229,7 @@ pub(crate) async fn complete_many(
                 "completions[{i}].id: a task id is a 26-character ULID"
             )));
         }
-        let result = c.result.as_deref().map_or("null", |r| r.get());
-        if result.len() > RESULT_MAX_BYTES {
-            return Err(ApiError::too_large(format!(
-                "completions[{i}].result: larger than {RESULT_MAX_BYTES} bytes"
-            )));
-        }
-        crate::model::readable_json(&format!("completions[{i}].result"), result)?;
+        let result = checked_result(&format!("completions[{i}].result"), c.result.as_deref())?;
         batch.push(ops::Completion {
             id,
             token: c.token.to_string(),

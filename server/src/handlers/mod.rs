@@ -123,8 +123,8 @@ impl Handler for Fail {
             )));
         }
         // Count attempts over the task's whole life, replays included: every failed attempt
-        // left one history line.
-        let life_attempt = ctx.task.history.len() as u32 + 1;
+        // left one record in its history (a leased task has no completed one).
+        let life_attempt = ctx.task.attempts.len() as u32 + 1;
         match p.times {
             Some(n) if life_attempt > n => Ok(serde_json::json!({
                 "succeeded_on_attempt": ctx.attempt,

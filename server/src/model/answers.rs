@@ -16,6 +16,37 @@ pub struct LeaseJson {
     pub epoch: u64,
 }
 
+/// One ended attempt of a task in task JSON (`orq::Attempt`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Attempt)]
+pub struct AttemptJson {
+    /// The attempt's number in its life (1 first; a replay from the DLQ starts again at 1).
+    pub attempt: u32,
+    /// When it ended, RFC 3339.
+    #[schema(format = DateTime)]
+    pub at: String,
+    /// The worker that ran it (`-` when unknown).
+    pub worker: String,
+    /// How it ended.
+    #[schema(value_type = crate::openapi::AttemptOutcomeName)]
+    pub outcome: orq::AttemptOutcome,
+    /// The error message (at most 2 KiB); null for a completed attempt.
+    #[schema(required = true)]
+    pub error: Option<String>,
+}
+
+impl From<orq::Attempt> for AttemptJson {
+    fn from(a: orq::Attempt) -> Self {
+        AttemptJson {
+            attempt: a.attempt,
+            at: format_time_ms(a.at_ms),
+            worker: a.worker,
+            outcome: a.outcome,
+            error: a.error,
+        }
+    }
+}
+
 /// A page of tasks (`GET /tasks`, `GET /dlq`) or the tasks of a batch submit (without cursor).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = TaskPage)]
@@ -105,7 +136,8 @@ pub struct TaskJson {
     /// The live lease, or null.
     #[schema(required = true)]
     pub lease: Option<LeaseJson>,
-    /// The last attempt's error.
+    /// The error of the last failed or expired attempt, or null. A completed task keeps the
+    /// error of an earlier attempt here (its `attempts` end with the successful one).
     #[schema(required = true)]
     pub last_error: Option<String>,
     /// The handler's result (JSON), or null.
@@ -123,8 +155,10 @@ pub struct TaskJson {
     pub idempotency_key: Option<String>,
     /// Times replayed from the DLQ.
     pub replays: u32,
-    /// Attempt history lines: `<attempt> <time ms> <worker> <outcome> <error>`.
-    pub history: Vec<String>,
+    /// The attempts that ended, oldest first: each failed or expired one (the last 20 kept),
+    /// then a completed task's successful one. A replay keeps them. A running attempt is in
+    /// `lease`.
+    pub attempts: Vec<AttemptJson>,
 }
 
 fn raw(json: &str) -> Box<RawValue> {
@@ -163,7 +197,7 @@ impl From<Task> for TaskJson {
             timeout_ms: t.timeout_ms,
             idempotency_key: t.idempotency_key,
             replays: t.replays,
-            history: t.history,
+            attempts: t.attempts.into_iter().map(AttemptJson::from).collect(),
         }
     }
 }

@@ -35,11 +35,12 @@ from .errors import (
     Unprocessable,
 )
 from .job import Job, Permanent
-from .types import LeasedTask, Page, Task
+from .types import Attempt, LeasedTask, Page, Task
 from .worker import Worker
 
 __all__ = [
     "CODES",
+    "Attempt",
     "BadRequest",
     "Client",
     "Conflict",

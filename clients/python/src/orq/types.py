@@ -1,4 +1,5 @@
-"""The shapes the client answers: a task (:class:`Task`), a page of tasks (:class:`Page`) and a
+"""The shapes the client answers: a task (:class:`Task`) and its ended attempts
+(:class:`Attempt`), a page of tasks (:class:`Page`) and a
 leased task (:class:`LeasedTask`), read from the API's JSON (``/api/v1/openapi.json`` documents
 every field). Each keeps the whole answer in ``raw`` for fields added later."""
 
@@ -6,6 +7,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
+
+
+@dataclass
+class Attempt:
+    """One ended attempt of a task: its number, when it ended (RFC 3339), the worker that ran
+    it, how it ended (``failed``, ``expired`` or ``completed``) and its error (None when it
+    completed)."""
+
+    attempt: int
+    at: str
+    worker: str
+    outcome: str
+    error: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, j: Dict[str, Any]) -> "Attempt":
+        """The attempt of an API answer."""
+        return cls(
+            attempt=j["attempt"],
+            at=j["at"],
+            worker=j["worker"],
+            outcome=j["outcome"],
+            error=j.get("error"),
+        )
 
 
 @dataclass
@@ -27,7 +52,6 @@ class Task:
     finished_at: Optional[str] = None
     #: The live lease (``worker``, ``expires_at``, ``epoch``), or None.
     lease: Optional[Dict[str, Any]] = None
-    last_error: Optional[str] = None
     #: The handler's result (JSON), or None.
     result: Any = None
     #: Lease length (ms).
@@ -36,14 +60,19 @@ class Task:
     timeout_ms: Optional[int] = None
     idempotency_key: Optional[str] = None
     replays: int = 0
-    history: List[str] = field(default_factory=list)
+    #: The error of the last failed or expired attempt; a completed task keeps an earlier
+    #: attempt's error here.
+    last_error: Optional[str] = None
+    #: The attempts that ended, oldest first (failed and expired ones, then the successful one).
+    attempts: List[Attempt] = field(default_factory=list)
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_json(cls, j: Dict[str, Any]) -> "Task":
         """The task of an API answer."""
-        names = {f for f in cls.__dataclass_fields__ if f != "raw"}
-        return cls(**{k: v for k, v in j.items() if k in names}, raw=j)
+        names = {f for f in cls.__dataclass_fields__ if f not in ("raw", "attempts")}
+        attempts = [Attempt.from_json(a) for a in j.get("attempts") or []]
+        return cls(**{k: v for k, v in j.items() if k in names}, attempts=attempts, raw=j)
 
 
 @dataclass
