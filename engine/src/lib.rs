@@ -16,6 +16,7 @@ pub mod failure;
 pub mod format;
 pub mod heartbeat;
 pub mod keys;
+pub mod metrics;
 pub mod ops;
 pub mod redis_store;
 pub mod report;
@@ -29,8 +30,8 @@ pub mod worker;
 
 pub use attempt::{Attempt, AttemptOutcome};
 pub use client::{
-    BulkReplay, Client, Held, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
-    TenantStats, WorkerInfo, WorkerLease, Workers,
+    BulkReplay, Client, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, Submitted,
+    TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};

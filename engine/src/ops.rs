@@ -5,6 +5,7 @@
 use crate::client::{call, RETENTION_MS, TRIM_BOUND};
 use crate::decode::{self, array_at, int_at, items, str_at};
 use crate::error::{Error, Result};
+use crate::metrics::metrics;
 use crate::store::Store;
 use crate::task::{stored, Task};
 use crate::Resp;
@@ -206,6 +207,7 @@ fn leased(
     let mut corrupt = Vec::new();
     let entries = leased_entries(entries)
         .ok_or_else(|| Error::protocol(op, "leased tasks are not whole entries"))?;
+    let waited = (entries.len() > 0).then(|| metrics().task_wait.with_label_values(&[queue]));
     for item in entries {
         let lease = LeaseWrite {
             expires_at_ms: int_at(op, item, 0)?,
@@ -218,7 +220,13 @@ fn leased(
         let flat = lease.apply(&before, worker, token_bits);
         // One task with garbage fields must not cost the others of the batch their lease.
         match decode::task(op, queue, &flat) {
-            Ok(task) => tasks.push(task),
+            Ok(task) => {
+                if let Some(h) = &waited {
+                    // From due to leased, by the store's clock.
+                    h.observe(now_ms.saturating_sub(task.run_at_ms as i64).max(0) as f64 / 1000.0);
+                }
+                tasks.push(task)
+            }
             Err(error) => {
                 let fields = decode::field_map(op, &flat).unwrap_or_default();
                 let field = |name: &str| fields.get(name).cloned().unwrap_or_default();
@@ -249,8 +257,24 @@ pub async fn heartbeat(
 ) -> Result<(u64, u64)> {
     let op = "heartbeat";
     let reply = call(store, op, queue, vec![arg(id), arg(token), arg(extend_ms)]).await?;
-    let it = items(op, &reply, id)?;
+    let it = refused(queue, op, items(op, &reply, id))?;
     Ok((int_at(op, it, 0)? as u64, int_at(op, it, 1)? as u64))
+}
+
+/// Count `r` in `orq_reports_refused_total` when the store refused the report because the lease
+/// had ended (stale, cancelled, not_found); `r` itself is returned.
+fn refused<T>(queue: &str, op: &'static str, r: Result<T>) -> Result<T> {
+    let reason = match &r {
+        Err(Error::Stale { .. }) => "stale",
+        Err(Error::Cancelled { .. }) => "cancelled",
+        Err(Error::NotFound { .. }) => "not_found",
+        _ => return r,
+    };
+    metrics()
+        .reports_refused
+        .with_label_values(&[queue, op, reason])
+        .inc();
+    r
 }
 
 fn reported(op: &'static str, it: &[crate::resp::Resp]) -> Result<Reported> {
@@ -278,7 +302,7 @@ pub async fn complete(
         arg(TRIM_BOUND),
     ];
     let reply = call(store, op, queue, args).await?;
-    reported(op, items(op, &reply, id)?)
+    reported(op, refused(queue, op, items(op, &reply, id))?)
 }
 
 /// Most items one [`complete_batch`] call may carry.
@@ -397,7 +421,7 @@ async fn complete_batch_call(
         .map(|(o, c)| match o.as_str() {
             Some("completed") => Ok(Reported::Applied),
             Some("again") => Ok(Reported::AlreadyApplied),
-            Some(text) => Err(Error::from_script(op, text, &c.id)),
+            Some(text) => refused(queue, "complete", Err(Error::from_script(op, text, &c.id))),
             None => Err(Error::protocol(op, "an outcome is not text")),
         })
         .collect();
@@ -436,7 +460,7 @@ pub async fn fail(
         arg(jitter),
     ];
     let reply = call(store, op, queue, args).await?;
-    reported(op, items(op, &reply, id)?)
+    reported(op, refused(queue, op, items(op, &reply, id))?)
 }
 
 /// Fail a leased task whose record could not be decoded ([`CorruptLease`]) permanently: no
@@ -458,7 +482,7 @@ pub async fn fail_corrupt(store: &dyn Store, queue: &str, bad: CorruptLease) {
 pub async fn release(store: &dyn Store, queue: &str, id: &str, token: &str) -> Result<Reported> {
     let op = "release";
     let reply = call(store, op, queue, vec![arg(id), arg(token)]).await?;
-    reported(op, items(op, &reply, id)?)
+    reported(op, refused(queue, op, items(op, &reply, id))?)
 }
 
 /// What a promote or reap call did.

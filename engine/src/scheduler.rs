@@ -86,6 +86,7 @@ impl Scheduler {
     /// unreachable) is logged and skipped, so one queue cannot stop the maintenance of the
     /// others; the pass fails only when every queue failed (with the first queue's error).
     pub async fn run_once(&self) -> Result<Pass> {
+        let started = std::time::Instant::now();
         let queues = if self.config.queues.is_empty() {
             self.client.queues().await?
         } else {
@@ -109,6 +110,9 @@ impl Scheduler {
                 }
             }
         }
+        crate::metrics::metrics()
+            .scheduler_pass
+            .observe(started.elapsed().as_secs_f64());
         match first_error {
             Some(e) if passed == 0 => Err(e),
             _ => Ok(pass),

@@ -25,7 +25,7 @@
 --   tenant; nothing written).
 -- Emits: cancelled.
 --
--- Uses: ctx, format, args, keys, events, status, task, ready
+-- Uses: ctx, format, args, keys, counters, events, status, task, ready
 
 local c = new_ctx(KEYS)
 
@@ -64,5 +64,6 @@ end
 redis.call('ZADD', c.K_CANCELLED, istr(now), id)
 redis.call('HSET', task_key(c, id), F.finished_at, istr(now), F.updated_at, istr(now))
 set_status(c, id, t.tenant, t.status, 'cancelled')
+hincr(c, c.K_STATS, 'total:cancelled', 1)
 emit(c, now, 'cancelled', id, t.tenant, num(t.attempt, 0), 'from', t.status)
 return {now, 'cancelled', task_view(c, id)}

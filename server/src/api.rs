@@ -126,6 +126,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/events", get(live::events))
         .route("/api/v1/timelines", get(timelines::list))
         .route("/api/v1/timelines/{name}", get(timelines::get))
+        .route("/metrics", get(crate::metrics::prometheus))
         .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
             crate::auth::authenticate,

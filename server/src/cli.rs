@@ -71,7 +71,7 @@ pub enum Command {
     /// stop leasing, let running handlers finish (--shutdown-grace-ms), release the rest.
     Worker(WorkerArgs),
     /// Run only the scheduler (promotes due tasks, reaps expired leases).
-    Scheduler(StoreArgs),
+    Scheduler(SchedulerArgs),
     /// Manage API keys (see `orq key new --help`).
     #[command(subcommand)]
     Key(KeyCommand),
@@ -435,6 +435,17 @@ pub struct WorkerArgs {
     pool: PoolArgs,
     #[command(flatten)]
     http: HttpArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
+}
+
+/// `orq scheduler`.
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    metrics: crate::metrics::MetricsArgs,
 }
 
 struct Runtime {
@@ -803,6 +814,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             serve_http(&rt, listener, &setup, &a.web, &a.http, shutdown).await
         }
         Command::Worker(a) => {
+            a.metrics.serve(shutdown.clone()).await?;
             let rt = open_store(&a.store, "worker", false).await?;
             let worker = make_worker(&rt, &a.pool, &a.http)?;
             ready_line(&format!("orq worker {} started", worker.id()));
@@ -810,7 +822,8 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Command::Scheduler(a) => {
-            let rt = open_store(&a, "scheduler", false).await?;
+            a.metrics.serve(shutdown.clone()).await?;
+            let rt = open_store(&a.store, "scheduler", false).await?;
             let scheduler = make_scheduler(&rt);
             scheduler.run(shutdown).await;
             Ok(())

@@ -13,6 +13,7 @@ pub mod error_code;
 pub mod extract;
 pub mod handlers;
 pub mod live;
+pub mod metrics;
 pub mod model;
 pub mod names;
 pub mod openapi;

@@ -88,6 +88,7 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         live::events,
         timelines::list,
         timelines::get,
+        crate::metrics::prometheus,
     ),
     components(
         schemas(ErrorBody, StatusName, AttemptOutcomeName, model::CountsJson),
@@ -113,7 +114,8 @@ pub async fn openapi_json(_: NoQuery) -> Response {
             report each lease's outcome with its token (admin and worker keys)."),
         (name = "live", description = "Live views: events, metrics, workers."),
         (name = "timelines", description = "Simulation timelines (`--timelines DIR`)."),
-        (name = "health", description = "Public: liveness, readiness, this document."),
+        (name = "health", description = "Liveness, readiness and this document (public), and \
+            the Prometheus metrics (`/metrics`, admin keys)."),
     )
 )]
 struct ApiDoc;

@@ -329,6 +329,12 @@ async fn every_route_answers_each_key_as_its_rights_say() {
             [401, 401, 200, 403, 403, 403],
         ),
         row(
+            get.clone(),
+            "/metrics",
+            same("/metrics".into(), None),
+            [401, 401, 200, 403, 403, 403],
+        ),
+        row(
             post.clone(),
             "/api/v1/leases",
             same(

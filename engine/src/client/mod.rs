@@ -16,19 +16,22 @@ mod submit;
 mod types;
 
 pub use types::{
-    BulkReplay, Held, ListQuery, Page, QueueEvent, QueueStats, Submitted, TenantLimits,
-    TenantStats, WorkerInfo, WorkerLease, Workers,
+    BulkReplay, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, Submitted,
+    TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 
 use crate::clock::{Clock, Entropy};
 use crate::decode::{array_at, items};
 use crate::error::{Error, Result};
+use crate::failure::Transient;
 use crate::keys::{is_valid_name, is_valid_task_id, queue_keys, QUEUES_KEY};
+use crate::metrics::metrics;
 use crate::resp::Resp;
 use crate::store::Store;
 use orq_lua::script;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 /// How long completed and cancelled tasks are kept before they are trimmed (ms): 24 h.
 pub const RETENTION_MS: u64 = 24 * 3_600_000;
@@ -71,16 +74,36 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// Call the script `op` on `queue`'s keys (see [`eval`]).
 pub(crate) async fn call(
     store: &dyn Store,
     op: &'static str,
     queue: &str,
     args: Vec<Vec<u8>>,
 ) -> Result<Resp> {
-    store
-        .eval(script(op), &queue_keys(queue), &args)
-        .await
-        .map_err(|e| Error::unreachable(op, e.0))
+    eval(store, op, op, &queue_keys(queue), &args).await
+}
+
+/// Call the script `name` (errors name `op`), timed and counted in the process's metrics
+/// ([`crate::metrics`]): the call's duration, and a refusal (`OOM`, `LOADING`, ...) or a lost
+/// call by kind. Errors: `Unavailable` (unreachable) when the store did not answer; a script's
+/// error reply is returned as [`Resp::Error`] for the caller to decode.
+pub(crate) async fn eval(
+    store: &dyn Store,
+    name: &'static str,
+    op: &'static str,
+    keys: &[String],
+    args: &[Vec<u8>],
+) -> Result<Resp> {
+    let started = Instant::now();
+    let reply = store.eval(script(name), keys, args).await;
+    let refused = match &reply {
+        Err(_) => Some(Transient::Unreachable),
+        Ok(Resp::Error(text)) => Transient::of_reply(text),
+        Ok(_) => None,
+    };
+    metrics().store_call(name, started.elapsed().as_secs_f64(), refused);
+    reply.map_err(|e| Error::unreachable(op, e.0))
 }
 
 fn check_queue(op: &'static str, queue: &str) -> Result<()> {
@@ -142,14 +165,14 @@ impl Client {
         if !force && self.registered.lock().unwrap().contains(queue) {
             return Ok(false);
         }
-        self.store
-            .eval(
-                script("queues"),
-                &[QUEUES_KEY.to_string()],
-                &[arg("add"), arg(queue)],
-            )
-            .await
-            .map_err(|e| Error::unreachable("submit", e.0))?;
+        eval(
+            &*self.store,
+            "queues",
+            "submit",
+            &[QUEUES_KEY.to_string()],
+            &[arg("add"), arg(queue)],
+        )
+        .await?;
         self.registered.lock().unwrap().insert(queue.to_string());
         Ok(true)
     }
@@ -159,22 +182,28 @@ impl Client {
     /// Errors: `Unavailable` with the refusal's cause, `Protocol` (foreign data in the registry).
     pub async fn probe_writes(&self) -> Result<()> {
         let op = "probe";
-        let reply = self
-            .store
-            .eval(script("queues"), &[QUEUES_KEY.to_string()], &[arg("probe")])
-            .await
-            .map_err(|e| Error::unreachable(op, e.0))?;
+        let reply = eval(
+            &*self.store,
+            "queues",
+            op,
+            &[QUEUES_KEY.to_string()],
+            &[arg("probe")],
+        )
+        .await?;
         items(op, &reply, "").map(|_| ())
     }
 
     /// Every queue that ever received a task, sorted by name.
     pub async fn queues(&self) -> Result<Vec<String>> {
         let op = "queues";
-        let reply = self
-            .store
-            .eval(script(op), &[QUEUES_KEY.to_string()], &[arg("list")])
-            .await
-            .map_err(|e| Error::unreachable(op, e.0))?;
+        let reply = eval(
+            &*self.store,
+            op,
+            op,
+            &[QUEUES_KEY.to_string()],
+            &[arg("list")],
+        )
+        .await?;
         let it = items(op, &reply, "")?;
         array_at(op, it, 1)?
             .iter()

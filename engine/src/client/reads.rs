@@ -2,9 +2,9 @@
 //! workers and leases of a queue, and a queue's stats.
 
 use super::{
-    arg, call, check_id, check_queue, Client, Held, ListQuery, Page, QueueEvent, QueueStats,
-    TenantStats, WorkerInfo, WorkerLease, Workers, EVENTS_PAGE_MAX, LIST_LIMIT_MAX, LIST_SCAN_MAX,
-    PARKED_CAPPED, STATS_TENANTS_MAX, WORKERS_MAX,
+    arg, call, check_id, check_queue, Client, Held, ListQuery, OldestReady, Page, QueueEvent,
+    QueueStats, TenantStats, WorkerInfo, WorkerLease, Workers, EVENTS_PAGE_MAX, LIST_LIMIT_MAX,
+    LIST_SCAN_MAX, PARKED_CAPPED, STATS_TENANTS_MAX, WORKERS_MAX,
 };
 use crate::decode::{self, array_at, int_at, items, str_at};
 use crate::error::{Error, Result};
@@ -217,11 +217,29 @@ impl Client {
         })
     }
 
-    /// Counts of one queue, overall and per tenant.
+    /// Counts of one queue, overall and per tenant (the first [`STATS_TENANTS_MAX`] in name
+    /// order).
     pub async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        self.stats_bounded(queue, STATS_TENANTS_MAX, 0).await
+    }
+
+    /// Counts of one queue, with at most `tenants` tenants (name order, at most
+    /// [`STATS_TENANTS_MAX`]) and, when `oldest_among` > 0, the oldest ready task among the
+    /// heads of the ready lists of that many tenants with ready work (at most 1000; 10 list
+    /// heads each). The script's work, which blocks the store while it runs, grows with both.
+    pub async fn stats_bounded(
+        &self,
+        queue: &str,
+        tenants: u64,
+        oldest_among: u64,
+    ) -> Result<QueueStats> {
         let op = "stats";
         check_queue(op, queue)?;
-        let reply = call(&*self.store, op, queue, vec![arg(STATS_TENANTS_MAX)]).await?;
+        let args = vec![
+            arg(tenants.min(STATS_TENANTS_MAX)),
+            arg(oldest_among.min(1000)),
+        ];
+        let reply = call(&*self.store, op, queue, args).await?;
         let it = items(op, &reply, "")?;
         let fields = decode::field_map(op, array_at(op, it, 1)?)?;
         let counts = |f: &std::collections::HashMap<String, String>| {
@@ -307,6 +325,14 @@ impl Client {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
             now_ms,
+            oldest_ready: match it.get(6).and_then(Resp::as_array) {
+                Some(o) if int_at(op, o, 0)? >= 0 => Some(OldestReady {
+                    since_ms: int_at(op, o, 0)? as u64,
+                    tenants_read: int_at(op, o, 1)?.max(0) as u64,
+                    tenants_ready: int_at(op, o, 2)?.max(0) as u64,
+                }),
+                _ => None,
+            },
         })
     }
 }

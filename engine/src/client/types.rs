@@ -88,7 +88,7 @@ pub struct QueueStats {
     /// Current tasks per status.
     pub counts: BTreeMap<Status, i64>,
     /// Cumulative counters since the queue was created: `enqueued`, `completed`, `failed`
-    /// (attempts), `dead`, `reaped`, `replayed`, `purged`, and `repaired` (corrupt or foreign
+    /// (attempts), `dead`, `cancelled`, `reaped`, `replayed`, `purged`, and `repaired` (corrupt or foreign
     /// state the scripts met and dropped or reset; see `lua/scripts/lib/keys.lua`).
     pub totals: BTreeMap<String, i64>,
     /// Per tenant, in name order (at most [`STATS_TENANTS_MAX`](super::STATS_TENANTS_MAX)).
@@ -101,6 +101,22 @@ pub struct QueueStats {
     pub defaults: Option<String>,
     /// The store's time of the reading (ms).
     pub now_ms: u64,
+    /// The oldest ready task among the heads of the tenants read for it
+    /// ([`Client::stats_bounded`](crate::Client::stats_bounded)); `None` when none was read.
+    pub oldest_ready: Option<OldestReady>,
+}
+
+/// The oldest ready (queued, due) task of a queue, as far as a bounded read saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldestReady {
+    /// When it became ready (its run_at, or its created_at), ms since the Unix epoch, by the
+    /// store's clock.
+    pub since_ms: u64,
+    /// Tenants whose ready lists' heads were read.
+    pub tenants_read: u64,
+    /// Tenants with ready work (not held back by a limit): when more than `tenants_read`, an
+    /// older task may wait at a tenant that was not read.
+    pub tenants_ready: u64,
 }
 
 /// A change to one tenant's share and limits. Each field: `None` keeps the current value,

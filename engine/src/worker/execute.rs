@@ -69,6 +69,8 @@ impl Inner {
             ));
             return (Outcome::Failed(missing), local_deadline_ms);
         };
+        let _busy = crate::metrics::BusySlot::take();
+        let started_ms = self.clock.now_ms();
         let cancel = CancellationToken::new();
         let ctx = TaskContext {
             attempt: task.attempt,
@@ -143,6 +145,11 @@ impl Inner {
                 }
             }
         }
+        let ran_ms = self.clock.now_ms().saturating_sub(started_ms);
+        crate::metrics::metrics()
+            .task_run
+            .with_label_values(&[task.queue.as_str(), task.task_type.as_str()])
+            .observe(ran_ms as f64 / 1000.0);
         (outcome, local_deadline_ms)
     }
 }

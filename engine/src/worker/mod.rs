@@ -308,6 +308,7 @@ impl Worker {
         let config = &self.inner.config;
         let lanes = decide::lane_count(config.lanes, config.concurrency);
         tracing::info!(worker = %config.id, concurrency = config.concurrency, lanes, "worker started");
+        let _slots = crate::metrics::PoolSlots::open(config.concurrency);
         if lanes == 1 {
             self.run_lane(0, shutdown).await;
             tracing::info!(worker = %config.id, "worker stopped");
