@@ -84,7 +84,8 @@ if scan > 0 then
   local since = -1
   for i = 1, #names do
     for p = 0, 9 do
-      local head = redis.pcall('LINDEX', ready_key(c, names[i], p), 0)
+      local h = redis.pcall('LRANGE', ready_key(c, names[i], p), '0', '0')
+      local head = type(h) == 'table' and h[1]
       if type(head) == 'string' then
         local f = redis.pcall('HMGET', task_key(c, head), F.run_at, F.created_at)
         local at = type(f) == 'table' and (tonumber(f[1]) or tonumber(f[2]))

@@ -282,3 +282,94 @@ async fn worker_and_scheduler_serve_their_metrics() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The directory `deploy/` of the repository.
+fn deploy_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+}
+
+/// Run `promtool <args>` in `dir`; panics with its output unless it succeeds.
+fn promtool(dir: &std::path::Path, args: &[&str]) {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("promtool (Debian package prometheus) must be installed");
+    assert!(
+        out.status.success(),
+        "promtool {args:?}: {}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The `orq_*` words of `text` (metric names, a histogram's `_bucket`, `_sum` and `_count`
+/// series named by their family).
+fn metric_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("orq_"))
+        .map(|w| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| w.strip_suffix(s))
+                .unwrap_or(w)
+                .to_string()
+        })
+        .collect()
+}
+
+// Goal: the alert rules, the Prometheus configuration and the Grafana dashboard under deploy/
+// are valid and query only metrics orq exports. Method: promtool checks the rules and the
+// configuration and runs the rules' unit tests (orq-alerts.test.yml: each alert fires on its
+// series with its annotations, and not before its `for`); the dashboard JSON must be what
+// generate.py writes; every orq_* name in the rules and the dashboard must be a metric that
+// orq's sources define.
+#[test]
+fn deploy_files_pass_promtool_and_name_real_metrics() {
+    let prom = deploy_dir().join("prometheus");
+    promtool(&prom, &["check", "rules", "orq-alerts.yml"]);
+    promtool(&prom, &["test", "rules", "orq-alerts.test.yml"]);
+    promtool(&prom, &["check", "config", "prometheus.yml"]);
+
+    let grafana = deploy_dir().join("grafana");
+    let generated = Command::new("python3")
+        .args([
+            "-c",
+            "import json, generate; print(json.dumps(generate.dashboard(), indent=2))",
+        ])
+        .current_dir(&grafana)
+        .output()
+        .expect("python3");
+    assert!(generated.status.success(), "{generated:?}");
+    let dashboard = std::fs::read_to_string(grafana.join("orq-dashboard.json")).unwrap();
+    assert_eq!(
+        String::from_utf8(generated.stdout).unwrap(),
+        dashboard,
+        "deploy/grafana/orq-dashboard.json is not generate.py's output: run python3 deploy/grafana/generate.py"
+    );
+
+    let sources = [
+        include_str!("../../engine/src/metrics.rs"),
+        include_str!("../src/metrics.rs"),
+    ];
+    let defined: std::collections::BTreeSet<String> = sources
+        .iter()
+        .flat_map(|s| s.split('"').filter(|w| w.starts_with("orq_")))
+        .map(str::to_string)
+        .collect();
+    assert!(defined.contains("orq_tasks") && defined.contains("orq_worker_slots"));
+    let rules = std::fs::read_to_string(prom.join("orq-alerts.yml")).unwrap();
+    let used: std::collections::BTreeSet<String> = metric_names(&rules)
+        .into_iter()
+        .chain(metric_names(&dashboard))
+        .collect();
+    let unknown: Vec<_> = used.difference(&defined).collect();
+    assert!(unknown.is_empty(), "not orq metrics: {unknown:?}");
+    // The dashboard shows every metric orq exports.
+    let unshown: Vec<_> = defined
+        .iter()
+        .filter(|m| !metric_names(&dashboard).contains(*m))
+        .collect();
+    assert!(unshown.is_empty(), "metrics no panel shows: {unshown:?}");
+}

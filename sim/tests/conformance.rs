@@ -1053,7 +1053,7 @@ const CASES: &[Case] = &[
         keys: r#"
             "orq:{q}:cancelled" zset A={now}
             "orq:{q}:events" stream {ts={now} k=cancelled id=A t=t1 a=0 from=queued}
-            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 total:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash s=cancelled t=t1 a=0 f={now} u={now}
             "orq:{q}:tenant:t1" hash rp=0 n:cancelled=1
         "#,
@@ -1077,7 +1077,7 @@ const CASES: &[Case] = &[
             "orq:{q}:events" stream {ts={now} k=cancelled id=C t=t1 a=0 from=queued}
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:ready:3:t1" list B D
-            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 events={now}-1
+            "orq:{q}:stats" hash n:queued=-1 n:cancelled=1 total:cancelled=1 events={now}-1
             "orq:{q}:task:A" hash s=queued t=t1
             "orq:{q}:task:B" hash s=queued t=t1 pr=3
             "orq:{q}:task:C" hash s=cancelled t=t1 pr=3 f={now} u={now}
@@ -1367,13 +1367,61 @@ const CASES: &[Case] = &[
         ],
         script: "stats",
         argv: "1",
-        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [weight 2] 1 -1]] [1 0 0 0 0] 2 []]"#,
+        reply: r#"[{now} [n:queued 1 total:enqueued 2] [[t1 [weight 2] 1 -1]] [1 0 0 0 0] 2 [] [-1 0 0]]"#,
         keys: r#"
             "orq:{q}:known_tenants" zset t1=0 t2=0
             "orq:{q}:ready:0:t1" list A
             "orq:{q}:scheduled" zset B=5
             "orq:{q}:stats" hash n:queued=1 total:enqueued=2
             "orq:{q}:tenant:t1" hash weight=2
+        "#,
+    },
+    Case {
+        name: "stats: the oldest ready task is the earliest run_at (else created_at) of the list heads of the tenants with ready work",
+        seed: &[
+            "ZADD orq:{q}:tenants 0 t1 1 t2",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:3:t2 B",
+            "RPUSH orq:{q}:ready:0:t2 C",
+            "RPUSH orq:{q}:ready:0:t3 D",
+            "HSET orq:{q}:task:A c 1000 r 5000",
+            "HSET orq:{q}:task:B c 3000",
+            "HSET orq:{q}:task:C c 4000",
+            "HSET orq:{q}:task:D c 1000",
+        ],
+        script: "stats",
+        argv: "0 10",
+        reply: r#"[{now} [] [] [0 0 0 0 0] 0 [] [3000 2 2]]"#,
+        keys: r#"
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:ready:0:t2" list C
+            "orq:{q}:ready:0:t3" list D
+            "orq:{q}:ready:3:t2" list B
+            "orq:{q}:task:A" hash c=1000 r=5000
+            "orq:{q}:task:B" hash c=3000
+            "orq:{q}:task:C" hash c=4000
+            "orq:{q}:task:D" hash c=1000
+            "orq:{q}:tenants" zset t1=0 t2=1
+        "#,
+    },
+    Case {
+        name: "stats: the oldest ready task is read among the first tenants only (bounded)",
+        seed: &[
+            "ZADD orq:{q}:tenants 0 t1 1 t2",
+            "RPUSH orq:{q}:ready:0:t1 A",
+            "RPUSH orq:{q}:ready:0:t2 B",
+            "HSET orq:{q}:task:A c 5000",
+            "HSET orq:{q}:task:B c 3000",
+        ],
+        script: "stats",
+        argv: "0 1",
+        reply: r#"[{now} [] [] [0 0 0 0 0] 0 [] [5000 1 2]]"#,
+        keys: r#"
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:ready:0:t2" list B
+            "orq:{q}:task:A" hash c=5000
+            "orq:{q}:task:B" hash c=3000
+            "orq:{q}:tenants" zset t1=0 t2=1
         "#,
     },
     Case {
