@@ -32,7 +32,7 @@ pub const TENANTS_MAX: u64 = 20;
 pub const OTHER_TENANTS: &str = "_other";
 /// Most tenants with ready work whose ready lists' heads a scrape reads for the oldest ready
 /// task of a queue (10 list heads each).
-pub const OLDEST_AMONG: u64 = 100;
+pub const OLDEST_AMONG: u64 = 20;
 
 /// The cumulative totals of a queue's stats hash (`total:<name>`) as counters: (total name,
 /// metric name, help).
@@ -147,7 +147,7 @@ pub fn queue_families(stats: &[QueueStats]) -> Vec<MetricFamily> {
     let oldest = GaugeVec::new(
         Opts::new(
             "orq_queue_oldest_ready_age_seconds",
-            "Age of the oldest ready (due, not leased) task, by queue; 0 when none waits. Read among the heads of at most 100 tenants with ready work.",
+            "Age of the oldest ready (due, not leased) task, by queue; 0 when none waits. Read among the heads of at most 20 tenants with ready work.",
         ),
         &["queue"],
     )
