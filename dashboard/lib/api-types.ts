@@ -390,7 +390,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A queue's tenants: weight, limits, counts, leases served, share of service, completions/s. */
+        /** A page of a queue's tenants, by name: weight, limits, counts, leases served, share of service, completions/s. */
         get: operations["list_tenants"];
         put?: never;
         post?: never;
@@ -1126,8 +1126,16 @@ export interface components {
             paused: boolean;
             /** @description Queue name. */
             queue: string;
-            /** @description Each tenant's entry (a tenant key: its own only). */
+            /**
+             * @description The first tenants by name (`GET /queues/{queue}`: up to 100; `GET /queues`: none; a
+             *     tenant key: its own only). Page through all of them with `GET /queues/{queue}/tenants`.
+             */
             tenants: components["schemas"]["TenantStats"][];
+            /**
+             * Format: int64
+             * @description The tenants the queue knows (a tenant key: 1 when its own is known, else 0).
+             */
+            tenants_total: number;
             /**
              * @description Cumulative counters: enqueued, completed, failed (attempts), dead, reaped, replayed,
              *     purged (a tenant key: empty).
@@ -1344,10 +1352,17 @@ export interface components {
         TenantEntry: components["schemas"]["TenantStats"] | components["schemas"]["UnlistedTenant"];
         /** @description `GET /queues/{queue}/tenants`. */
         TenantList: {
+            /** @description Pass as `cursor` to get the next page; null when the listing is complete. */
+            next_cursor: string | null;
             /** @description Queue name. */
             queue: string;
-            /** @description Its tenants (a tenant key: its own entry only). */
+            /** @description A page of its tenants, by name (a tenant key: its own entry only). */
             tenants: components["schemas"]["TenantStats"][];
+            /**
+             * Format: int64
+             * @description The tenants the queue knows (a tenant key: 1 when its own is known, else 0).
+             */
+            tenants_total: number;
         };
         /** @description One tenant of a queue: its settings, counts and service. */
         TenantStats: {
@@ -2196,7 +2211,12 @@ export interface operations {
     };
     list_tenants: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Page size (default 100). */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page (opaque). */
+                cursor?: string;
+            };
             header?: never;
             path: {
                 /** @description Queue name. */
@@ -2206,7 +2226,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The tenants. */
+            /** @description A page of the tenants, by name. */
             200: {
                 headers: {
                     [name: string]: unknown;

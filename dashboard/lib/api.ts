@@ -181,8 +181,9 @@ export const api = {
     request<Schemas["QueueList"]>("/queues", { signal }).then(
       (r) => r.queues.find((x) => x.queue === q) ?? null,
     ),
-  tenants: (q: string, signal?: AbortSignal) =>
-    request<Schemas["TenantList"]>(`/queues/${enc(q)}/tenants`, { signal }),
+  /** A page of a queue's tenants (100, by name); `cursor` is the previous page's `next_cursor`. */
+  tenants: (q: string, cursor: string | null, signal?: AbortSignal) =>
+    request<Schemas["TenantList"]>(`/queues/${enc(q)}/tenants${cursor ? `?cursor=${enc(cursor)}` : ""}`, { signal }),
   putTenant: (q: string, t: string, limits: TenantLimits) =>
     request<Schemas["TenantEntry"]>(`/queues/${enc(q)}/tenants/${enc(t)}`, { method: "PUT", body: limits, admin: true }),
   pause: (q: string) =>

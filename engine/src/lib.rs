@@ -30,8 +30,8 @@ pub mod worker;
 
 pub use attempt::{Attempt, AttemptOutcome};
 pub use client::{
-    BulkReplay, Client, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, Submitted,
-    TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
+    BulkReplay, Client, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, StatsQuery,
+    Submitted, TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 pub use clock::{Clock, Entropy, SystemClock};
 pub use error::{Error, Result};

@@ -22,10 +22,14 @@
 --   ARGV[2]  integer  optional: most tenants with ready work whose ready lists' heads are read for
 --                     the oldest ready task (0..1000, absent = 0: not read), in the order of
 --                     the tenants ZSET (lowest virtual time first)
+--   ARGV[3]  integer  optional: the position of the first tenant reported, in name order
+--                     (0..1000000000, absent = 0): a page of ARGV[1] tenants from there
+--   ARGV[4]  string   optional: report only this tenant (when the queue knows it), not a page
 --
 -- Returns: {now_ms, stats_fields, {tenant_entry, ...}, index_sizes, tenants_total, config_fields,
 --   oldest}
 --   stats_fields: the stats hash, flat;
+--   tenants_total: the tenants the queue knows (for paging);
 --   tenant_entry: {tenant, tenant_hash_fields_flat, ready_count, parked}; ready_count is the
 --   tenant's queued tasks (its ready lists' entries: its hash counts none); parked is -1 when the
 --   tenant is not held back, FACTS.parked_capped (2^53 - 1) when parked at its max_inflight,
@@ -58,9 +62,20 @@ if ARGV[2] ~= nil then
     if bad then return bad end
   end
 end
+local offset = 0
+if ARGV[3] ~= nil and ARGV[3] ~= '' then
+  offset, e = arg_int(ARGV[3], 'offset', 0, 1000000000)
+  if not offset then return redis.error_reply(e) end
+end
+local only = ARGV[4]
 local tenants = {}
 if max > 0 then
-  local names = redis.call('ZRANGE', c.K_KNOWN, 0, max - 1)
+  local names
+  if only ~= nil and only ~= '' then
+    names = redis.call('ZSCORE', c.K_KNOWN, only) and {only} or {}
+  else
+    names = redis.call('ZRANGE', c.K_KNOWN, istr(offset), istr(offset + max - 1))
+  end
   for i = 1, #names do
     local t = names[i]
     local h = redis.pcall('HGETALL', tenant_key(c, t))

@@ -102,7 +102,12 @@ pub(crate) async fn prometheus(
     let mut reads = tokio::task::JoinSet::new();
     for (i, q) in names.into_iter().enumerate() {
         let client = s.client.clone();
-        reads.spawn(async move { (i, client.stats_bounded(&q, TENANTS_MAX, OLDEST_AMONG).await) });
+        let query = orq::StatsQuery {
+            tenants: TENANTS_MAX,
+            oldest_among: OLDEST_AMONG,
+            ..orq::StatsQuery::default()
+        };
+        reads.spawn(async move { (i, client.stats_with(&q, &query).await) });
     }
     let mut stats = Vec::new();
     while let Some(joined) = reads.join_next().await {

@@ -1011,3 +1011,93 @@ async fn queue_defaults_fill_missing_submit_fields() {
     let t = submit(&app, json!({"queue": "jobs", "payload": 1})).await;
     assert_eq!(t["max_retries"], 3, "defaults removed");
 }
+
+// Goal: a queue's tenants are read a bounded page at a time, so a queue of many tenants never
+// costs one read (one script call that blocks Redis) per tenant. Method: 250 tenants with a task
+// each on a paused queue; GET /queues/{q}/tenants pages through them by name, each once;
+// GET /queues/{q} holds the first 100 and the total, GET /queues none and the total; bad page
+// arguments are 400s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenants_are_read_a_bounded_page_at_a_time() {
+    let app = TestApp::start(false, vec![]).await;
+    let tasks: Vec<Value> = (0..250)
+        .map(|i| json!({"queue": "many", "tenant": format!("t{i:03}"), "payload": {}}))
+        .collect();
+    let (s, r) = app
+        .call(
+            Method::POST,
+            "/api/v1/tasks/batch",
+            Some(&json!({"tasks": tasks}).to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+
+    let mut seen = Vec::new();
+    let mut uri = "/api/v1/queues/many/tenants".to_string();
+    loop {
+        let (s, page) = app.call(Method::GET, &uri, None).await;
+        assert_eq!(s, StatusCode::OK, "{page}");
+        assert_eq!(page["tenants_total"], 250);
+        let names: Vec<String> = page["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["tenant"].as_str().unwrap().to_string())
+            .collect();
+        assert!(names.len() <= 100, "a default page holds at most 100");
+        seen.extend(names);
+        match page["next_cursor"].as_str() {
+            Some(c) => uri = format!("/api/v1/queues/many/tenants?cursor={c}"),
+            None => break,
+        }
+    }
+    let want: Vec<String> = (0..250).map(|i| format!("t{i:03}")).collect();
+    assert_eq!(seen, want, "every tenant once, by name");
+
+    let (s, page) = app
+        .call(
+            Method::GET,
+            "/api/v1/queues/many/tenants?limit=7&cursor=245",
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert_eq!(page["tenants"].as_array().unwrap().len(), 5);
+    assert_eq!(page["tenants"][0]["tenant"], "t245");
+    assert_eq!(page["next_cursor"], Value::Null);
+
+    let (s, q) = app.call(Method::GET, "/api/v1/queues/many", None).await;
+    assert_eq!(s, StatusCode::OK, "{q}");
+    assert_eq!(q["tenants"].as_array().unwrap().len(), 100);
+    assert_eq!(q["tenants_total"], 250);
+    assert_eq!(q["counts"]["queued"], 250);
+    let (s, all) = app.call(Method::GET, "/api/v1/queues", None).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let many = all["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "many")
+        .unwrap();
+    assert_eq!(many["tenants"], json!([]));
+    assert_eq!(many["tenants_total"], 250);
+
+    for bad in [
+        "limit=0",
+        "limit=1001",
+        "limit=x",
+        "cursor=abc",
+        "cursor=-1",
+        "page=2",
+    ] {
+        let (s, e) = app
+            .call(
+                Method::GET,
+                &format!("/api/v1/queues/many/tenants?{bad}"),
+                None,
+            )
+            .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {e}");
+        assert_eq!(code(&e), "bad_request", "{bad}");
+    }
+}

@@ -130,7 +130,11 @@ const col = createColumnHelper<TenantStats>();
 export default function TenantsPage() {
   const { queue } = useQueue();
   const { tick } = useLive();
-  const tenants = useResource((signal) => api.tenants(queue, signal), [queue, tick]);
+  // The page shown: null for the first, else the `next_cursor` that led to it (back to the first
+  // page when the queue changes).
+  const [page, setPage] = useState<{ queue: string; cursor: string | null }>({ queue, cursor: null });
+  const cursor = page.queue === queue ? page.cursor : null;
+  const tenants = useResource((signal) => api.tenants(queue, cursor, signal), [queue, tick, cursor]);
   const [editing, setEditing] = useState<TenantStats | "new" | null>(null);
   // After a 403 from an admin-only route the key is known not to be an admin key: limits are
   // read-only, and the controls say why.
@@ -231,6 +235,23 @@ export default function TenantsPage() {
             rowTestId={(t) => `tenant-row-${t.tenant}`}
             empty={`No tenant has submitted to ${queue} yet.`}
           />
+        )}
+        {tenants.data && (cursor !== null || tenants.data.next_cursor !== null) && (
+          <div className="row" data-testid="tenants-pager">
+            <span>
+              {tenants.data.tenants.length} of {tenants.data.tenants_total} tenants, by name
+            </span>
+            <button type="button" disabled={cursor === null} onClick={() => setPage({ queue, cursor: null })}>
+              First page
+            </button>
+            <button
+              type="button"
+              disabled={tenants.data.next_cursor === null}
+              onClick={() => setPage({ queue, cursor: tenants.data?.next_cursor ?? null })}
+            >
+              Next page
+            </button>
+          </div>
         )}
       </Card>
       {editing && (

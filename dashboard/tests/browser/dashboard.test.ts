@@ -269,6 +269,26 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
     });
   });
 
+  test("the tenants page shows a queue's tenants a page at a time", async () => {
+    // 105 tenants: the first page holds 100 by name, the next the other 5.
+    const tasks = Array.from({ length: 105 }, (_, i) => ({ queue: "uip", tenant: `t${String(i).padStart(3, "0")}`, payload: i }));
+    const r = await world.api("/tasks/batch", { method: "POST", body: { tasks } });
+    assert.equal(r.status, 201);
+    await withPage(async ({ page }) => {
+      await page.goto("/tenants/?queue=uip");
+      await page.getByTestId("tenant-row-t099").waitFor();
+      const pager = page.getByTestId("tenants-pager");
+      assert.match((await pager.textContent()) ?? "", /100 of 105 tenants/);
+      assert.equal(await page.getByTestId("tenant-row-t100").count(), 0);
+      await pager.getByRole("button", { name: "Next page" }).click();
+      await page.getByTestId("tenant-row-t104").waitFor();
+      assert.match((await pager.textContent()) ?? "", /5 of 105 tenants/);
+      assert.equal(await page.getByTestId("tenant-row-t000").count(), 0);
+      await pager.getByRole("button", { name: "First page" }).click();
+      await page.getByTestId("tenant-row-t000").waitFor();
+    });
+  });
+
   test("a tenant's limits are edited from the tenants page", async () => {
     await withPage(async ({ page }) => {
       await submit({ queue: "ui5", tenant: "acme", payload: 1 });

@@ -16,7 +16,7 @@ mod submit;
 mod types;
 
 pub use types::{
-    BulkReplay, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, Submitted,
+    BulkReplay, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, StatsQuery, Submitted,
     TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
 };
 
@@ -43,6 +43,10 @@ pub const LIST_SCAN_MAX: u64 = 10_000;
 pub const LIST_LIMIT_MAX: u32 = 1000;
 /// Most tenants reported by one stats call.
 pub const STATS_TENANTS_MAX: u64 = 1000;
+/// Most tenants whose ready lists one stats call reads for the oldest ready task.
+pub const STATS_OLDEST_AMONG_MAX: u64 = 1000;
+/// Largest position of a stats call's first tenant.
+pub const STATS_OFFSET_MAX: u64 = 1_000_000_000;
 /// Most DLQ entries one bulk replay examines.
 pub const REPLAY_SCAN_MAX: u64 = 100_000;
 /// Most tasks one bulk replay puts back.

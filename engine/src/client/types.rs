@@ -101,9 +101,27 @@ pub struct QueueStats {
     pub defaults: Option<String>,
     /// The store's time of the reading (ms).
     pub now_ms: u64,
+    /// The tenants the queue knows (`tenants` holds the page asked for).
+    pub tenants_total: u64,
     /// The oldest ready task among the heads of the tenants read for it
-    /// ([`Client::stats_bounded`](crate::Client::stats_bounded)); `None` when none was read.
+    /// ([`StatsQuery::oldest_among`]); `None` when none was read.
     pub oldest_ready: Option<OldestReady>,
+}
+
+/// What a [`Client::stats_with`](crate::Client::stats_with) call reads beyond the queue's
+/// counters (the default: no tenant and no oldest-ready read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsQuery {
+    /// Most tenants reported, in name order (at most [`STATS_TENANTS_MAX`](super::STATS_TENANTS_MAX)).
+    pub tenants: u64,
+    /// The position of the first tenant reported, in name order (at most
+    /// [`STATS_OFFSET_MAX`](super::STATS_OFFSET_MAX)).
+    pub offset: u64,
+    /// Report only this tenant (when the queue knows it) instead of a page.
+    pub only: Option<String>,
+    /// Read the heads of the ready lists of this many tenants with ready work (at most
+    /// [`STATS_OLDEST_AMONG_MAX`](super::STATS_OLDEST_AMONG_MAX)) for the oldest ready task.
+    pub oldest_among: u64,
 }
 
 /// The oldest ready (queued, due) task of a queue, as far as a bounded read saw.

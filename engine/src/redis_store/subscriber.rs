@@ -108,6 +108,12 @@ pub(super) async fn subscriber(
                             if sink.subscribe(&c).await.is_err() {
                                 break;
                             }
+                            // A wake-up published between the listener's `wake` and this
+                            // subscription is lost: the channel's listeners look again.
+                            match wakes.upgrade() {
+                                Some(w) => w.hub.notify(c.as_bytes()),
+                                None => return,
+                            }
                         }
                         None => return,
                     },

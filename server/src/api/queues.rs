@@ -3,6 +3,29 @@
 
 use super::*;
 
+/// Tenants in `GET /queues/{queue}` (the first, by name) and the default page of
+/// `GET /queues/{queue}/tenants`.
+pub const TENANTS_PAGE_DEFAULT: u64 = 100;
+
+/// The stats read for `caller`: a tenant key's own tenant only; an admin's first `tenants`
+/// tenants from `offset` (by name). A read's work in the store grows with its tenants (each is
+/// about 12 Redis calls inside one script call, which blocks Redis while it runs), so every read
+/// is bounded.
+fn query_for(caller: &Caller, tenants: u64, offset: u64) -> orq::StatsQuery {
+    match caller.tenant() {
+        Some(own) => orq::StatsQuery {
+            tenants: 1,
+            only: Some(own.to_string()),
+            ..orq::StatsQuery::default()
+        },
+        None => orq::StatsQuery {
+            tenants,
+            offset,
+            ..orq::StatsQuery::default()
+        },
+    }
+}
+
 fn stats_json(st: &orq::QueueStats) -> QueueStatsJson {
     QueueStatsJson {
         queue: st.queue.clone(),
@@ -15,6 +38,7 @@ fn stats_json(st: &orq::QueueStats) -> QueueStatsJson {
         counts: CountsJson::of(&st.counts),
         totals: st.totals.clone(),
         tenants: st.tenants.iter().map(TenantJson::from).collect(),
+        tenants_total: st.tenants_total,
     }
 }
 
@@ -32,6 +56,7 @@ fn stats_view(st: &orq::QueueStats, caller: &Caller) -> QueueStatsJson {
         .unwrap_or_else(|| CountsJson::of(&Default::default()));
     v.totals = Default::default();
     v.tenants = own.map(own_tenant_json).into_iter().collect();
+    v.tenants_total = v.tenants.len() as u64;
     v
 }
 
@@ -42,26 +67,66 @@ fn own_tenant_json(t: &orq::TenantStats) -> TenantJson {
     v
 }
 
-/// A queue's tenants: weight, limits, counts, leases served, share of service, completions/s.
+/// Query of `GET /queues/{queue}/tenants`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct TenantsParams {
+    /// Page size (default 100).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    limit: Option<String>,
+    /// The `next_cursor` of the previous page (opaque).
+    cursor: Option<String>,
+}
+
+/// A page of a queue's tenants, by name: weight, limits, counts, leases served, share of service, completions/s.
 #[utoipa::path(
     get,
     path = "/api/v1/queues/{queue}/tenants",
     tag = "queues",
     security(("bearer" = [])),
-    params(QueueName),
+    params(QueueName, TenantsParams),
     responses(
-        (status = 200, description = "The tenants.", body = TenantsJson),
+        (status = 200, description = "A page of the tenants, by name.", body = TenantsJson),
         QueueErrors,
     ),
 )]
 pub(crate) async fn list_tenants(
     State(s): State<AppState>,
     caller: Caller,
-    _: NoQuery,
+    ApiQuery(p): ApiQuery<TenantsParams>,
     QueuePath(queue): QueuePath,
 ) -> ApiResult {
     caller.check_queue(&queue)?;
-    let st = s.client.stats(&queue).await?;
+    let limit = match p.limit.as_deref() {
+        None => TENANTS_PAGE_DEFAULT,
+        Some(v) => v
+            .parse::<u64>()
+            .ok()
+            .filter(|n| (1..=orq::client::STATS_TENANTS_MAX).contains(n))
+            .ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "limit: must be an integer from 1 to {}",
+                    orq::client::STATS_TENANTS_MAX
+                ))
+            })?,
+    };
+    let offset = match p.cursor.as_deref() {
+        None => 0,
+        Some(c) => c
+            .parse::<u64>()
+            .ok()
+            .filter(|n| *n <= orq::client::STATS_OFFSET_MAX)
+            .ok_or_else(|| ApiError::bad_request("cursor: not a cursor of this listing"))?,
+    };
+    let st = s
+        .client
+        .stats_with(&queue, &query_for(&caller, limit, offset))
+        .await?;
+    let next = offset + st.tenants.len() as u64;
+    let next_cursor =
+        (caller.tenant().is_none() && st.tenants.len() as u64 == limit && next < st.tenants_total)
+            .then(|| next.to_string());
     let tenants: Vec<_> = match caller.tenant() {
         None => st.tenants.iter().map(TenantJson::from).collect(),
         Some(own) => st
@@ -73,7 +138,13 @@ pub(crate) async fn list_tenants(
     };
     Ok(Json(TenantsJson {
         queue: queue.into(),
+        tenants_total: if caller.tenant().is_some() {
+            tenants.len() as u64
+        } else {
+            st.tenants_total
+        },
         tenants,
+        next_cursor,
     })
     .into_response())
 }
@@ -290,7 +361,7 @@ pub(crate) async fn list_queues(
 ) -> ApiResult {
     let mut names = s.client.queues().await?;
     names.retain(|n| caller.may_use_queue(n));
-    let stats = futures_join(&s.client, &names).await?;
+    let stats = futures_join(&s.client, &names, &query_for(&caller, 0, 0)).await?;
     let listed = |st: &&orq::QueueStats| match &caller.scope {
         crate::auth::Scope::Admin => true,
         crate::auth::Scope::Tenant { tenant, queues } => {
@@ -310,13 +381,15 @@ pub(crate) async fn list_queues(
 async fn futures_join(
     client: &Client,
     names: &[String],
+    query: &orq::StatsQuery,
 ) -> Result<Vec<orq::QueueStats>, orq::Error> {
     let mut out = Vec::with_capacity(names.len());
     let mut set = tokio::task::JoinSet::new();
     for (i, n) in names.iter().enumerate() {
         let c = client.clone();
         let n = n.clone();
-        set.spawn(async move { (i, c.stats(&n).await) });
+        let query = query.clone();
+        set.spawn(async move { (i, c.stats_with(&n, &query).await) });
     }
     let mut slots: Vec<Option<orq::QueueStats>> = vec![None; names.len()];
     while let Some(joined) = set.join_next().await {
@@ -349,6 +422,9 @@ pub(crate) async fn queue_stats(
     if !s.client.queues().await?.iter().any(|q| q == queue.as_str()) {
         return Err(ApiError::not_found(format!("no queue named {queue}")));
     }
-    let st = s.client.stats(&queue).await?;
+    let st = s
+        .client
+        .stats_with(&queue, &query_for(&caller, TENANTS_PAGE_DEFAULT, 0))
+        .await?;
     Ok(Json(stats_view(&st, &caller)).into_response())
 }

@@ -364,8 +364,11 @@ pub struct QueueStatsJson {
     /// Cumulative counters: enqueued, completed, failed (attempts), dead, reaped, replayed,
     /// purged (a tenant key: empty).
     pub totals: BTreeMap<String, i64>,
-    /// Each tenant's entry (a tenant key: its own only).
+    /// The first tenants by name (`GET /queues/{queue}`: up to 100; `GET /queues`: none; a
+    /// tenant key: its own only). Page through all of them with `GET /queues/{queue}/tenants`.
     pub tenants: Vec<TenantJson>,
+    /// The tenants the queue knows (a tenant key: 1 when its own is known, else 0).
+    pub tenants_total: u64,
 }
 
 /// `GET /queues`.
@@ -382,8 +385,13 @@ pub struct QueuesJson {
 pub struct TenantsJson {
     /// Queue name.
     pub queue: String,
-    /// Its tenants (a tenant key: its own entry only).
+    /// A page of its tenants, by name (a tenant key: its own entry only).
     pub tenants: Vec<TenantJson>,
+    /// The tenants the queue knows (a tenant key: 1 when its own is known, else 0).
+    pub tenants_total: u64,
+    /// Pass as `cursor` to get the next page; null when the listing is complete.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
 }
 
 /// `POST /dlq/replay`.
