@@ -61,8 +61,8 @@ def dashboard():
     panel(p, "Task wait and run (p95)", [
         (f"histogram_quantile(0.95, sum by (le, queue) (rate(orq_task_wait_seconds_bucket{{{Q}}}[$__rate_interval])))",
          "wait {{queue}}"),
-        (f"histogram_quantile(0.95, sum by (le, queue, type) (rate(orq_task_run_seconds_bucket{{{Q}}}[$__rate_interval])))",
-         "run {{queue}} {{type}}"),
+        ("histogram_quantile(0.95, sum by (le, type) (rate(orq_task_run_seconds_bucket[$__rate_interval])))",
+         "run {{type}}"),
     ], "s", 0, 24, "Wait: from due to leased. Run: handler time in the Rust workers.")
     panel(p, "Store call latency (p99)", [
         ("histogram_quantile(0.99, sum by (le, script) (rate(orq_store_call_duration_seconds_bucket[$__rate_interval])))",

@@ -11,10 +11,11 @@
 
 use crate::failure::Transient;
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry, TextEncoder,
 };
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::LazyLock;
 
 /// Histogram buckets of a store call (seconds): 100 µs to 2.5 s.
@@ -47,12 +48,18 @@ pub struct Metrics {
     pub reports_refused: IntCounterVec,
     /// `orq_task_wait_seconds{queue}`: from a task's run_at to its lease, by the store's clock.
     pub task_wait: HistogramVec,
-    /// `orq_task_run_seconds{queue, type}`: a handler's run in this process's workers.
+    /// `orq_task_run_seconds{type}`: a handler's run in this process's workers.
     pub task_run: HistogramVec,
     /// `orq_worker_slots{state}`: this process's worker slots, `busy` or `free`.
     pub worker_slots: IntGaugeVec,
     /// `orq_scheduler_pass_duration_seconds`: one scheduler pass (promote, reap, trim).
     pub scheduler_pass: Histogram,
+    /// `worker_slots{state="busy"}` and `{state="free"}`, looked up once (every task moves the
+    /// busy one; the free one is set from `slots_total` when gathered).
+    slots_busy: IntGauge,
+    slots_free: IntGauge,
+    /// The slots of the pools alive in this process.
+    slots_total: AtomicI64,
     /// The store-call histogram of each script, looked up once (a call observes without the
     /// label lookup).
     by_script: HashMap<&'static str, Histogram>,
@@ -96,8 +103,8 @@ impl Metrics {
         );
         let task_run = histogram_vec(
             "orq_task_run_seconds",
-            "Handler run time in this process's workers, by queue and task type.",
-            &["queue", "type"],
+            "Handler run time in this process's workers, by task type.",
+            &["type"],
             TASK_BUCKETS,
         );
         let worker_slots = IntGaugeVec::new(
@@ -130,7 +137,12 @@ impl Metrics {
             .iter()
             .map(|s| (s.name, store_call.with_label_values(&[s.name])))
             .collect();
+        let slots_busy = worker_slots.with_label_values(&["busy"]);
+        let slots_free = worker_slots.with_label_values(&["free"]);
         Metrics {
+            slots_busy,
+            slots_free,
+            slots_total: AtomicI64::new(0),
             registry,
             store_call,
             store_errors,
@@ -162,6 +174,8 @@ impl Metrics {
 
     /// The metric families, for an exposition that adds its own.
     pub fn gather(&self) -> Vec<prometheus::proto::MetricFamily> {
+        self.slots_free
+            .set(self.slots_total.load(Ordering::Relaxed) - self.slots_busy.get());
         self.registry.gather()
     }
 
@@ -189,44 +203,40 @@ pub fn metrics() -> &'static Metrics {
     &METRICS
 }
 
-/// A worker pool's slots in `orq_worker_slots`: `concurrency` free slots while it lives.
+/// A worker pool's slots in `orq_worker_slots`: `concurrency` slots while it lives (free unless
+/// a [`BusySlot`] holds one).
 pub struct PoolSlots(i64);
 
 impl PoolSlots {
-    /// Count a pool of `concurrency` slots as free.
+    /// Count a pool of `concurrency` slots.
     pub fn open(concurrency: usize) -> PoolSlots {
         let n = i64::try_from(concurrency).unwrap_or(i64::MAX);
-        metrics().worker_slots.with_label_values(&["free"]).add(n);
+        metrics().slots_total.fetch_add(n, Ordering::Relaxed);
         PoolSlots(n)
     }
 }
 
 impl Drop for PoolSlots {
     fn drop(&mut self) {
-        metrics()
-            .worker_slots
-            .with_label_values(&["free"])
-            .sub(self.0);
+        metrics().slots_total.fetch_sub(self.0, Ordering::Relaxed);
     }
 }
 
-/// A slot running a handler in `orq_worker_slots`: busy (and not free) while it lives.
+/// A slot running a handler in `orq_worker_slots`: busy while it lives (one atomic add when taken
+/// and one when dropped; the free slots are the pools' slots less the busy ones, worked out when
+/// the metrics are gathered).
 pub struct BusySlot(());
 
 impl BusySlot {
     /// Count one slot as busy.
     pub fn take() -> BusySlot {
-        let s = &metrics().worker_slots;
-        s.with_label_values(&["busy"]).inc();
-        s.with_label_values(&["free"]).dec();
+        metrics().slots_busy.inc();
         BusySlot(())
     }
 }
 
 impl Drop for BusySlot {
     fn drop(&mut self) {
-        let s = &metrics().worker_slots;
-        s.with_label_values(&["busy"]).dec();
-        s.with_label_values(&["free"]).inc();
+        metrics().slots_busy.dec();
     }
 }

@@ -1425,6 +1425,44 @@ const CASES: &[Case] = &[
         "#,
     },
     Case {
+        name: "stats: a page of tenants from an offset, by name, with the total",
+        seed: &[
+            "ZADD orq:{q}:known_tenants 0 a 0 b 0 c 0 d",
+            "HSET orq:{q}:tenant:c weight 3",
+        ],
+        script: "stats",
+        argv: "2 0 1",
+        reply: r#"[{now} [] [[b [] 0 -1] [c [weight 3] 0 -1]] [0 0 0 0 0] 4 [] [-1 0 0]]"#,
+        keys: r#"
+            "orq:{q}:known_tenants" zset a=0 b=0 c=0 d=0
+            "orq:{q}:tenant:c" hash weight=3
+        "#,
+    },
+    Case {
+        name: "stats: one named tenant, or none when the queue does not know it",
+        seed: &[
+            "ZADD orq:{q}:known_tenants 0 a 0 b",
+            "HSET orq:{q}:tenant:b weight 2",
+        ],
+        script: "stats",
+        argv: "1 0 0 b",
+        reply: r#"[{now} [] [[b [weight 2] 0 -1]] [0 0 0 0 0] 2 [] [-1 0 0]]"#,
+        keys: r#"
+            "orq:{q}:known_tenants" zset a=0 b=0
+            "orq:{q}:tenant:b" hash weight=2
+        "#,
+    },
+    Case {
+        name: "stats: an unknown named tenant reports none",
+        seed: &["ZADD orq:{q}:known_tenants 0 a"],
+        script: "stats",
+        argv: "1 0 0 zz",
+        reply: r#"[{now} [] [] [0 0 0 0 0] 1 [] [-1 0 0]]"#,
+        keys: r#"
+            "orq:{q}:known_tenants" zset a=0
+        "#,
+    },
+    Case {
         name: "queues: add records a queue once, list returns the names sorted",
         seed: &["SADD orq:queues r b"],
         script: "queues",

@@ -145,11 +145,10 @@ impl Inner {
                 }
             }
         }
-        let ran_ms = self.clock.now_ms().saturating_sub(started_ms);
-        crate::metrics::metrics()
-            .task_run
-            .with_label_values(&[task.queue.as_str(), task.task_type.as_str()])
-            .observe(ran_ms as f64 / 1000.0);
+        if let Some(h) = self.run_seconds.get(&task.task_type) {
+            let ran_ms = self.clock.now_ms().saturating_sub(started_ms);
+            h.observe(ran_ms as f64 / 1000.0);
+        }
         (outcome, local_deadline_ms)
     }
 }

@@ -246,6 +246,8 @@ struct Inner {
     client: Client,
     /// Shared by the lanes of one pool.
     lanes: Arc<LaneShare>,
+    /// `orq_task_run_seconds` of each handler's type, looked up once.
+    run_seconds: HashMap<String, prometheus::Histogram>,
 }
 
 /// What the lanes of one pool share ([`WorkerConfig::lanes`]).
@@ -281,8 +283,17 @@ impl Worker {
         lanes: Arc<LaneShare>,
     ) -> Self {
         let client = Client::new(store.clone(), clock.clone(), entropy.clone());
+        let run_seconds = handlers
+            .types()
+            .into_iter()
+            .map(|t| {
+                let h = crate::metrics::metrics().task_run.with_label_values(&[&t]);
+                (t, h)
+            })
+            .collect();
         Worker {
             inner: Arc::new(Inner {
+                run_seconds,
                 store,
                 clock,
                 entropy,
