@@ -318,7 +318,7 @@ impl AppState {
 }
 
 pub(crate) mod leases;
-mod queues;
+pub(crate) mod queues;
 mod tasks;
 pub use queues::DRAIN_TIMEOUT_MS_MAX;
 pub(crate) use queues::*;

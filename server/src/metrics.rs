@@ -99,23 +99,12 @@ pub(crate) async fn prometheus(
     caller.require_admin("reading the metrics")?;
     let mut names = s.client.queues().await?;
     names.truncate(QUEUES_MAX);
-    let mut reads = tokio::task::JoinSet::new();
-    for (i, q) in names.into_iter().enumerate() {
-        let client = s.client.clone();
-        let query = orq::StatsQuery {
-            tenants: TENANTS_MAX,
-            oldest_among: OLDEST_AMONG,
-            ..orq::StatsQuery::default()
-        };
-        reads.spawn(async move { (i, client.stats_with(&q, &query).await) });
-    }
-    let mut stats = Vec::new();
-    while let Some(joined) = reads.join_next().await {
-        let (i, r) = joined.map_err(|e| orq::Error::protocol("stats", e.to_string()))?;
-        stats.push((i, r?));
-    }
-    stats.sort_by_key(|(i, _)| *i);
-    let stats: Vec<QueueStats> = stats.into_iter().map(|(_, s)| s).collect();
+    let query = orq::StatsQuery {
+        tenants: TENANTS_MAX,
+        oldest_among: OLDEST_AMONG,
+        ..orq::StatsQuery::default()
+    };
+    let stats = crate::api::queues::stats_of_queues(&s.client, &names, &query).await?;
     let mut families = orq::metrics::metrics().gather();
     families.extend(queue_families(&stats));
     families.sort_by(|a, b| a.name().cmp(b.name()));

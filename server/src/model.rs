@@ -402,6 +402,18 @@ pub fn readable_json(field: &str, json: &str) -> Result<(), ApiError> {
         .map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
 }
 
+/// A listing's `limit` query parameter: `default` when absent, else an integer in 1..=`max`
+/// (400 otherwise).
+pub fn parse_limit(limit: Option<&str>, default: u64, max: u64) -> Result<u64, ApiError> {
+    let Some(l) = limit else {
+        return Ok(default);
+    };
+    l.parse::<u64>()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| ApiError::bad_request(format!("limit: must be an integer from 1 to {max}")))
+}
+
 /// Milliseconds since the Unix epoch of an RFC 3339 time.
 pub fn parse_time_ms(field: &str, s: &str) -> Result<u64, ApiError> {
     let t = OffsetDateTime::parse(s, &Rfc3339)

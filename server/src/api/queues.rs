@@ -98,19 +98,11 @@ pub(crate) async fn list_tenants(
     QueuePath(queue): QueuePath,
 ) -> ApiResult {
     caller.check_queue(&queue)?;
-    let limit = match p.limit.as_deref() {
-        None => TENANTS_PAGE_DEFAULT,
-        Some(v) => v
-            .parse::<u64>()
-            .ok()
-            .filter(|n| (1..=orq::client::STATS_TENANTS_MAX).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "limit: must be an integer from 1 to {}",
-                    orq::client::STATS_TENANTS_MAX
-                ))
-            })?,
-    };
+    let limit = crate::model::parse_limit(
+        p.limit.as_deref(),
+        TENANTS_PAGE_DEFAULT,
+        orq::client::STATS_TENANTS_MAX,
+    )?;
     let offset = match p.cursor.as_deref() {
         None => 0,
         Some(c) => c
@@ -361,7 +353,7 @@ pub(crate) async fn list_queues(
 ) -> ApiResult {
     let mut names = s.client.queues().await?;
     names.retain(|n| caller.may_use_queue(n));
-    let stats = futures_join(&s.client, &names, &query_for(&caller, 0, 0)).await?;
+    let stats = stats_of_queues(&s.client, &names, &query_for(&caller, 0, 0)).await?;
     let listed = |st: &&orq::QueueStats| match &caller.scope {
         crate::auth::Scope::Admin => true,
         crate::auth::Scope::Tenant { tenant, queues } => {
@@ -378,7 +370,8 @@ pub(crate) async fn list_queues(
     Ok(Json(QueuesJson { queues }).into_response())
 }
 
-async fn futures_join(
+/// The stats of each of `names` read with `query`, concurrently, in the order of `names`.
+pub(crate) async fn stats_of_queues(
     client: &Client,
     names: &[String],
     query: &orq::StatsQuery,

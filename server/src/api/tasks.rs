@@ -239,19 +239,11 @@ async fn list_common(
         .map_or_else(|| "default".into(), String::from);
     caller.check_queue(&queue)?;
     let tenant = caller.tenant_for("tenant", p.tenant.take().map(String::from))?;
-    let limit = match p.limit.as_deref() {
-        None => LIST_LIMIT_DEFAULT,
-        Some(l) => l
-            .parse::<u32>()
-            .ok()
-            .filter(|n| (1..=orq::client::LIST_LIMIT_MAX).contains(n))
-            .ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "limit: must be an integer from 1 to {}",
-                    orq::client::LIST_LIMIT_MAX
-                ))
-            })?,
-    };
+    let limit = crate::model::parse_limit(
+        p.limit.as_deref(),
+        u64::from(LIST_LIMIT_DEFAULT),
+        u64::from(orq::client::LIST_LIMIT_MAX),
+    )? as u32;
     if let Some(c) = p.cursor.take() {
         p.cursor = Some(s.auth.cursor_in(caller, c)?);
     }
