@@ -65,7 +65,7 @@ cd dashboard
 PROM="http://127.0.0.1:$prom_port" OUT="$root/docs/images/prometheus-metrics.png" node --input-type=module <<'JS'
 import { chromium } from "playwright-core";
 const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", args: ["--no-sandbox"] });
-const page = await browser.newPage({ viewport: { width: 1400, height: 800 } });
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
 const expr = encodeURIComponent("sum by (queue) (rate(orq_tasks_completed_total[30s]))");
 await page.goto(`${process.env.PROM}/graph?g0.expr=${expr}&g0.tab=0&g0.range_input=4m`);
 await page.waitForTimeout(3000);
