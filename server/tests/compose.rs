@@ -8,7 +8,7 @@
 mod roles;
 
 use orq::testing::RedisServer;
-use roles::{free_listen_addr, wait_for, wait_ready, Proc};
+use roles::{free_listen_addr, get_json, submit_task, wait_for, wait_ready, Proc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -171,23 +171,7 @@ async fn compose_services_run_the_walk_through_as_local_processes() {
     }
 
     // The README's walk-through: an echo task, a delayed one, one that retries, one that sleeps.
-    let submit = |body: Value| {
-        let http = http.clone();
-        let base = base.clone();
-        async move {
-            let r = http
-                .post(format!("{base}/tasks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 201);
-            r.json::<Value>().await.unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        }
-    };
+    let submit = |body: Value| submit_task(&http, &base, body);
     let ids = [
         submit(json!({"type": "echo", "payload": {"to": "ada@example.com"}})).await,
         submit(json!({"type": "echo", "payload": {"later": true}, "delay_ms": 1000})).await,
@@ -198,28 +182,16 @@ async fn compose_services_run_the_walk_through_as_local_processes() {
     ];
     for id in &ids {
         let done = wait_for(&format!("task {id} to complete"), async || {
-            let t: Value = http
-                .get(format!("{base}/tasks/{id}"))
-                .send()
-                .await
-                .ok()?
-                .json()
-                .await
-                .ok()?;
+            let t = get_json(&http, &format!("{base}/tasks/{id}")).await?;
             (t["status"] == "completed").then_some(t)
         })
         .await;
         assert!(done["attempts"].as_array().unwrap().len() >= 1, "{done}");
     }
     // The walk-through's counts, and every service still up.
-    let q: Value = http
-        .get(format!("{base}/queues/default"))
-        .send()
+    let q = get_json(&http, &format!("{base}/queues/default"))
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .expect("the queue's stats");
     assert_eq!(q["counts"]["completed"], 4, "{q}");
     assert_eq!(q["totals"]["failed"], 2, "{q}");
     for p in &mut procs {

@@ -127,23 +127,7 @@ async fn serve_without_redis_runs_on_the_embedded_store() {
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
     wait_ready(&http, &base).await;
-    let submit = |body: Value| {
-        let http = http.clone();
-        let base = base.clone();
-        async move {
-            let r = http
-                .post(format!("{base}/tasks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 201);
-            r.json::<Value>().await.unwrap()["id"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        }
-    };
+    let submit = |body: Value| submit_task(&http, &base, body);
     let status_of = |id: String| {
         let http = http.clone();
         let base = base.clone();

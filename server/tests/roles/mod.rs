@@ -108,3 +108,24 @@ pub async fn wait_ready(http: &reqwest::Client, base: &str) {
     })
     .await;
 }
+
+/// POST `body` to `{base}/tasks` (`base`: `http://<addr>/api/v1`); asserts a 201 and returns the
+/// new task's id.
+pub async fn submit_task(http: &reqwest::Client, base: &str, body: Value) -> String {
+    let r = http
+        .post(format!("{base}/tasks"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// GET `url` as JSON; `None` when the call fails or the answer is not JSON.
+pub async fn get_json(http: &reqwest::Client, url: &str) -> Option<Value> {
+    http.get(url).send().await.ok()?.json().await.ok()
+}
