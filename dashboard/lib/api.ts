@@ -56,6 +56,15 @@ export function isMissingRoute(e: unknown): boolean {
   return e.status === 404 && (e.code.startsWith("http_") || /no such route/i.test(e.message));
 }
 
+/**
+ * True when the timelines list (`GET /timelines`) is not served: orq started without
+ * `--timelines DIR` answers it 404 (the list route has no resource to miss, so any 404 means
+ * that), or the route is missing altogether.
+ */
+export function timelinesOff(e: unknown): boolean {
+  return (e instanceof ApiError && e.status === 404) || isMissingRoute(e);
+}
+
 export function getApiKey(): string | null {
   if (typeof window === "undefined") {
     return null;

@@ -4,7 +4,7 @@
 
 import { useState } from "react";
 import { Empty, ErrorBox, Loading } from "@/components/ui";
-import { api, isMissingRoute } from "@/lib/api";
+import { api, timelinesOff } from "@/lib/api";
 import { formatBytes, formatTime } from "@/lib/format";
 import { useResource } from "@/lib/hooks";
 
@@ -28,7 +28,7 @@ export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => v
     }
     onLoad(f.text().then((text) => ({ name: f.name, text, source: "file" as const })));
   };
-  const missing = list.error !== null && isMissingRoute(list.error);
+  const missing = list.error !== null && timelinesOff(list.error);
   return (
     <div className="grid2">
       <div
@@ -67,7 +67,10 @@ export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => v
         {list.loading ? (
           <Loading what="Listing timelines" />
         ) : missing ? (
-          <Empty>This orq serves no timelines (start it with --timelines DIR).</Empty>
+          <Empty>
+            This orq keeps no simulation timelines. Open a file instead: <code>orq-sim run --seed 42 --timeline seed42.jsonl</code>{" "}
+            writes one (README, The simulator); or start orq with <code>--timelines DIR</code> to list a directory of them here.
+          </Empty>
         ) : list.error ? (
           <ErrorBox error={list.error} retry={list.reload} what="Server timelines" />
         ) : (list.data ?? []).length === 0 ? (

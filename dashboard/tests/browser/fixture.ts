@@ -89,6 +89,8 @@ export interface WorldOptions {
   auth?: boolean;
   /** With `auth`: also a key limited to this tenant and these queues, returned in `tenantKey`. */
   tenantKey?: { tenant: string; queues: string[] };
+  /** Start orq without `--timelines DIR` (default: with a fresh directory). */
+  noTimelines?: boolean;
 }
 
 /** True when this orq can make API keys (`orq key new`): the auth test needs it. */
@@ -110,7 +112,8 @@ export async function startWorld(opts: WorldOptions = {}): Promise<World> {
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   const help = spawnSync(ORQ_BIN, ["serve", "--help"], { encoding: "utf8" }).stdout ?? "";
-  const args = ["serve", "--listen", `127.0.0.1:${port}`, "--dashboard", OUT_DIR, "--timelines", timelinesDir, "--concurrency", "4"];
+  const args = ["serve", "--listen", `127.0.0.1:${port}`, "--dashboard", OUT_DIR, "--concurrency", "4"];
+  if (!opts.noTimelines) args.push("--timelines", timelinesDir);
   if (help.includes("--no-dashboard-build")) args.push("--no-dashboard-build");
   let key: string | null = null;
   let tenantKey: string | null = null;
