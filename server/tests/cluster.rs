@@ -44,21 +44,12 @@ async fn api_worker_and_scheduler_run_on_a_cluster() {
         for delay in [0, 600] {
             let body = json!({"queue": q, "type": "echo", "payload": {"primary": port},
                 "delay_ms": delay});
-            let r = http
-                .post(format!("{base}/tasks"))
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
-            let task: Value = r.json().await.unwrap();
-            ids.push((*port, task["id"].as_str().unwrap().to_string()));
+            ids.push((*port, roles::submit_task(&http, &base, body).await));
         }
     }
     for (port, id) in &ids {
         let done = wait_for("a task to complete", async || {
-            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
-            let t: Value = r.json().await.ok()?;
+            let t = roles::get_json(&http, &format!("{base}/tasks/{id}")).await?;
             (t["status"] == "completed").then_some(t)
         })
         .await;

@@ -45,22 +45,11 @@ async fn killed_workers_task_completes_on_the_other_worker() {
 
     let body = json!({"type": "sleep", "payload": {"ms": 3000}, "lease_ms": 1000, "max_retries": 3,
         "backoff": {"initial_ms": 10, "jitter": 0}});
-    let r = http
-        .post(format!("{base}/tasks"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let task: Value = r.json().await.unwrap();
-    let id = task["id"].as_str().unwrap().to_string();
+    let id = roles::submit_task(&http, &base, body).await;
     let get = |id: String| {
         let http = http.clone();
-        let base = base.clone();
-        async move {
-            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
-            r.json::<Value>().await.ok()
-        }
+        let url = format!("{base}/tasks/{id}");
+        async move { roles::get_json(&http, &url).await }
     };
 
     let leased = wait_for("the task to be leased", async || {
@@ -198,13 +187,8 @@ async fn closed_output_pipes_neither_crash_nor_block_shutdown() {
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
     wait_ready(&http, &base).await;
-    let r = http
-        .post(format!("{base}/tasks"))
-        .json(&json!({"payload": 1}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201, "serves with its output gone");
+    // Serves with its output gone.
+    roles::submit_task(&http, &base, json!({"payload": 1})).await;
     let status = serve
         .terminate("orq serve with its output pipes closed")
         .await;
@@ -236,21 +220,8 @@ async fn sigterm_releases_running_tasks_after_the_grace() {
     let base = format!("http://{listen}/api/v1");
     wait_ready(&http, &base).await;
     let body = json!({"type": "sleep", "payload": {"ms": 60000}, "lease_ms": 60000});
-    let r = http
-        .post(format!("{base}/tasks"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    let id = r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let get = async |id: &str| -> Option<Value> {
-        let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
-        r.json::<Value>().await.ok()
-    };
+    let id = roles::submit_task(&http, &base, body).await;
+    let get = async |id: &str| roles::get_json(&http, &format!("{base}/tasks/{id}")).await;
     wait_for("the first worker to lease the task", async || {
         let t = get(&id).await?;
         (t["lease"]["worker"] == "w-first").then_some(t)

@@ -6,7 +6,7 @@ mod roles;
 
 use orq::testing::RedisSentinel;
 use roles::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 // Goal: the three roles start on a sentinel URL and work together on the primary.
 // Method: `orq api`, `orq worker` and `orq scheduler` with the fixture's sentinel URL; /readyz
@@ -27,20 +27,11 @@ async fn api_worker_and_scheduler_run_through_sentinel() {
     for delay in [0, 600] {
         let body = json!({"queue": "sentq", "type": "echo", "payload": {"delay": delay},
             "delay_ms": delay});
-        let r = http
-            .post(format!("{base}/tasks"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
-        let task: Value = r.json().await.unwrap();
-        ids.push((delay, task["id"].as_str().unwrap().to_string()));
+        ids.push((delay, roles::submit_task(&http, &base, body).await));
     }
     for (delay, id) in &ids {
         let done = wait_for("a task to complete", async || {
-            let r = http.get(format!("{base}/tasks/{id}")).send().await.ok()?;
-            let t: Value = r.json().await.ok()?;
+            let t = roles::get_json(&http, &format!("{base}/tasks/{id}")).await?;
             (t["status"] == "completed").then_some(t)
         })
         .await;

@@ -118,11 +118,10 @@ pub async fn submit_task(http: &reqwest::Client, base: &str, body: Value) -> Str
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
-    r.json::<Value>().await.unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    let status = r.status().as_u16();
+    let answer: Value = r.json().await.unwrap_or_default();
+    assert_eq!(status, 201, "the submit was refused: {answer}");
+    answer["id"].as_str().unwrap().to_string()
 }
 
 /// GET `url` as JSON; `None` when the call fails or the answer is not JSON.
