@@ -246,13 +246,18 @@ impl Load {
     pub async fn wait_ready(&self, within: Duration) -> Result<(), String> {
         let deadline = Instant::now() + within;
         loop {
-            if let Ok(r) = self.http.get(format!("{}/readyz", self.base)).send().await {
-                if r.status().is_success() {
-                    return Ok(());
+            let last = match self.http.get(format!("{}/readyz", self.base)).send().await {
+                Ok(r) if r.status().is_success() => return Ok(()),
+                Ok(r) => {
+                    let status = r.status();
+                    format!("{status}: {}", r.text().await.unwrap_or_default())
                 }
-            }
+                Err(e) => format!("no HTTP answer: {e}"),
+            };
             if Instant::now() > deadline {
-                return Err(format!("the API was not ready within {within:?}"));
+                return Err(format!(
+                    "the API was not ready within {within:?}; its last answer: {last}"
+                ));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
