@@ -1,5 +1,6 @@
 //! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`,
-//! and `key new` (make an API key); `bench` is `orq_bench`'s.
+//! `key new` (make an API key) and `config print` (a role's effective configuration, see
+//! [`crate::config`]); `bench` is `orq_bench`'s.
 //!
 //! The doc comments of the clap types below are the command line's `--help` text, written for a
 //! terminal: `[[key]]` and `<master-name>` there are literal text, not rustdoc links or HTML.
@@ -75,6 +76,10 @@ pub enum Command {
     /// Manage API keys (see `orq key new --help`).
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Config files: `orq config print ROLE` shows a role's effective configuration (see
+    /// --config of each role).
+    #[command(subcommand)]
+    Config(crate::config::ConfigCommand),
     /// Load generator: submit, end-to-end and delayed-task phases with a no-op handler on queues
     /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
     /// keys of queues named ob-<id>-*, and deletes them at the end; it also reports each
@@ -395,6 +400,8 @@ pub struct PoolArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
+    config: crate::config::ConfigArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     listen: ListenArgs,
@@ -417,6 +424,8 @@ pub struct ServeArgs {
 #[derive(Debug, Args)]
 pub struct ApiArgs {
     #[command(flatten)]
+    config: crate::config::ConfigArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     listen: ListenArgs,
@@ -430,6 +439,8 @@ pub struct ApiArgs {
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
     #[command(flatten)]
+    config: crate::config::ConfigArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     pool: PoolArgs,
@@ -442,6 +453,8 @@ pub struct WorkerArgs {
 /// `orq scheduler`.
 #[derive(Debug, Args)]
 pub struct SchedulerArgs {
+    #[command(flatten)]
+    config: crate::config::ConfigArgs,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
@@ -570,21 +583,37 @@ fn shutdown_signal() -> CancellationToken {
     token
 }
 
+impl PoolArgs {
+    /// Check the numbers and the worker id before anything starts (exit code 2).
+    fn check(&self) -> Result<(), String> {
+        if self.concurrency == 0 || self.concurrency > 10_000 {
+            return Err(
+                "--concurrency: must be 1..=10000 (orq serve also takes 0: no built-in worker)"
+                    .into(),
+            );
+        }
+        if self.lease_linger_ms > 1_000 {
+            return Err("--lease-linger-ms: must be 0..=1000".into());
+        }
+        if self.lanes == 0 || self.lanes > orq::worker::LANES_MAX {
+            return Err(format!("--lanes: must be 1..={}", orq::worker::LANES_MAX));
+        }
+        if self.shutdown_grace_ms > 3_600_000 {
+            return Err("--shutdown-grace-ms: must be 0..=3600000".into());
+        }
+        if self
+            .worker_id
+            .as_deref()
+            .is_some_and(|id| !is_valid_name(id))
+        {
+            return Err("--worker-id: must match [A-Za-z0-9._-]{1,64}".into());
+        }
+        Ok(())
+    }
+}
+
 fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> {
-    if pool.concurrency == 0 || pool.concurrency > 10_000 {
-        return Err(
-            "--concurrency: must be 1..=10000 (orq serve also takes 0: no built-in worker)".into(),
-        );
-    }
-    if pool.lease_linger_ms > 1_000 {
-        return Err("--lease-linger-ms: must be 0..=1000".into());
-    }
-    if pool.lanes == 0 || pool.lanes > orq::worker::LANES_MAX {
-        return Err(format!("--lanes: must be 1..={}", orq::worker::LANES_MAX));
-    }
-    if pool.shutdown_grace_ms > 3_600_000 {
-        return Err("--shutdown-grace-ms: must be 0..=3600000".into());
-    }
+    pool.check()?;
     let mut c = WorkerConfig {
         queues: rt.queues.clone(),
         concurrency: pool.concurrency,
@@ -594,9 +623,6 @@ fn worker_config(rt: &Runtime, pool: &PoolArgs) -> Result<WorkerConfig, String> 
         ..WorkerConfig::default()
     };
     if let Some(id) = &pool.worker_id {
-        if !is_valid_name(id) {
-            return Err("--worker-id: must match [A-Za-z0-9._-]{1,64}".into());
-        }
         c.id = id.clone();
     }
     Ok(c)
@@ -753,10 +779,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
     if let Command::Bench(a) = &cli.command {
         return orq_bench::cli(a).await;
     }
+    if let Command::Config(crate::config::ConfigCommand::Print(a)) = &cli.command {
+        say!("{}", crate::config::print(a)?.trim_end_matches('\n'));
+        return Ok(());
+    }
     match &cli.command {
-        Command::Serve(a) => check_web(&a.web)?,
+        Command::Serve(a) => {
+            check_web(&a.web)?;
+            if a.pool.concurrency != 0 {
+                a.pool.check()?;
+            }
+        }
         Command::Api(a) => check_web(&a.web)?,
-        Command::Worker(_) | Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) => {}
+        Command::Worker(a) => a.pool.check()?,
+        Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) | Command::Config(_) => {}
     }
     // Check the API's options and bind its address before anything starts, so a bad keys file
     // or a refused address stops orq at once (exit code 2).
@@ -828,6 +864,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             scheduler.run(shutdown).await;
             Ok(())
         }
-        Command::Key(_) | Command::Bench(_) => unreachable!("handled above"),
+        Command::Key(_) | Command::Bench(_) | Command::Config(_) => unreachable!("handled above"),
     }
 }

@@ -1,7 +1,5 @@
 //! The `orq` binary: see `orq --help`.
 
-use clap::Parser;
-
 /// mimalloc instead of the system allocator: in `orq bench` glibc's malloc and free were about
 /// 30 % of orq's own CPU time (perf), as the redis client's reply parser, the decoder and the
 /// worker pool allocate per task.
@@ -31,10 +29,23 @@ async fn main() {
             tracing::warn!("{LOG_FORMAT_ENV}={other:?} is unknown (json or text); logging text");
         }
     }
-    let cli = orq_server::cli::Cli::parse();
-    if let Err(e) = orq_server::cli::run(cli).await {
+    let fail = |e: String| -> ! {
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), "error: {e}");
         std::process::exit(2);
+    };
+    let (cli, merged) = match orq_server::config::parse(std::env::args_os().collect()) {
+        Ok(parsed) => parsed,
+        Err(orq_server::config::Error::Clap(e)) => e.exit(),
+        Err(orq_server::config::Error::Config(e)) => fail(e),
+    };
+    for f in &merged.from_file {
+        tracing::debug!(key = %f.key, at = %f.at, "option from the config file");
+    }
+    if let Some(file) = &merged.file {
+        tracing::info!(file = %file.display(), options = merged.from_file.len(), "config file read");
+    }
+    if let Err(e) = orq_server::cli::run(cli).await {
+        fail(merged.annotate(e));
     }
 }
