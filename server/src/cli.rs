@@ -1,6 +1,7 @@
 //! The `orq` command line: `serve` (API + scheduler + workers), `api`, `worker`, `scheduler`,
-//! `key new` (make an API key) and `config print` (a role's effective configuration, see
-//! [`crate::config`]); `bench` is `orq_bench`'s.
+//! `key new` (make an API key), `config print` (a role's effective configuration, see
+//! [`crate::config`]), and the admin commands over a running orq's HTTP API (`tasks`, `dlq`,
+//! `queues`, `tenants`: [`crate::admin`]); `bench` is `orq_bench`'s.
 //!
 //! The doc comments of the clap types below are the command line's `--help` text, written for a
 //! terminal: `[[key]]` and `<master-name>` there are literal text, not rustdoc links or HTML.
@@ -80,11 +81,35 @@ pub enum Command {
     /// --config of each role).
     #[command(subcommand)]
     Config(crate::config::ConfigCommand),
+    /// Tasks of a running orq, over its HTTP API (--url, --api-key): get, list, cancel.
+    Tasks(crate::admin::TasksArgs),
+    /// The dead-letter queue of a running orq: list, replay, purge (one by one or --all).
+    Dlq(crate::admin::DlqArgs),
+    /// Queues of a running orq: list, stats, pause, resume, drain.
+    Queues(crate::admin::QueuesArgs),
+    /// Tenants of a queue of a running orq: get their settings and counts, set their fair-share
+    /// settings.
+    Tenants(crate::admin::TenantsArgs),
     /// Load generator: submit, end-to-end and delayed-task phases with a no-op handler on queues
     /// of its own; prints a table and writes JSON (--json). Against --redis URL (it writes only
     /// keys of queues named ob-<id>-*, and deletes them at the end; it also reports each
     /// primary's script calls, script time and CPU from INFO) or the embedded store.
     Bench(orq_bench::BenchArgs),
+}
+
+impl Command {
+    /// The admin command this is, if it is one (they run apart from the roles, with their own
+    /// exit codes).
+    pub fn admin(&self) -> Option<crate::admin::Admin<'_>> {
+        use crate::admin::Admin;
+        match self {
+            Command::Tasks(a) => Some(Admin::Tasks(a)),
+            Command::Dlq(a) => Some(Admin::Dlq(a)),
+            Command::Queues(a) => Some(Admin::Queues(a)),
+            Command::Tenants(a) => Some(Admin::Tenants(a)),
+            _ => None,
+        }
+    }
 }
 
 /// `orq key ...`.
@@ -792,7 +817,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Api(a) => check_web(&a.web)?,
         Command::Worker(a) => a.pool.check()?,
-        Command::Scheduler(_) | Command::Key(_) | Command::Bench(_) | Command::Config(_) => {}
+        _ => {}
     }
     // Check the API's options and bind its address before anything starts, so a bad keys file
     // or a refused address stops orq at once (exit code 2).
@@ -864,6 +889,6 @@ pub async fn run(cli: Cli) -> Result<(), String> {
             scheduler.run(shutdown).await;
             Ok(())
         }
-        Command::Key(_) | Command::Bench(_) | Command::Config(_) => unreachable!("handled above"),
+        _ => unreachable!("handled above, or in main (the admin commands)"),
     }
 }

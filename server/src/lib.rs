@@ -3,6 +3,7 @@
 //! and the HTTP server loop with its timeouts ([`serve`]). `app(state)` builds the router without
 //! a socket so tests can drive it directly.
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod cli;

@@ -39,6 +39,22 @@ async fn main() {
         Err(orq_server::config::Error::Clap(e)) => e.exit(),
         Err(orq_server::config::Error::Config(e)) => fail(e),
     };
+    if let Some(admin) = cli.command.admin() {
+        use std::io::Write as _;
+        match orq_server::admin::run(admin).await {
+            Ok(text) => {
+                let _ = writeln!(std::io::stdout(), "{}", text.trim_end_matches('\n'));
+                std::process::exit(0)
+            }
+            Err(f) => {
+                if let Some(text) = &f.stdout {
+                    let _ = writeln!(std::io::stdout(), "{}", text.trim_end_matches('\n'));
+                }
+                let _ = writeln!(std::io::stderr(), "error: {}", f.message);
+                std::process::exit(f.exit.code())
+            }
+        }
+    }
     for f in &merged.from_file {
         tracing::debug!(key = %f.key, at = %f.at, "option from the config file");
     }
