@@ -314,21 +314,7 @@ async fn roles_run_with_the_files_values() {
             redis.url()
         ),
     );
-    let spawn = |args: &[&str]| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_orq"));
-        for v in ENV {
-            c.env_remove(v);
-        }
-        let child = c
-            .args(args)
-            .env("ORQ_CONFIG", &f)
-            .env("ORQ_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn orq");
-        Proc(Some(child))
-    };
+    let spawn = |args: &[&str]| Proc::spawn_with(args, &ENV, &[("ORQ_CONFIG", &f)]);
     let mut api = spawn(&["api"]);
     let mut worker = spawn(&["worker", "--concurrency", "2"]);
     let http = reqwest::Client::new();

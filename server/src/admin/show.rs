@@ -53,15 +53,9 @@ pub fn cut(s: &str) -> String {
 }
 
 /// The statuses of a `counts` object, in the API's order.
-pub const STATUSES: [&str; 7] = [
-    "scheduled",
-    "queued",
-    "leased",
-    "retrying",
-    "completed",
-    "dead",
-    "cancelled",
-];
+fn statuses() -> impl Iterator<Item = &'static str> {
+    orq::task::Status::ALL.iter().map(|s| s.as_str())
+}
 
 /// Tasks (`GET /tasks`, `GET /dlq`) as a table.
 pub fn tasks(tasks: &[Value]) -> String {
@@ -138,12 +132,12 @@ pub fn task(task: &Value) -> String {
 /// Queues (`GET /queues`) as a table: name, paused, counts per status.
 pub fn queues(queues: &[Value]) -> String {
     let mut header = vec!["QUEUE", "PAUSED"];
-    let upper: Vec<String> = STATUSES.iter().map(|s| s.to_uppercase()).collect();
+    let upper: Vec<String> = statuses().map(str::to_uppercase).collect();
     header.extend(upper.iter().map(String::as_str));
     let mut t = table(&header);
     for q in queues {
         let mut row = vec![cell(&q["queue"]), cell(&q["paused"])];
-        row.extend(STATUSES.iter().map(|s| cell(&q["counts"][s])));
+        row.extend(statuses().map(|s| cell(&q["counts"][s])));
         t.add_row(row);
     }
     t.to_string()

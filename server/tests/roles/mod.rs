@@ -18,8 +18,18 @@ pub struct Proc(pub Option<Child>);
 impl Proc {
     /// Start `orq <args>` with `ORQ_LOG=warn`, its stderr shown with the test's output.
     pub fn spawn(args: &[&str]) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_orq"))
+        Proc::spawn_with(args, &[], &[])
+    }
+
+    /// [`Proc::spawn`] with the variables `remove` taken out of its environment and `env` set.
+    pub fn spawn_with(args: &[&str], remove: &[&str], env: &[(&str, &str)]) -> Proc {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_orq"));
+        for v in remove {
+            c.env_remove(v);
+        }
+        let child = c
             .args(args)
+            .envs(env.iter().copied())
             .env("ORQ_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
