@@ -547,6 +547,20 @@ async fn open_store(args: &StoreArgs, role: &str, embedded_ok: bool) -> Result<R
     })
 }
 
+/// [`open_store`], given up when `shutdown` comes first (SIGTERM while orq still waits for a
+/// Redis that does not answer): `None`, and the role exits cleanly without starting.
+async fn open_or_stop(
+    args: &StoreArgs,
+    role: &str,
+    embedded_ok: bool,
+    shutdown: &CancellationToken,
+) -> Result<Option<Runtime>, String> {
+    tokio::select! {
+        rt = open_store(args, role, embedded_ok) => rt.map(Some),
+        _ = shutdown.cancelled() => Ok(None),
+    }
+}
+
 /// How often startup asks again a Redis that does not answer yet.
 const STARTUP_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -848,7 +862,9 @@ pub async fn run(cli: Cli) -> Result<(), String> {
                 }
             }
             let (setup, listener) = api.expect("serve has an API");
-            let rt = open_store(&a.store, "serve", true).await?;
+            let Some(rt) = open_or_stop(&a.store, "serve", true, &shutdown).await? else {
+                return Ok(());
+            };
             // --concurrency 0: no built-in worker (tasks run on HTTP workers, /api/v1/leases,
             // or `orq worker` processes).
             let worker = match a.pool.concurrency {
@@ -871,12 +887,16 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Api(a) => {
             let (setup, listener) = api.expect("api has an API");
-            let rt = open_store(&a.store, "api", false).await?;
+            let Some(rt) = open_or_stop(&a.store, "api", false, &shutdown).await? else {
+                return Ok(());
+            };
             serve_http(&rt, listener, &setup, &a.web, &a.http, shutdown).await
         }
         Command::Worker(a) => {
             a.metrics.serve(shutdown.clone()).await?;
-            let rt = open_store(&a.store, "worker", false).await?;
+            let Some(rt) = open_or_stop(&a.store, "worker", false, &shutdown).await? else {
+                return Ok(());
+            };
             let worker = make_worker(&rt, &a.pool, &a.http)?;
             ready_line(&format!("orq worker {} started", worker.id()));
             worker.run(shutdown).await;
@@ -884,7 +904,9 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         }
         Command::Scheduler(a) => {
             a.metrics.serve(shutdown.clone()).await?;
-            let rt = open_store(&a.store, "scheduler", false).await?;
+            let Some(rt) = open_or_stop(&a.store, "scheduler", false, &shutdown).await? else {
+                return Ok(());
+            };
             let scheduler = make_scheduler(&rt);
             scheduler.run(shutdown).await;
             Ok(())

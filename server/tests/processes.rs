@@ -349,3 +349,41 @@ async fn json_logs_are_one_object_per_line() {
         "{log}"
     );
 }
+
+// Goal: SIGTERM stops a role that still waits for its Redis at startup (it used to wait for
+// ever, ignoring the signal, until a SIGKILL). Method: each role against a Redis address where
+// nothing listens; once it says it waits, SIGTERM; it exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_a_role_waiting_for_its_redis() {
+    use std::io::BufRead as _;
+    let nowhere = format!("redis://{}/", free_listen_addr());
+    for role in ["worker", "scheduler", "api"] {
+        let listen = free_listen_addr();
+        let mut args = vec![role, "--redis", &nowhere];
+        if role == "api" {
+            args.extend(["--listen", &listen]);
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args(&args)
+            .env("ORQ_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn orq");
+        let stderr = child.stderr.take().unwrap();
+        let mut proc = Proc(Some(child));
+        let waiting = tokio::task::spawn_blocking(move || {
+            std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+                .any(|l| l.contains("Redis not reachable yet"))
+        });
+        let said = tokio::time::timeout(WAIT, waiting).await;
+        assert!(
+            matches!(said, Ok(Ok(true))),
+            "{role} never said it waits for Redis"
+        );
+        let status = proc.terminate(role).await;
+        assert!(status.success(), "{role}: {status:?}");
+    }
+}
