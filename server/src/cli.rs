@@ -809,6 +809,28 @@ pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
     ))
 }
 
+/// The checks of a role's options that need no store, made before anything starts (and by
+/// `orq config print`): directories, worker numbers and id, the API's keys file and limits.
+/// Errors are for the user (exit code 2).
+pub fn preflight(command: &Command) -> Result<(), String> {
+    match command {
+        Command::Serve(a) => {
+            check_web(&a.web)?;
+            a.listen.setup()?;
+            if a.pool.concurrency != 0 {
+                a.pool.check()?;
+            }
+        }
+        Command::Api(a) => {
+            check_web(&a.web)?;
+            a.listen.setup()?;
+        }
+        Command::Worker(a) => a.pool.check()?,
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
 pub async fn run(cli: Cli) -> Result<(), String> {
     if let Command::Key(KeyCommand::New(a)) = &cli.command {
@@ -822,17 +844,7 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         say!("{}", crate::config::print(a)?.trim_end_matches('\n'));
         return Ok(());
     }
-    match &cli.command {
-        Command::Serve(a) => {
-            check_web(&a.web)?;
-            if a.pool.concurrency != 0 {
-                a.pool.check()?;
-            }
-        }
-        Command::Api(a) => check_web(&a.web)?,
-        Command::Worker(a) => a.pool.check()?,
-        _ => {}
-    }
+    preflight(&cli.command)?;
     // Check the API's options and bind its address before anything starts, so a bad keys file
     // or a refused address stops orq at once (exit code 2).
     let api = match &cli.command {

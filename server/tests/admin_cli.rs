@@ -203,7 +203,8 @@ async fn admin_commands_against_a_live_orq() {
     assert_eq!(dead_t2["tasks"].as_array().unwrap().len(), 2);
 
     // DLQ: replay one by id, then every t1 task, then purge the rest.
-    let v = live.json(&["dlq", "replay", "--queue", "mail", &ids[0]]);
+    // (Named twice: counted once.)
+    let v = live.json(&["dlq", "replay", "--queue", "mail", &ids[0], &ids[0]]);
     assert_eq!(v["replayed"], 1, "{v}");
     let v = live.json(&[
         "dlq", "replay", "--queue", "mail", "--all", "--tenant", "t1",
@@ -375,6 +376,45 @@ async fn exit_codes_name_what_went_wrong() {
         err.contains("cannot reach orq") && err.contains("refused"),
         "{err}"
     );
+
+    // 2: values with no JSON form, a setting both set and cleared, an empty id, a URL with a
+    // query.
+    for args in [
+        &["tenants", "set", "-q", "codes", "acme", "--weight", "NaN"][..],
+        &[
+            "tenants",
+            "set",
+            "-q",
+            "codes",
+            "acme",
+            "--rate-per-s",
+            "inf",
+        ],
+        &[
+            "tenants", "set", "-q", "codes", "acme", "--weight", "2", "--clear", "weight",
+        ],
+        &["tasks", "get", ""],
+    ] {
+        live.expect(2, args, &[]);
+    }
+    live.expect(
+        2,
+        &["queues", "list", "--url", &format!("{}?x=1", live.url)],
+        &[],
+    );
+
+    // 5, not 3: a 404 that is not orq's (a wrong path) says nothing about what was named; a
+    // password in --url is not printed.
+    let wrong = format!("{}/foo", live.url);
+    let (_, err) = live.expect(5, &["tasks", "get", &id, "--url", &wrong], &[]);
+    assert!(err.contains("is --url an orq API?"), "{err}");
+    let with_pw = wrong.replacen("http://", "http://user:topsecret@", 1);
+    let (_, err) = live.expect(5, &["queues", "list", "--url", &with_pw], &[]);
+    assert!(!err.contains("topsecret"), "{err}");
+
+    // A key read from a file keeps its newline: it still works.
+    let key = format!("{}\n", live.admin);
+    live.expect(0, &["queues", "list"], &[("ORQ_API_KEY", &key)]);
 
     // --help lists the codes.
     let (help, _) = live.expect(0, &["dlq", "--help"], &[]);

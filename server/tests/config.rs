@@ -197,7 +197,17 @@ fn passwords_in_urls_are_redacted() {
                 "print",
                 "api",
                 "--redis",
-                "redis+cluster://u:flagpw@a:1,b:2",
+                "redis+cluster://u:flagpw@a:1,u:flagpw@b:2",
+            ],
+            vec![],
+        ),
+        (
+            vec![
+                "config",
+                "print",
+                "api",
+                "--redis",
+                "redis://a:1/?password=flagpw",
             ],
             vec![],
         ),
@@ -206,7 +216,7 @@ fn passwords_in_urls_are_redacted() {
         for pw in ["filepw", "envpw", "flagpw"] {
             assert!(!p.contains(pw), "{pw} printed:\n{p}");
         }
-        assert!(line(&p, "redis").contains(":***@"), "{p}");
+        assert!(line(&p, "redis").contains("***"), "{p}");
     }
 }
 
@@ -272,6 +282,21 @@ fn bad_files_stop_orq_naming_the_file_line_and_key() {
             "http-allow = [\"ftp://x/\"]\n",
             ":1: http-allow: invalid value 'ftp://x/'",
         ),
+        (
+            "worker",
+            "concurrency = [4]\n",
+            ":1: concurrency: one value is expected",
+        ),
+        (
+            "worker",
+            "[api]\nwait-replicas = 17\n",
+            ":2: wait-replicas: invalid value '17'",
+        ),
+        (
+            "worker",
+            "insecure-no-auth = \"yes\"\n",
+            ":1: insecure-no-auth: true or false",
+        ),
     ] {
         let f = dir.file("bad.toml", text);
         let o = orq(&[role, "--config", &f, "--redis", unreachable], &[]);
@@ -290,6 +315,26 @@ fn bad_files_stop_orq_naming_the_file_line_and_key() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("config file /nonexistent/orq.toml: cannot read it"));
+    // `orq config print` makes the checks the role makes before it starts.
+    let f = dir.file("range.toml", "lanes = 17\n");
+    let o = orq(&["config", "print", "worker", "--config", &f], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("--lanes: must be 1..=16 (set in {f}:1)")),
+        "{err}"
+    );
+    let o = orq(&["config", "print", "worker", "--bogus"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("error:").count(), 1, "{err}");
+    // A directory is refused; an empty file (or /dev/null, or a pipe) is an empty config.
+    let o = orq(&["worker", "--config", dir.0.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a directory"));
+    stdout(&orq(
+        &["config", "print", "worker", "--config", "/dev/null"],
+        &[],
+    ));
     let o = orq(&["config", "print", "bench"], &[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -147,7 +147,7 @@ pub async fn replay_ids(api: &Api, queue: &str, ids: &[String]) -> Result<Done, 
         );
         match api.call(Method::POST, &path, None, 0).await {
             Ok(_) => done.done += 1,
-            Err(e) if e.exit == Exit::NotFound => done.gone.push(id.clone()),
+            Err(e) if gone(&e) => done.gone.push(id.clone()),
             Err(e) => {
                 pb.abandon();
                 return Err(cut_short(e, done.done, "replayed"));
@@ -178,12 +178,18 @@ pub async fn purge_ids(
     while let Some((id, r)) = results.next().await {
         match r {
             Ok(_) => done.done += 1,
-            Err(e) if e.exit == Exit::NotFound => done.gone.push(id),
+            Err(e) if gone(&e) => done.gone.push(id),
             Err(e) => return Err(cut_short(e, done.done, "purged")),
         }
         pb.inc(1);
     }
     Ok(done)
+}
+
+/// Whether `e` says a named task is not a dead task (any more): not found, or a conflict (it
+/// was replayed meanwhile).
+fn gone(e: &Failure) -> bool {
+    e.exit == Exit::NotFound || e.message.starts_with("conflict:")
 }
 
 /// A bar for [`purge_ids`] of `n` named tasks.

@@ -24,10 +24,16 @@ impl Api {
     /// `key` as a bearer token when given. Errors: a URL that is not http(s).
     pub fn new(url: &str, key: Option<String>) -> Result<Api, Failure> {
         let trimmed = url.trim_end_matches('/');
-        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+        let shown = crate::config::print::redact(url);
+        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://"))
+            || trimmed.contains(['?', '#'])
+        {
             return Err(Failure::new(
                 Exit::Usage,
-                format!("--url: {url:?} is not an http:// or https:// URL of an orq API"),
+                format!(
+                    "--url: {shown:?} is not the http:// or https:// URL of an orq API \
+                     (http://HOST:PORT, no query)"
+                ),
             ));
         }
         let base = if trimmed.ends_with("/api/v1") {
@@ -42,13 +48,19 @@ impl Api {
         Ok(Api {
             http,
             base,
-            key: key.filter(|k| !k.is_empty()),
+            // A key read from a file often ends with a newline.
+            key: key.map(|k| k.trim().to_string()).filter(|k| !k.is_empty()),
         })
     }
 
     /// The API's base URL (`.../api/v1`).
     pub fn base(&self) -> &str {
         &self.base
+    }
+
+    /// `url` as messages show it: a password in it replaced by `***`.
+    fn shown(url: &str) -> String {
+        crate::config::print::redact(url)
     }
 
     /// `method path` (path under `/api/v1`, with its query) with an optional JSON body; the
@@ -61,6 +73,7 @@ impl Api {
         extra_ms: u64,
     ) -> Result<Value, Failure> {
         let url = format!("{}{path}", self.base);
+        let shown = Api::shown(&url);
         let mut req = self
             .http
             .request(method.clone(), &url)
@@ -74,14 +87,21 @@ impl Api {
         let answer = req.send().await.map_err(|e| {
             Failure::new(
                 Exit::Unavailable,
-                format!("cannot reach orq at {}: {}", self.base, error_chain(&e)),
+                format!(
+                    "cannot reach orq at {}: {}",
+                    Api::shown(&self.base),
+                    Api::shown(&error_chain(&e))
+                ),
             )
         })?;
         let status = answer.status().as_u16();
         let text = answer.text().await.map_err(|e| {
             Failure::new(
                 Exit::Unavailable,
-                format!("{method} {url}: the answer was cut: {}", error_chain(&e)),
+                format!(
+                    "{method} {shown}: the answer was cut: {}",
+                    Api::shown(&error_chain(&e))
+                ),
             )
         })?;
         let json: Option<Value> = serde_json::from_str(&text).ok();
@@ -89,27 +109,33 @@ impl Api {
             return json.ok_or_else(|| {
                 Failure::new(
                     Exit::Unavailable,
-                    format!("{method} {url}: the answer is not JSON (HTTP {status}); is this an orq API?"),
+                    format!(
+                        "{method} {shown}: the answer is not JSON (HTTP {status}); is this an \
+                         orq API?"
+                    ),
                 )
             });
         }
-        let (code, message) = match json.as_ref().map(|j| &j["error"]) {
-            Some(e) if e["code"].is_string() => (
-                e["code"].as_str().unwrap_or_default().to_string(),
-                e["message"].as_str().unwrap_or_default().to_string(),
-            ),
-            _ => (
-                "http_error".to_string(),
+        match json.as_ref().map(|j| &j["error"]) {
+            Some(e) if e["code"].is_string() => Err(Failure::new(
+                Exit::of_status(status),
                 format!(
-                    "{method} {url}: {}",
-                    text.chars().take(200).collect::<String>()
+                    "{}: {} (HTTP {status})",
+                    e["code"].as_str().unwrap_or_default(),
+                    e["message"].as_str().unwrap_or_default()
                 ),
-            ),
-        };
-        Err(Failure::new(
-            Exit::of_status(status),
-            format!("{code}: {message} (HTTP {status})"),
-        ))
+            )),
+            // Not an orq error answer (a proxy's page, another server): its 404 says nothing
+            // about what was named, so it is not "not found".
+            _ => Err(Failure::new(
+                Exit::Unavailable,
+                format!(
+                    "{method} {shown}: HTTP {status} without an orq error answer; is --url an \
+                     orq API? (the answer began: {:?})",
+                    text.chars().take(80).collect::<String>()
+                ),
+            )),
+        }
     }
 
     /// GET `path`.

@@ -71,6 +71,7 @@ enum TasksCommand {
         #[command(flatten)]
         queue: QueueArg,
         /// The task id.
+        #[arg(value_parser = id)]
         id: String,
     },
     /// List a queue's tasks, newest first, a page at a time.
@@ -89,6 +90,7 @@ enum TasksCommand {
         #[command(flatten)]
         queue: QueueArg,
         /// The task id.
+        #[arg(value_parser = id)]
         id: String,
     },
 }
@@ -144,7 +146,8 @@ enum DlqCommand {
 struct BulkArgs {
     #[command(flatten)]
     queue: QueueArg,
-    /// The dead tasks' ids.
+    /// The dead tasks' ids (a repeated id counts once).
+    #[arg(value_parser = id)]
     ids: Vec<String>,
     /// Every dead task of the queue (with --tenant, --type: of that tenant, type).
     #[arg(long, conflicts_with = "ids")]
@@ -230,7 +233,7 @@ struct TenantSetArgs {
     /// The tenant.
     tenant: String,
     /// Fair-share weight in (0, 1000].
-    #[arg(long)]
+    #[arg(long, value_parser = finite)]
     weight: Option<f64>,
     /// Most live leases, 1..=1000000.
     #[arg(long = "max-inflight")]
@@ -239,7 +242,7 @@ struct TenantSetArgs {
     #[arg(long = "max-queued")]
     max_queued: Option<u64>,
     /// Leases per second, in (0, 1000000].
-    #[arg(long = "rate-per-s")]
+    #[arg(long = "rate-per-s", value_parser = finite)]
     rate_per_s: Option<f64>,
     /// Token bucket size of the rate limit, 1..=1000000.
     #[arg(long)]
@@ -249,6 +252,24 @@ struct TenantSetArgs {
     #[arg(long, value_delimiter = ',', value_name = "SETTING",
           value_parser = ["weight", "max-inflight", "max-queued", "rate-per-s", "burst"])]
     clear: Vec<String>,
+}
+
+/// A finite number (`NaN` and `inf` have no JSON form: sent as `null`, they would clear the
+/// setting).
+fn finite(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        Ok(_) => Err("a finite number is expected".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An id: not empty, no whitespace or control characters (it goes into a URL path).
+fn id(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("an id is not empty and has no spaces or control characters".into());
+    }
+    Ok(s.to_string())
 }
 
 /// One of the admin commands.
@@ -368,6 +389,8 @@ async fn dlq(api: &Api, out: Output, cmd: &DlqCommand) -> Result<String, Failure
         DlqCommand::Replay(b) | DlqCommand::Purge(b) => {
             let replay = matches!(cmd, DlqCommand::Replay(_));
             let q = &b.queue.queue;
+            let mut seen = std::collections::HashSet::new();
+            let ids: Vec<String> = b.ids.iter().filter(|i| seen.insert(*i)).cloned().collect();
             let done = match (b.all, replay) {
                 (true, _) => {
                     let f = bulk::Filter {
@@ -381,10 +404,10 @@ async fn dlq(api: &Api, out: Output, cmd: &DlqCommand) -> Result<String, Failure
                         bulk::purge_all(api, &f).await?
                     }
                 }
-                (false, true) => bulk::replay_ids(api, q, &b.ids).await?,
+                (false, true) => bulk::replay_ids(api, q, &ids).await?,
                 (false, false) => {
-                    let pb = bulk::purge_bar(b.ids.len());
-                    let d = bulk::purge_ids(api, q, &b.ids, &pb).await;
+                    let pb = bulk::purge_bar(ids.len());
+                    let d = bulk::purge_ids(api, q, &ids, &pb).await;
                     pb.finish_and_clear();
                     d?
                 }
@@ -400,7 +423,8 @@ async fn dlq(api: &Api, out: Output, cmd: &DlqCommand) -> Result<String, Failure
                 Err(Failure::new(
                     Exit::NotFound,
                     format!(
-                        "not_found: no dead task in queue {q} with id {}",
+                        "not_found: no dead task in queue {q} with id {} (not found, or no \
+                         longer dead)",
                         done.gone.join(", ")
                     ),
                 )
@@ -544,15 +568,19 @@ async fn tenants(api: &Api, out: Output, cmd: &TenantsCommand) -> Result<String,
                 }
             });
             if missing.is_empty() {
-                Ok(text)
-            } else {
-                let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-                Err(Failure::new(
-                    Exit::NotFound,
-                    format!("not_found: queue {q} has no tenant {}", names.join(", ")),
-                )
-                .with_stdout(text))
+                return Ok(text);
             }
+            let names: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+            let failure = Failure::new(
+                Exit::NotFound,
+                format!("not_found: queue {q} has no tenant {}", names.join(", ")),
+            );
+            // What was found is still printed; nothing when none was.
+            Err(if chosen.is_empty() {
+                failure
+            } else {
+                failure.with_stdout(text)
+            })
         }
         TenantsCommand::Set(s) => {
             let mut body = Map::new();
@@ -567,7 +595,14 @@ async fn tenants(api: &Api, out: Output, cmd: &TenantsCommand) -> Result<String,
             put("rate_per_s", s.rate_per_s.map(Value::from));
             put("burst", s.burst.map(Value::from));
             for c in &s.clear {
-                body.insert(c.replace('-', "_"), Value::Null);
+                let field = c.replace('-', "_");
+                if body.contains_key(&field) {
+                    return Err(Failure::new(
+                        Exit::Usage,
+                        format!("orq tenants set: --{c} and --clear {c}: give one of them"),
+                    ));
+                }
+                body.insert(field, Value::Null);
             }
             if body.is_empty() {
                 return Err(Failure::new(

@@ -22,6 +22,8 @@ pub struct Entry {
     pub words: Vec<String>,
     /// Whether the value was a TOML boolean.
     pub boolean: bool,
+    /// Whether the value was a TOML array (even of one element).
+    pub array: bool,
     /// `FILE:LINE` of the key, for messages.
     pub at: String,
 }
@@ -41,19 +43,28 @@ pub struct File {
 /// (a float, a date, a nested table, an array of arrays), named by `FILE:LINE: key`.
 pub fn read(path: &Path) -> Result<File, String> {
     let shown = path.display().to_string();
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("config file {shown}: cannot read it: {e}"))?;
-    if !meta.is_file() {
-        return Err(format!("config file {shown}: not a regular file"));
+    let cannot = |e: std::io::Error| format!("config file {shown}: cannot read it: {e}");
+    if std::fs::metadata(path).map_err(cannot)?.is_dir() {
+        return Err(format!("config file {shown}: a directory, not a file"));
     }
-    if meta.len() > FILE_BYTES_MAX {
+    // Read at most one byte more than allowed: a pipe (`--config <(...)`) has no size to check
+    // first.
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(cannot)?,
+            FILE_BYTES_MAX + 1,
+        ),
+        &mut bytes,
+    )
+    .map_err(cannot)?;
+    if bytes.len() as u64 > FILE_BYTES_MAX {
         return Err(format!(
-            "config file {shown}: {} bytes, more than the {FILE_BYTES_MAX} a config file may have",
-            meta.len()
+            "config file {shown}: more than the {FILE_BYTES_MAX} bytes a config file may have"
         ));
     }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("config file {shown}: cannot read it: {e}"))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("config file {shown}: not UTF-8 text (a TOML file is UTF-8)"))?;
     parse(&shown, &text)
 }
 
@@ -108,6 +119,7 @@ fn entry(
     let at = lines.at(key.span().start);
     let name = key.get_ref().to_string();
     let bad = |what: &str| format!("{at}: {prefix}{name}: {what}");
+    let array = matches!(value.get_ref(), DeValue::Array(_));
     let (words, boolean) =
         match value.get_ref() {
             DeValue::Array(items) => {
@@ -140,6 +152,7 @@ fn entry(
         key: name,
         words,
         boolean,
+        array,
         at,
     })
 }

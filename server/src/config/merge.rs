@@ -214,12 +214,18 @@ fn entries_for(
     let mut chosen: BTreeMap<String, Entry> = BTreeMap::new();
     let mut ignored = Vec::new();
     for e in file.top {
-        if e.key == CONFIG_ID || !roles.iter().any(|r| has(r, &e.key)) {
+        let Some(owner) = roles
+            .iter()
+            .find(|r| has(r, &e.key))
+            .filter(|_| e.key != CONFIG_ID)
+        else {
             return Err(bad_key(&e, None));
-        }
+        };
         if has(this, &e.key) {
             chosen.insert(e.key.clone(), e);
         } else {
+            // Checked as the role that reads it would: a bad value is found by any role.
+            check_entry(owner, &e).map_err(Error::Config)?;
             ignored.push((e.key, e.at));
         }
     }
@@ -237,6 +243,8 @@ fn entries_for(
             }
             if name == role {
                 chosen.insert(e.key.clone(), e);
+            } else {
+                check_entry(cmd, &e).map_err(Error::Config)?;
             }
         }
     }
@@ -244,6 +252,15 @@ fn entries_for(
     let mut entries: Vec<Entry> = chosen.into_values().collect();
     entries.sort_by_key(|e| line_of(&e.at));
     Ok((entries, ignored))
+}
+
+/// Check `e` against the option of `cmd` it names (which `cmd` has).
+fn check_entry(cmd: &Command, e: &Entry) -> Result<(), String> {
+    let arg = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some(e.key.as_str()))
+        .expect("the caller checked the key");
+    check(arg, e, matches!(arg.get_action(), ArgAction::SetTrue))
 }
 
 /// The line number of `FILE:LINE`.
@@ -265,7 +282,7 @@ fn check(arg: &Arg, e: &Entry, switch: bool) -> Result<(), String> {
         return Ok(());
     }
     let many = arg.get_value_delimiter().is_some() || matches!(arg.get_action(), ArgAction::Append);
-    if !many && e.words.len() != 1 {
+    if !many && (e.array || e.words.len() != 1) {
         return Err(at(format!(
             "one value is expected, not an array of {}",
             e.words.len()
@@ -290,7 +307,7 @@ fn check(arg: &Arg, e: &Entry, switch: bool) -> Result<(), String> {
 }
 
 /// clap's message on one line, without its `error: ` prefix and its usage hints.
-fn first_line(e: &clap::Error) -> String {
+pub fn first_line(e: &clap::Error) -> String {
     let text = e.render().to_string();
     let message = text.split("\n\n").next().unwrap_or_default();
     let message = message.strip_prefix("error: ").unwrap_or(message);

@@ -90,11 +90,22 @@ pub fn print(a: &PrintArgs) -> Result<String, String> {
     }
     let mut argv = vec![OsString::from("orq"), OsString::from(&a.role)];
     argv.extend(a.flags.iter().cloned());
-    match merge::merge(&cli, argv) {
-        Ok(merged) => Ok(print::render(&cli, &merged)),
-        Err(Error::Config(e)) => Err(e),
-        Err(Error::Clap(e)) => Err(format!("orq config print {}: {}", a.role, e.render())),
-    }
+    let merged = match merge::merge(&cli, argv) {
+        Ok(merged) => merged,
+        Err(Error::Config(e)) => return Err(e),
+        Err(Error::Clap(e)) => {
+            return Err(format!(
+                "orq config print {}: {}",
+                a.role,
+                merge::first_line(&e)
+            ))
+        }
+    };
+    // The checks a role makes before it starts: a configuration it would refuse is not printed
+    // as if it were fine.
+    let parsed = Cli::from_arg_matches(&merged.matches).map_err(|e| merge::first_line(&e))?;
+    crate::cli::preflight(&parsed.command).map_err(|e| merged.annotate(e))?;
+    Ok(print::render(&cli, &merged))
 }
 
 #[cfg(test)]

@@ -116,26 +116,54 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// `word` with the password of a URL's user information (`scheme://user:PASSWORD@host`) replaced
-/// by [`REDACTED`]; a word that is no such URL is kept.
+/// `word` with the passwords of a URL replaced by [`REDACTED`]: the password of each host's
+/// user information (`scheme://user:PASSWORD@host`, and every `user:PASSWORD@host` of a
+/// comma-separated host list) and the value of a `password`, `pass`, `pwd`, `secret` or `token`
+/// query parameter. A word that holds no URL is kept.
 pub fn redact(word: &str) -> String {
     let Some(scheme_end) = word.find("://") else {
         return word.to_string();
     };
-    let rest = &word[scheme_end + 3..];
+    let (head, rest) = word.split_at(scheme_end + 3);
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some(at) = rest[..authority_end].rfind('@') else {
-        return word.to_string();
+    let (authority, tail) = rest.split_at(authority_end);
+    let hosts: Vec<String> = authority
+        .split(',')
+        .map(|h| match h.rfind('@') {
+            Some(at) => match h[..at].find(':') {
+                Some(colon) => format!("{}{REDACTED}{}", &h[..colon + 1], &h[at..]),
+                None => h.to_string(),
+            },
+            None => h.to_string(),
+        })
+        .collect();
+    format!("{head}{}{}", hosts.join(","), redact_query(tail))
+}
+
+/// The query parameters named like secrets in `tail` (a URL's path, query and fragment) with
+/// their values replaced by [`REDACTED`].
+fn redact_query(tail: &str) -> String {
+    let Some(q) = tail.find('?') else {
+        return tail.to_string();
     };
-    let Some(colon) = rest[..at].find(':') else {
-        return word.to_string();
+    let (path, query) = tail.split_at(q + 1);
+    let (query, fragment) = match query.find('#') {
+        Some(f) => query.split_at(f),
+        None => (query, ""),
     };
-    format!(
-        "{}{}{REDACTED}{}",
-        &word[..scheme_end + 3],
-        &rest[..colon + 1],
-        &rest[at..]
-    )
+    let params: Vec<String> = query
+        .split('&')
+        .map(|p| match p.split_once('=') {
+            Some((k, _))
+                if ["password", "pass", "pwd", "secret", "token"]
+                    .contains(&k.to_ascii_lowercase().as_str()) =>
+            {
+                format!("{k}={REDACTED}")
+            }
+            _ => p.to_string(),
+        })
+        .collect();
+    format!("{path}{}{fragment}", params.join("&"))
 }
 
 #[cfg(test)]
@@ -164,6 +192,19 @@ mod tests {
                 "https://hooks.example/api/?a=b@c",
             ),
             ("127.0.0.1:8080", "127.0.0.1:8080"),
+            (
+                "redis+cluster://u:pw@h1:1,u:pw2@h2:2/0",
+                "redis+cluster://u:***@h1:1,u:***@h2:2/0",
+            ),
+            (
+                "redis://h:1/?password=s3cret&db=2",
+                "redis://h:1/?password=***&db=2",
+            ),
+            ("redis://h:1/0?Token=x#frag", "redis://h:1/0?Token=***#frag"),
+            (
+                "error sending request for url (http://a:b@h:1/api/v1/x)",
+                "error sending request for url (http://a:***@h:1/api/v1/x)",
+            ),
         ] {
             assert_eq!(redact(word), want, "{word}");
         }
