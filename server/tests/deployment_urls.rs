@@ -14,7 +14,6 @@ use orq::testing::{RedisCluster, RedisSentinel, RedisServer};
 use roles::*;
 use serde_json::Value;
 use std::io::Read;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// `orq <role> --redis <url>` (with a free `--listen` for the API): its exit code and stderr.
@@ -28,13 +27,7 @@ fn run_role(role: &str, url: &str) -> (Option<i32>, String) {
     if role == "serve" {
         args.push("--no-dashboard-build");
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
-        .args(&args)
-        .env("ORQ_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn orq");
+    let mut child = Proc::spawn_piped(&args, "warn");
     let deadline = Instant::now() + WAIT;
     let status = loop {
         if let Some(status) = child.try_wait().expect("try_wait") {

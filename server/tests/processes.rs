@@ -252,13 +252,7 @@ fn startup_log_names_the_redis_it_connected_to() {
     use std::io::{BufRead, BufReader};
     let redis = RedisServer::start();
     let url = redis.url();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
-        .args(["scheduler", "--redis", &url])
-        .env("ORQ_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn orq scheduler");
+    let mut child = Proc::spawn_piped(&["scheduler", "--redis", &url], "info");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -363,13 +357,7 @@ async fn sigterm_stops_a_role_waiting_for_its_redis() {
         if role == "api" {
             args.extend(["--listen", &listen]);
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_orq"))
-            .args(&args)
-            .env("ORQ_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn orq");
+        let mut child = Proc::spawn_piped(&args, "warn");
         let stderr = child.stderr.take().unwrap();
         let mut proc = Proc(Some(child));
         let waiting = tokio::task::spawn_blocking(move || {

@@ -38,6 +38,18 @@ impl Proc {
         Proc(Some(child))
     }
 
+    /// Start `orq <args>` with `ORQ_LOG=log`, its stderr piped for the test to read (the
+    /// child's `stderr`).
+    pub fn spawn_piped(args: &[&str], log: &str) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_orq"))
+            .args(args)
+            .env("ORQ_LOG", log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn orq")
+    }
+
     /// Kill (SIGKILL) and reap it now.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.0.take() {
