@@ -34,7 +34,7 @@ use crate::openapi_errors::{
     TaskChangeErrors, TaskErrors,
 };
 use crate::ratelimit::SubmitLimiter;
-use crate::{dashboard, timelines};
+use crate::{dashboard, simulations, timelines};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -82,6 +82,8 @@ pub struct AppState {
     pub dashboard: Option<Arc<dashboard::Source>>,
     /// The directory of simulation timelines (`None`: the `/timelines` routes answer 404).
     pub timelines: Option<Arc<PathBuf>>,
+    /// Simulation runs (`None`: the `/simulations` routes answer 503).
+    pub simulator: Option<Arc<crate::simulations::Simulator>>,
     /// Cancelled when the server shuts down: ends the open event streams, so graceful shutdown
     /// does not wait for their clients.
     pub shutdown: CancellationToken,
@@ -126,6 +128,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/events", get(live::events))
         .route("/api/v1/timelines", get(timelines::list))
         .route("/api/v1/timelines/{name}", get(timelines::get))
+        .route(
+            "/api/v1/simulations",
+            get(simulations::status).post(simulations::run),
+        )
         .route("/metrics", get(crate::metrics::prometheus))
         .route_layer(axum::middleware::from_fn_with_state(
             state.auth.clone(),
@@ -220,6 +226,7 @@ impl AppState {
             allow,
             dashboard: None,
             timelines: None,
+            simulator: None,
             shutdown: CancellationToken::new(),
             auth: Auth::Off,
             submit_limit: Some(SubmitLimiter::new(
@@ -284,6 +291,12 @@ impl AppState {
     /// Serve the simulation timelines of `dir` under `/api/v1/timelines`.
     pub fn with_timelines(mut self, dir: PathBuf) -> Self {
         self.timelines = Some(Arc::new(dir));
+        self
+    }
+
+    /// Run simulations from `/api/v1/simulations` with `simulator`.
+    pub fn with_simulator(mut self, simulator: crate::simulations::Simulator) -> Self {
+        self.simulator = Some(Arc::new(simulator));
         self
     }
 

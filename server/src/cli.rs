@@ -368,6 +368,9 @@ pub struct WebArgs {
     /// routes answer 404.
     #[arg(long, env = "ORQ_TIMELINES", value_name = "DIR")]
     pub timelines: Option<PathBuf>,
+    /// How the dashboard's simulation runs are started and bounded.
+    #[command(flatten)]
+    pub sim: crate::simulations::SimArgs,
 }
 
 impl WebArgs {
@@ -702,6 +705,7 @@ async fn serve_http(
     if let Some(dir) = &web.timelines {
         state = state.with_timelines(dir.clone());
     }
+    state = state.with_simulator(crate::simulations::Simulator::new(web.sim.clone()));
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     if let Auth::Keys(keys) = &setup.auth {
         tracing::info!(keys = keys.len(), "API keys required (--api-keys)");

@@ -24,6 +24,7 @@ pub mod pull;
 pub mod ratelimit;
 pub mod redis_checks;
 pub mod serve;
+pub mod simulations;
 pub mod timelines;
 
 pub use api::{app, AppState};

@@ -12,7 +12,7 @@
 
 use crate::error::ErrorBody;
 use crate::extract::NoQuery;
-use crate::{api, live, model, timelines};
+use crate::{api, live, model, simulations, timelines};
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use orq::{AttemptOutcome, Status};
@@ -88,6 +88,8 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         live::events,
         timelines::list,
         timelines::get,
+        simulations::status,
+        simulations::run,
         crate::metrics::prometheus,
     ),
     components(
@@ -114,6 +116,7 @@ pub async fn openapi_json(_: NoQuery) -> Response {
             report each lease's outcome with its token (admin and worker keys)."),
         (name = "live", description = "Live views: events, metrics, workers."),
         (name = "timelines", description = "Simulation timelines (`--timelines DIR`)."),
+        (name = "simulations", description = "Simulation runs of orq's simulator, started from the dashboard (`--sim-binary`)."),
         (name = "health", description = "Liveness, readiness and this document (public), and \
             the Prometheus metrics (`/metrics`, admin keys)."),
     )

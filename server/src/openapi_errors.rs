@@ -106,6 +106,12 @@ error_set!(
         LeaseLost, Cancelled, PayloadTooLarge, StoreUnavailable
 );
 error_set!(
+    /// Running a simulation (admin keys only): [`BodyErrors`] and 409 (a run is in progress),
+    /// 422 (beyond the bounds), 503 `unavailable` (the simulator is missing or being built).
+    SimulationErrors: BadRequest, Unauthorized, Forbidden, RequestTimeout, Conflict,
+        PayloadTooLarge, Unprocessable, Unavailable
+);
+error_set!(
     /// Reading a timeline file: 400, 401, 403, 404, 413 (the file is over its limit).
     FileErrors: BadRequest, Unauthorized, Forbidden, NotFound, PayloadTooLarge
 );

@@ -464,6 +464,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/simulations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /api/v1/simulations` → [`SimulatorJson`]. Looks for the simulator binary (not more than
+         *     once a few seconds); never builds it. 403 for a tenant key.
+         */
+        get: operations["get_simulator"];
+        put?: never;
+        /**
+         * `POST /api/v1/simulations` with a [`SimulationRequest`] → 200 `application/x-ndjson`: the
+         *     run's timeline as the simulator writes it (header line first, `end` line last); a run the
+         *     server stops (deadline, memory, the process died) ends with an `aborted` line instead. 422
+         *     for values beyond the bounds ([`SimulatorJson::limits`], unknown families or bugs), 409
+         *     while another run is in progress, 503 `unavailable` with `Retry-After` while the simulator
+         *     is being built (the first such request on a source checkout starts the build) and without
+         *     one when it cannot be found; 403 for a tenant key.
+         */
+        post: operations["run_simulation"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tasks": {
         parameters: {
             query?: never;
@@ -1163,6 +1192,74 @@ export interface components {
          * @enum {string}
          */
         ReportedJson: "applied" | "already_applied";
+        /** @description The bounds of a run, as `GET /simulations` reports them. */
+        SimulationLimits: {
+            /**
+             * Format: int64
+             * @description Address space of a run's process, bytes.
+             */
+            memory_bytes: number;
+            /**
+             * Format: int64
+             * @description Largest `seed`.
+             */
+            seed_max: number;
+            /**
+             * Format: int32
+             * @description Largest `tasks` (0 when the simulator is not available).
+             */
+            tasks_max: number;
+            /**
+             * Format: int64
+             * @description A run is stopped after this long, ms.
+             */
+            timeout_ms: number;
+        };
+        /** @description One simulation run: a seed, and optionally draws chosen instead of the seed's. */
+        SimulationRequest: {
+            /**
+             * @description The fault families switched on (of `GET /simulations`' `families`); absent or null: the
+             *     seed's own draw (each seed switches a random subset on); `[]`: no faults.
+             */
+            faults?: string[] | null;
+            /**
+             * @description Roll the store back to an earlier snapshot once (an unsynced Redis crash or an
+             *     asynchronous failover); the invariants are weakened accordingly.
+             */
+            lossy?: boolean;
+            /**
+             * @description A bug planted on purpose, to watch the simulator catch it (of `GET /simulations`'
+             *     `planted`; default `none`).
+             */
+            planted?: string | null;
+            /**
+             * Format: int64
+             * @description The seed: with the same choices, the same run (0..=2^53-1).
+             */
+            seed: number;
+            /**
+             * Format: int32
+             * @description Tasks submitted instead of the seed's draw (20..=120): 1..=`limits.tasks_max`.
+             */
+            tasks?: number | null;
+        };
+        /** @description `GET /api/v1/simulations`: whether a run can start, and what it can be asked for. */
+        SimulatorJson: {
+            /** @description The simulator is here: a run can start, unless one is `running`. */
+            available: boolean;
+            /** @description The server is building the simulator from its source checkout (the first run only). */
+            building: boolean;
+            /** @description The fault families a run can switch on (empty when not available). */
+            families: string[];
+            /** @description The bounds of a run. */
+            limits: components["schemas"]["SimulationLimits"];
+            /** @description The bugs a run can plant on purpose, `none` first (empty when not available). */
+            planted: string[];
+            /** @description Why no run can start, when `available` is false. */
+            reason?: string | null;
+            /** @description A run is in progress (one at a time per API process). */
+            running: boolean;
+        };
         /**
          * @description A task's status.
          * @enum {string}
@@ -2322,6 +2419,62 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_simulator: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Whether a run can start, and its options. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SimulatorJson"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    run_simulation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SimulationRequest"];
+            };
+        };
+        responses: {
+            /** @description The run's timeline, streamed as it is written (format: docs/timeline.md). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["PayloadTooLarge"];
+            422: components["responses"]["Unprocessable"];
             503: components["responses"]["Unavailable"];
         };
     };

@@ -9,7 +9,10 @@ use clap::{Parser, Subcommand};
 /// call (Lua's allocator goes through this one too).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use orq_sim::harness::{replay_command, run, PlantedBug, SimConfig, Verdict, FULL_CHECK_EVERY};
+use orq_sim::harness::{
+    replay_command, run, run_streaming, Choice, PlantedBug, SimConfig, Verdict, FAULT_FAMILIES,
+    FULL_CHECK_EVERY, TASKS_MAX,
+};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -33,9 +36,17 @@ enum Cmd {
         /// The seed (also ORQ_SIM_SEED).
         #[arg(long, env = "ORQ_SIM_SEED")]
         seed: u64,
-        /// Write the timeline (JSON Lines, see docs/timeline.md) to FILE.
+        /// Write the timeline (JSON Lines, see docs/timeline.md) to FILE; `-` streams it to
+        /// stdout as the run goes (line by line, the header first) and prints the summary on
+        /// stderr.
         #[arg(long, value_name = "FILE")]
         timeline: Option<PathBuf>,
+        #[command(flatten)]
+        choice: ChoiceArgs,
+        /// Limit the process's address space to MB megabytes (RLIMIT_AS): a run that needs
+        /// more fails to allocate and aborts instead of taking the machine's memory.
+        #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
+        max_memory_mb: Option<u64>,
         /// Plant a known bug (tests of the simulator): complete_ignores_token,
         /// lease_ignores_run_at, reap_does_not_count_attempt, worker_ignores_lost_lease,
         /// worker_drops_refused_outcome, heartbeat_waits_interval (these two show on seeds
@@ -59,6 +70,8 @@ enum Cmd {
         /// Seed range, `A..B`.
         #[arg(long, value_name = "A..B")]
         seeds: String,
+        #[command(flatten)]
+        choice: ChoiceArgs,
         /// Plant a known bug (see `run --help`).
         #[arg(long, default_value = "none")]
         planted: String,
@@ -75,11 +88,54 @@ enum Cmd {
         #[arg(long, value_name = "N")]
         jobs: Option<usize>,
     },
+    /// Print what a run can be asked for, as JSON: the fault families, the planted bugs, the
+    /// most tasks (what `orq api` offers in the dashboard's run form).
+    Options,
 }
 
-fn config(seed: u64, planted: &str, lossy: bool, full_every: u64) -> Result<SimConfig, String> {
+/// Draws chosen instead of the seed's (the replay command repeats them).
+#[derive(Debug, clap::Args)]
+struct ChoiceArgs {
+    /// Switch on these fault families only, instead of the seed's own draw: `none`, or some of
+    /// crash,stall,clock,restart,network,refusal separated by commas.
+    #[arg(long, value_name = "LIST", value_parser = parse_families)]
+    faults: Option<Families>,
+    /// Submit N tasks instead of the seed's own draw (1..=1000).
+    #[arg(long, value_name = "N", value_parser = parse_tasks)]
+    tasks: Option<u32>,
+}
+
+impl ChoiceArgs {
+    fn choice(&self) -> Choice {
+        Choice {
+            families: self.faults.clone().map(|f| f.0),
+            tasks: self.tasks,
+        }
+    }
+}
+
+/// The value of `--faults` (a list in one value, so clap sees one value, not several).
+#[derive(Debug, Clone)]
+struct Families(Vec<String>);
+
+fn parse_families(s: &str) -> Result<Families, String> {
+    Choice::parse_families(s).map(Families)
+}
+
+fn parse_tasks(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    Choice::check_tasks(n)
+}
+
+fn config(
+    seed: u64,
+    choice: &Choice,
+    planted: &str,
+    lossy: bool,
+    full_every: u64,
+) -> Result<SimConfig, String> {
     let bug = PlantedBug::parse(planted).ok_or_else(|| format!("unknown --planted {planted}"))?;
-    let mut c = SimConfig::draw(seed)
+    let mut c = SimConfig::draw_chosen(seed, choice.clone())
         .with_planted(bug)
         .with_full_check_every(full_every);
     if lossy {
@@ -136,53 +192,117 @@ where
     done.into_inner().unwrap().2
 }
 
+/// `orq-sim run`: run `c`, write or stream its timeline, print the summary; the exit code.
+fn run_one(c: &SimConfig, timeline: Option<&std::path::Path>) -> i32 {
+    let streaming = timeline.is_some_and(|p| p.as_os_str() == "-");
+    // The summary goes where the timeline does not.
+    let say = |line: String| {
+        if streaming {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    say(format!("seed {}", c.seed));
+    say(format!(
+        "config {}",
+        serde_json::to_string(c).unwrap_or_default()
+    ));
+    let t0 = Instant::now();
+    let r = if streaming {
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let mut closed = false;
+        let mut sink = |line: &str| {
+            // A reader that went away (the API stopped the run, `| head`) ends the output, and
+            // the run ends as it would have.
+            if !closed && writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                closed = true;
+            }
+        };
+        let r = run_streaming(c, &mut sink);
+        if r.verdict != Verdict::Pass && r.timeline.is_empty() {
+            // A crash (panic) leaves no `end` line in the stream: write one.
+            let end = serde_json::json!({"t_ms": null, "actor": "harness", "kind": "end",
+                "task": null, "tenant": null, "attempt": null,
+                "details": {"verdict": format!("{:?}", r.verdict), "stats": r.stats}});
+            sink(&end.to_string());
+        }
+        r
+    } else {
+        run(c)
+    };
+    let wall = t0.elapsed();
+    if let Some(path) = timeline.filter(|_| !streaming) {
+        if let Err(e) = std::fs::write(path, r.timeline_text()) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 64;
+        }
+        say(format!("timeline written to {}", path.display()));
+    }
+    say(format!(
+        "stats {}",
+        serde_json::to_string(&r.stats).unwrap_or_default()
+    ));
+    say(format!(
+        "verdict {:?} in {:.3} s wall, {} script calls ({:.0} calls/s)",
+        r.verdict,
+        wall.as_secs_f64(),
+        r.stats.script_calls,
+        r.stats.script_calls as f64 / wall.as_secs_f64().max(1e-9)
+    ));
+    if r.verdict != Verdict::Pass {
+        say(format!("replay: {}", replay_command(c)));
+    }
+    r.verdict.exit_code()
+}
+
 fn main() {
     let cli = Cli::parse();
     let code = match cli.command {
         Cmd::Run {
             seed,
             timeline,
+            choice,
+            max_memory_mb,
             planted,
             lossy,
             full_check_every,
         } => {
-            let c = match config(seed, &planted, lossy, full_check_every) {
+            let c = match config(seed, &choice.choice(), &planted, lossy, full_check_every) {
                 Ok(c) => c,
                 Err(e) => {
                     eprintln!("error: {e}");
                     std::process::exit(64);
                 }
             };
-            println!("seed {seed}");
-            println!("config {}", serde_json::to_string(&c).unwrap_or_default());
-            let t0 = Instant::now();
-            let r = run(&c);
-            let wall = t0.elapsed();
-            if let Some(path) = timeline {
-                if let Err(e) = std::fs::write(&path, r.timeline_text()) {
-                    eprintln!("error: cannot write {}: {e}", path.display());
+            if let Some(mb) = max_memory_mb {
+                let bytes = mb << 20;
+                if let Err(e) = rlimit::setrlimit(rlimit::Resource::AS, bytes, bytes) {
+                    eprintln!("error: cannot limit memory to {mb} MB: {e}");
                     std::process::exit(64);
                 }
-                println!("timeline written to {}", path.display());
             }
+            run_one(&c, timeline.as_deref())
+        }
+        Cmd::Options => {
+            let planted: Vec<&str> = std::iter::once(PlantedBug::None)
+                .chain(PlantedBug::ALL)
+                .chain(PlantedBug::TENANCY)
+                .map(PlantedBug::name)
+                .collect();
             println!(
-                "stats {}",
-                serde_json::to_string(&r.stats).unwrap_or_default()
+                "{}",
+                serde_json::json!({
+                    "families": FAULT_FAMILIES,
+                    "planted": planted,
+                    "tasks_max": TASKS_MAX,
+                })
             );
-            println!(
-                "verdict {:?} in {:.3} s wall, {} script calls ({:.0} calls/s)",
-                r.verdict,
-                wall.as_secs_f64(),
-                r.stats.script_calls,
-                r.stats.script_calls as f64 / wall.as_secs_f64().max(1e-9)
-            );
-            if r.verdict != Verdict::Pass {
-                println!("replay: {}", replay_command(&c));
-            }
-            r.verdict.exit_code()
+            0
         }
         Cmd::Check {
             seeds,
+            choice,
             planted,
             lossy,
             timelines,
@@ -196,7 +316,8 @@ fn main() {
                 eprintln!("error: --seeds must be A..B");
                 std::process::exit(64);
             };
-            if let Err(e) = config(a, &planted, lossy, full_check_every) {
+            let choice = choice.choice();
+            if let Err(e) = config(a, &choice, &planted, lossy, full_check_every) {
                 eprintln!("error: {e}");
                 std::process::exit(64);
             }
@@ -206,7 +327,8 @@ fn main() {
                 .max(1);
             let t0 = Instant::now();
             let out = check(a..b, jobs, |seed| {
-                let c = config(seed, &planted, lossy, full_check_every).expect("checked above");
+                let c = config(seed, &choice, &planted, lossy, full_check_every)
+                    .expect("checked above");
                 let r = run(&c);
                 let failed = (r.verdict != Verdict::Pass).then(|| {
                     let line = format!(

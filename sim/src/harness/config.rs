@@ -189,11 +189,12 @@ impl Faults {
             self.w_stall > 0,
             self.w_clock_jump > 0 || self.clock_offset_ms_max > 0 || self.drift_ppm_max > 0,
             self.w_script_flush > 0,
+            // A slow report alone is the stall family's (a worker paused between its work and
+            // its report); network turns it on too, with slow calls.
             self.p_fail_before > 0.0
                 || self.p_lost_reply > 0.0
                 || self.p_duplicate > 0.0
-                || self.p_slow_call > 0.0
-                || self.p_slow_report > 0.0,
+                || self.p_slow_call > 0.0,
             self.p_refusal > 0.0 || self.w_refusal > 0,
         ];
         FAULT_FAMILIES
@@ -269,6 +270,70 @@ pub struct SimConfig {
     /// (comparing its kept copy of the indexes with a fresh one); 1 = the whole queue after
     /// every call. Not drawn: [`FULL_CHECK_EVERY`] unless set (`orq-sim --full-check-every`).
     pub full_check_every: u64,
+    /// What the user chose instead of the seed's draw (`orq-sim run --faults`, `--tasks`; the
+    /// dashboard's run form). Absent from the timeline header when nothing was chosen.
+    #[serde(skip_serializing_if = "Choice::is_empty")]
+    pub chosen: Choice,
+}
+
+/// Draws a user overrides: the run is still the seed's in everything else, so `--seed N` with
+/// the same choices replays it.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct Choice {
+    /// The fault families switched on ([`FAULT_FAMILIES`]), instead of the seed's swarm draw;
+    /// empty: none. Each family on keeps the sizes the seed draws for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub families: Option<Vec<String>>,
+    /// Tasks submitted, instead of the seed's 20..=120 (at most [`TASKS_MAX`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u32>,
+}
+
+/// Most tasks a run may be asked for (`orq-sim run --tasks`): a run's memory and time grow with
+/// its tasks, and the API's runs are bounded by this too.
+pub const TASKS_MAX: u32 = 1_000;
+
+impl Choice {
+    /// True when nothing is chosen: the seed alone names the run.
+    pub fn is_empty(&self) -> bool {
+        self.families.is_none() && self.tasks.is_none()
+    }
+
+    /// Parse `--faults`: `none`, or family names separated by commas (each once, each one of
+    /// [`FAULT_FAMILIES`]); kept in [`FAULT_FAMILIES`]' order.
+    pub fn parse_families(s: &str) -> Result<Vec<String>, String> {
+        let s = s.trim();
+        if s == "none" {
+            return Ok(Vec::new());
+        }
+        let mut on = Vec::new();
+        for f in s.split(',').map(str::trim) {
+            if !FAULT_FAMILIES.contains(&f) {
+                return Err(format!(
+                    "unknown fault family {f:?}: expected `none` or some of {}",
+                    FAULT_FAMILIES.join(",")
+                ));
+            }
+            if on.iter().any(|o: &String| o == f) {
+                return Err(format!("fault family {f:?} given twice"));
+            }
+            on.push(f.to_string());
+        }
+        Ok(FAULT_FAMILIES
+            .iter()
+            .filter(|f| on.iter().any(|o| o == *f))
+            .map(|f| f.to_string())
+            .collect())
+    }
+
+    /// Check `tasks`: 1..=[`TASKS_MAX`].
+    pub fn check_tasks(tasks: u32) -> Result<u32, String> {
+        if (1..=TASKS_MAX).contains(&tasks) {
+            Ok(tasks)
+        } else {
+            Err(format!("tasks must be 1..={TASKS_MAX}, not {tasks}"))
+        }
+    }
 }
 
 /// Calls between two whole-queue checks by default (see [`SimConfig::full_check_every`]).
@@ -322,6 +387,12 @@ const TENANCY_DRAIN_MS: u64 = 200_000;
 impl SimConfig {
     /// Draw a configuration from `seed`. The same seed always gives the same configuration.
     pub fn draw(seed: u64) -> SimConfig {
+        SimConfig::draw_chosen(seed, Choice::default())
+    }
+
+    /// Draw a configuration from `seed`, with `chosen` in place of the draws it overrides. The
+    /// other draws are the seed's own: with nothing chosen this is [`SimConfig::draw`].
+    pub fn draw_chosen(seed: u64, chosen: Choice) -> SimConfig {
         let mut r = ChaCha12Rng::seed_from_u64(seed ^ 0x6f72_715f_7369_6d00);
         let lease_ms = [1_000, 2_000, 5_000][r.random_range(0..3)];
         SimConfig {
@@ -377,11 +448,23 @@ impl SimConfig {
             tenant_limits: Vec::new(),
             aging_step_ms: 0,
             full_check_every: FULL_CHECK_EVERY,
+            chosen: Choice::default(),
         }
+        .choose(chosen)
         .draw_tenancy()
         .draw_swarm()
         .draw_pull()
         .size_liveness_budget()
+    }
+
+    /// Apply the chosen task count before the draws that depend on it (tenancy caps, the
+    /// liveness budget); the families are applied by [`SimConfig::draw_swarm`].
+    fn choose(mut self, chosen: Choice) -> SimConfig {
+        if let Some(t) = chosen.tasks {
+            self.tasks = t;
+        }
+        self.chosen = chosen;
+        self
     }
 
     /// The liveness budget: ten virtual minutes, or, when the drawn work needs more, the work
@@ -424,10 +507,18 @@ impl SimConfig {
     /// family that is on has every weight at least 1, so it really happens.
     fn draw_swarm(mut self) -> SimConfig {
         let mut r = ChaCha12Rng::seed_from_u64(self.seed ^ SWARM_SALT);
-        let on: Vec<bool> = FAULT_FAMILIES
+        let mut on: Vec<bool> = FAULT_FAMILIES
             .iter()
             .map(|_| r.random_bool(P_FAMILY_ON))
             .collect();
+        // Chosen families replace the draw; the sizes below are still drawn, so a family keeps
+        // the sizes this seed gives it.
+        if let Some(chosen) = &self.chosen.families {
+            on = FAULT_FAMILIES
+                .iter()
+                .map(|f| chosen.iter().any(|c| c == f))
+                .collect();
+        }
         let lease_ms = self.lease_ms;
         let p_refusal = r.random_range(0.0..0.05);
         let w_refusal = r.random_range(1..=3);

@@ -25,6 +25,8 @@ mod shadow;
 mod state_check;
 pub mod world;
 
-pub use config::{Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES, FULL_CHECK_EVERY};
-pub use run::{replay_command, run, Report, Verdict, TIMELINE_VERSION};
+pub use config::{
+    Choice, Faults, PlantedBug, SimConfig, EPOCH_MS, FAULT_FAMILIES, FULL_CHECK_EVERY, TASKS_MAX,
+};
+pub use run::{replay_command, run, run_streaming, Report, Verdict, TIMELINE_VERSION};
 pub use world::{RunStats, TenancyStats};

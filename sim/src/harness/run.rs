@@ -85,7 +85,50 @@ pub fn replay_command(config: &SimConfig) -> String {
     if config.full_check_every != super::config::FULL_CHECK_EVERY {
         cmd.push_str(&format!(" --full-check-every {}", config.full_check_every));
     }
+    if let Some(families) = &config.chosen.families {
+        let list = if families.is_empty() {
+            "none".to_string()
+        } else {
+            families.join(",")
+        };
+        cmd.push_str(&format!(" --faults {list}"));
+    }
+    if let Some(tasks) = config.chosen.tasks {
+        cmd.push_str(&format!(" --tasks {tasks}"));
+    }
     cmd
+}
+
+/// Where a streamed run's timeline lines go, each without its newline, in timeline order.
+pub type Sink<'a> = &'a mut dyn FnMut(&str);
+
+/// Hands the timeline's lines to a [`Sink`] as the run records them: the supervisor calls
+/// [`Stream::flush`] each time it wakes, so a watcher sees the run progress in virtual time.
+struct Stream<'a> {
+    sink: Option<Sink<'a>>,
+    /// Lines of `World`'s timeline already handed over.
+    sent: usize,
+}
+
+impl Stream<'_> {
+    fn line(&mut self, line: &str) {
+        if let Some(sink) = self.sink.as_mut() {
+            sink(line);
+        }
+    }
+
+    fn flush(&mut self, world: &World) {
+        if self.sink.is_none() {
+            return;
+        }
+        let st = world.state.lock().unwrap();
+        let new: Vec<String> = st.timeline[self.sent..].to_vec();
+        self.sent = st.timeline.len();
+        drop(st);
+        for l in &new {
+            self.line(l);
+        }
+    }
 }
 
 struct Slot {
@@ -341,7 +384,7 @@ async fn set_paused(world: &Arc<World>, client: &Client, paused: bool) {
 }
 
 /// The supervisor: the run's main future.
-async fn supervise(config: SimConfig) -> Report {
+async fn supervise(config: SimConfig, sink: Option<Sink<'_>>) -> Report {
     let (crash_tx, mut crash_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let world = World::new(config.clone(), crash_tx);
     let header = json!({
@@ -351,6 +394,8 @@ async fn supervise(config: SimConfig) -> Report {
         "config": config,
         "replay": replay_command(&config),
     });
+    let mut stream = Stream { sink, sent: 0 };
+    stream.line(&header.to_string());
     // Seeds without tenancy settings make no call here, so they run exactly as before.
     let sup_client = supervisor_client(&world);
     if config.has_tenancy() {
@@ -423,6 +468,7 @@ async fn supervise(config: SimConfig) -> Report {
 
     // Safety phase: faults on.
     loop {
+        stream.flush(&world);
         let now = world.vt.elapsed_ms();
         if world.violation().is_some() || now >= config.safety_ms {
             break;
@@ -570,6 +616,7 @@ async fn supervise(config: SimConfig) -> Report {
         }
         let deadline = world.vt.elapsed_ms() + config.liveness_budget_ms;
         loop {
+            stream.flush(&world);
             if let Some(v) = world.violation() {
                 verdict = Verdict::Safety(v);
                 break;
@@ -646,6 +693,11 @@ async fn supervise(config: SimConfig) -> Report {
             "details": {"verdict": format!("{verdict:?}"), "stats": stats}})
         .to_string(),
     );
+    drop(st);
+    stream.flush(&world);
+    if let Some(end) = timeline.last() {
+        stream.line(end);
+    }
     Report {
         config,
         verdict,
@@ -657,15 +709,29 @@ async fn supervise(config: SimConfig) -> Report {
 /// Run one simulation of `config` on a fresh single-threaded runtime with paused (virtual) time.
 /// A panic anywhere in the engine or the harness becomes [`Verdict::Crash`].
 pub fn run(config: &SimConfig) -> Report {
+    run_with(config, None)
+}
+
+/// [`run`], handing each timeline line to `sink` as the run records it (the header first, the
+/// `end` line last): the same lines as [`Report::timeline`], in the same order. After a crash
+/// (a panic) the sink has had the lines recorded until the supervisor last woke, and no `end`
+/// line; the report says [`Verdict::Crash`].
+pub fn run_streaming(config: &SimConfig, sink: Sink<'_>) -> Report {
+    run_with(config, Some(sink))
+}
+
+fn run_with(config: &SimConfig, sink: Option<Sink<'_>>) -> Report {
     let cfg = config.clone();
-    let result = std::panic::catch_unwind(move || {
+    // The sink is only written to, so a panic cannot leave it half-updated in a way that
+    // matters: the caller sees the lines written so far.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)
             .build()
             .expect("build the simulation runtime");
-        rt.block_on(supervise(cfg))
-    });
+        rt.block_on(supervise(cfg, sink))
+    }));
     match result {
         Ok(report) => report,
         Err(panic) => {

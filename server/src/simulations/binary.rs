@@ -1,0 +1,376 @@
+//! Finding the `orq-sim` binary, building it in a source checkout, and asking it what a run can
+//! be asked for (`orq-sim options`).
+//!
+//! Order: `--sim-binary PATH` (that file or nothing); `orq-sim` beside the running `orq`; `orq-sim`
+//! on `PATH`. When none is found and `orq` runs from a checkout's `target/<profile>/` (the
+//! directory above `target/` holds the workspace's `Cargo.toml` and `sim/`), the first request
+//! for a run starts `cargo build [--release | --profile P] --bin orq-sim` there, in the
+//! background; requests answer 503 with `Retry-After` until it is built.
+
+use super::{SimArgs, SimulationLimits, SimulatorJson, SEED_MAX};
+use crate::error::{ApiError, ErrorCode};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The simulator binary's file name.
+pub const BINARY: &str = "orq-sim";
+
+/// `Retry-After` (s) of a request for a run while the simulator is being built.
+pub const BUILD_RETRY_AFTER_S: u64 = 10;
+
+/// How long `orq-sim options` may take, and how long a finding (or a failed build) is kept
+/// before the binary is looked for again.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+const RECHECK_AFTER: Duration = Duration::from_secs(5);
+const REBUILD_AFTER: Duration = Duration::from_secs(60);
+
+/// Bytes of a failed build's output kept for its reason.
+const BUILD_OUTPUT_TAIL: usize = 2_000;
+
+/// What a run can be asked for, from `orq-sim options` (the simulator's own lists).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct Options {
+    /// The fault families (`--faults`).
+    pub families: Vec<String>,
+    /// The planted bugs (`--planted`), `none` first.
+    pub planted: Vec<String>,
+    /// Most tasks (`--tasks`).
+    pub tasks_max: u32,
+}
+
+/// A simulator binary found and probed.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    /// The binary.
+    pub path: PathBuf,
+    /// What it offers.
+    pub options: Options,
+}
+
+#[derive(Debug, Default)]
+struct Found {
+    ready: Option<Ready>,
+    /// Why there is none (when `ready` is `None` and no build runs).
+    reason: Option<String>,
+    checked: Option<Instant>,
+    building: bool,
+    build_failed: Option<Instant>,
+}
+
+/// The API's simulator: where its binary is, the build in progress, the run in progress.
+#[derive(Debug)]
+pub struct Simulator {
+    pub(super) args: SimArgs,
+    found: Arc<Mutex<Found>>,
+    /// A run is in progress (one at a time).
+    pub(super) running: Arc<AtomicBool>,
+    /// The binary of the running `orq` (where `orq-sim` is looked for beside it).
+    exe: Option<PathBuf>,
+}
+
+impl Simulator {
+    /// A simulator set up by `args` (nothing is looked for yet).
+    pub fn new(args: SimArgs) -> Self {
+        Simulator {
+            args,
+            found: Arc::default(),
+            running: Arc::default(),
+            exe: std::env::current_exe().ok(),
+        }
+    }
+
+    /// [`Simulator::new`] with `exe` as the running binary (tests of the lookup).
+    pub fn with_exe(args: SimArgs, exe: Option<PathBuf>) -> Self {
+        Simulator {
+            exe,
+            ..Simulator::new(args)
+        }
+    }
+
+    fn limits(&self, tasks_max: u32) -> SimulationLimits {
+        SimulationLimits {
+            seed_max: SEED_MAX,
+            tasks_max,
+            timeout_ms: self.args.sim_timeout_ms,
+            memory_bytes: self.args.sim_memory_mb << 20,
+        }
+    }
+
+    /// Whether a run can start, and its options (looks for the binary, never builds it).
+    pub async fn status(&self) -> SimulatorJson {
+        self.refresh().await;
+        let f = self.found.lock().unwrap();
+        let running = self.running.load(Ordering::Acquire);
+        match &f.ready {
+            Some(r) => SimulatorJson {
+                available: true,
+                building: false,
+                reason: None,
+                running,
+                families: r.options.families.clone(),
+                planted: r.options.planted.clone(),
+                limits: self.limits(r.options.tasks_max),
+            },
+            None => SimulatorJson {
+                available: false,
+                building: f.building,
+                reason: Some(if f.building {
+                    building_reason()
+                } else {
+                    f.reason.clone().unwrap_or_else(|| not_found(&self.args))
+                }),
+                running,
+                families: Vec::new(),
+                planted: Vec::new(),
+                limits: self.limits(0),
+            },
+        }
+    }
+
+    /// The binary for a run: found, or 503 (`Retry-After` while it is built; this call starts
+    /// the build when the checkout allows one).
+    pub async fn ready_for_run(&self) -> Result<Ready, ApiError> {
+        self.refresh().await;
+        let mut f = self.found.lock().unwrap();
+        if let Some(r) = &f.ready {
+            return Ok(r.clone());
+        }
+        if f.building {
+            return Err(retry_later(building_reason()));
+        }
+        let recently_failed = f.build_failed.is_some_and(|t| t.elapsed() < REBUILD_AFTER);
+        if self.args.sim_binary.is_none() && !recently_failed {
+            if let Some(root) = self.exe.as_deref().and_then(checkout_of) {
+                f.building = true;
+                drop(f);
+                self.spawn_build(root);
+                return Err(retry_later(building_reason()));
+            }
+        }
+        let reason = f.reason.clone().unwrap_or_else(|| not_found(&self.args));
+        Err(ApiError::new(ErrorCode::Unavailable, reason))
+    }
+
+    /// Look for the binary again when the last look is old (or never happened).
+    async fn refresh(&self) {
+        {
+            let f = self.found.lock().unwrap();
+            let fresh = f.checked.is_some_and(|t| t.elapsed() < RECHECK_AFTER);
+            let still_there = f.ready.as_ref().is_some_and(|r| r.path.is_file());
+            if f.building || (fresh && (f.ready.is_none() || still_there)) {
+                return;
+            }
+        }
+        let found = match self.locate() {
+            Ok(path) => probe(&path).await.map(|options| Ready { path, options }),
+            Err(e) => Err(e),
+        };
+        let mut f = self.found.lock().unwrap();
+        if f.building {
+            return;
+        }
+        f.checked = Some(Instant::now());
+        match found {
+            Ok(r) => {
+                if f.ready.as_ref().map(|x| &x.path) != Some(&r.path) {
+                    tracing::info!(binary = %r.path.display(), "simulator found");
+                }
+                f.ready = Some(r);
+                f.reason = None;
+            }
+            Err(reason) => {
+                f.ready = None;
+                // A failed build's reason stays until the next build.
+                if f.build_failed.is_none() {
+                    f.reason = Some(reason);
+                }
+            }
+        }
+    }
+
+    /// The binary's path, or why there is none.
+    fn locate(&self) -> Result<PathBuf, String> {
+        if let Some(p) = &self.args.sim_binary {
+            return if p.is_file() {
+                Ok(p.clone())
+            } else {
+                Err(format!("--sim-binary {}: no such file", p.display()))
+            };
+        }
+        let beside = self
+            .exe
+            .as_deref()
+            .and_then(Path::parent)
+            .map(|d| d.join(BINARY))
+            .filter(|p| p.is_file());
+        beside
+            .or_else(|| on_path(BINARY))
+            .ok_or_else(|| not_found(&self.args))
+    }
+
+    fn spawn_build(&self, root: Checkout) {
+        let state = self.found.clone();
+        tokio::spawn(async move {
+            tracing::info!(
+                dir = %root.dir.display(),
+                command = %root.command().join(" "),
+                "building the simulator for the dashboard's runs (first run only)"
+            );
+            let result = build(&root).await;
+            let mut f = state.lock().unwrap();
+            f.building = false;
+            f.checked = None;
+            match result {
+                Ok(()) => {
+                    tracing::info!("simulator built");
+                    f.build_failed = None;
+                    f.reason = None;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "building the simulator failed");
+                    f.build_failed = Some(Instant::now());
+                    f.reason = Some(e);
+                }
+            }
+        });
+    }
+}
+
+fn building_reason() -> String {
+    format!(
+        "building the simulator ({BINARY}) from this source checkout; the first run only, it \
+         takes a few minutes: retry in {BUILD_RETRY_AFTER_S} s"
+    )
+}
+
+fn not_found(args: &SimArgs) -> String {
+    match &args.sim_binary {
+        Some(p) => format!("--sim-binary {}: no such file", p.display()),
+        None => format!(
+            "the simulator binary {BINARY} was not found beside orq or on PATH: install it \
+             beside orq (cargo build --release --bin {BINARY}) or start orq with --sim-binary PATH"
+        ),
+    }
+}
+
+fn retry_later(reason: String) -> ApiError {
+    let mut e = ApiError::new(ErrorCode::Unavailable, reason);
+    e.retry_after_s = Some(BUILD_RETRY_AFTER_S);
+    e
+}
+
+/// `name` in a directory of `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Ask `path` what a run can be asked for (`orq-sim options`).
+async fn probe(path: &Path) -> Result<Options, String> {
+    let out = tokio::time::timeout(
+        PROBE_TIMEOUT,
+        tokio::process::Command::new(path)
+            .arg("options")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .map_err(|_| format!("{} options: no answer in {PROBE_TIMEOUT:?}", path.display()))?
+    .map_err(|e| format!("{} options: cannot run it: {e}", path.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} options failed ({}): {} (is it orq's simulator, of this version?)",
+            path.display(),
+            out.status,
+            tail(&out.stderr, 300)
+        ));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        format!(
+            "{} options: unexpected answer ({e}); is it orq's simulator, of this version?",
+            path.display()
+        )
+    })
+}
+
+/// A source checkout `orq` runs from: `<dir>/target/<profile>/orq`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkout {
+    /// The workspace's directory (holds `Cargo.toml` and `sim/`).
+    pub dir: PathBuf,
+    /// The cargo profile of the running binary (`debug` is the `dev` profile).
+    pub profile: String,
+}
+
+impl Checkout {
+    /// The build command (run in `dir`).
+    pub fn command(&self) -> Vec<String> {
+        let mut c = vec!["cargo".to_string(), "build".to_string()];
+        match self.profile.as_str() {
+            "debug" => {}
+            "release" => c.push("--release".into()),
+            p => c.extend(["--profile".to_string(), p.to_string()]),
+        }
+        c.extend(["--bin".to_string(), BINARY.to_string()]);
+        c
+    }
+}
+
+/// The checkout `exe` was built in, if it was: `exe` is `<dir>/target/<profile>/<name>` and
+/// `<dir>` holds `Cargo.toml` and `sim/Cargo.toml`.
+pub fn checkout_of(exe: &Path) -> Option<Checkout> {
+    let profile_dir = exe.parent()?;
+    let target = profile_dir.parent()?;
+    if target.file_name()? != "target" {
+        return None;
+    }
+    let dir = target.parent()?;
+    if !dir.join("Cargo.toml").is_file() || !dir.join("sim").join("Cargo.toml").is_file() {
+        return None;
+    }
+    Some(Checkout {
+        dir: dir.to_path_buf(),
+        profile: profile_dir.file_name()?.to_str()?.to_string(),
+    })
+}
+
+async fn build(root: &Checkout) -> Result<(), String> {
+    let cmd = root.command();
+    let out = tokio::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .current_dir(&root.dir)
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot run `{}` in {}: {e}",
+                cmd.join(" "),
+                root.dir.display()
+            )
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "building the simulator failed (`{}` in {}, {}): {}",
+            cmd.join(" "),
+            root.dir.display(),
+            out.status,
+            tail(&out.stderr, BUILD_OUTPUT_TAIL)
+        ))
+    }
+}
+
+/// The last `max` bytes of `bytes` as text, trimmed.
+pub fn tail(bytes: &[u8], max: usize) -> String {
+    let s = String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(max)..]);
+    s.trim().to_string()
+}
