@@ -19,7 +19,8 @@ WORKDIR /src
 COPY . .
 # The export the binary embeds (rust-embed reads dashboard/out at compile time).
 COPY --from=dashboard /src/dashboard/out dashboard/out
-RUN cargo build --release --locked --bin orq
+# orq-sim beside orq: the dashboard's "Run a simulation" starts it (README, The dashboard).
+RUN cargo build --release --locked --bin orq --bin orq-sim
 
 FROM debian:bookworm-slim
 # curl for the health checks; ca-certificates for the `http` handler's HTTPS calls.
@@ -27,7 +28,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin orq
-COPY --from=build /src/target/release/orq /usr/local/bin/orq
+COPY --from=build /src/target/release/orq /src/target/release/orq-sim /usr/local/bin/
 USER 10001
 # 8080: the API and dashboard; 9090: --metrics-listen of workers and schedulers.
 EXPOSE 8080 9090
