@@ -815,24 +815,28 @@ pub fn key_new(a: &KeyNewArgs) -> Result<String, String> {
 
 /// The checks of a role's options that need no store, made before anything starts (and by
 /// `orq config print`): directories, worker numbers and id, the API's keys file and limits.
+/// The API's checked options (its keys file loaded once, here) when the role serves the API.
 /// Errors are for the user (exit code 2).
-pub fn preflight(command: &Command) -> Result<(), String> {
-    match command {
+pub fn preflight(command: &Command) -> Result<Option<ApiSetup>, String> {
+    Ok(match command {
         Command::Serve(a) => {
             check_web(&a.web)?;
-            a.listen.setup()?;
+            let setup = a.listen.setup()?;
             if a.pool.concurrency != 0 {
                 a.pool.check()?;
             }
+            Some(setup)
         }
         Command::Api(a) => {
             check_web(&a.web)?;
-            a.listen.setup()?;
+            Some(a.listen.setup()?)
         }
-        Command::Worker(a) => a.pool.check()?,
-        _ => {}
-    }
-    Ok(())
+        Command::Worker(a) => {
+            a.pool.check()?;
+            None
+        }
+        _ => None,
+    })
 }
 
 /// Run the parsed command until SIGINT / SIGTERM. Errors are for the user (exit code 2).
@@ -848,21 +852,20 @@ pub async fn run(cli: Cli) -> Result<(), String> {
         say!("{}", crate::config::print(a)?.trim_end_matches('\n'));
         return Ok(());
     }
-    preflight(&cli.command)?;
     // Check the API's options and bind its address before anything starts, so a bad keys file
     // or a refused address stops orq at once (exit code 2).
-    let api = match &cli.command {
+    let setup = preflight(&cli.command)?;
+    let listen = match &cli.command {
         Command::Serve(a) => Some(&a.listen),
         Command::Api(a) => Some(&a.listen),
         _ => None,
     };
-    let api = match api {
-        Some(l) => {
-            let setup = l.setup()?;
+    let api = match (listen, setup) {
+        (Some(l), Some(setup)) => {
             let listener = bind_api(&l.listen, &setup.auth, l.insecure_no_auth).await?;
             Some((setup, listener))
         }
-        None => None,
+        _ => None,
     };
     let shutdown = shutdown_signal();
     match cli.command {

@@ -53,13 +53,19 @@ fn keys() -> Auth {
     Auth::Keys(Arc::new(ApiKeys::parse(&text).expect("a valid keys file")))
 }
 
-/// An app on the embedded store with the test keys, a worker pool, and a timelines directory
-/// holding `seed-1.jsonl`.
+/// An app on the embedded store with the test keys, a worker pool, a timelines directory
+/// holding `seed-1.jsonl`, and a simulator whose binary is missing (a run is a 503).
 fn app_with_keys(timelines: &std::path::Path) -> TestApp {
     std::fs::write(timelines.join("seed-1.jsonl"), "{\"kind\":\"header\"}\n").unwrap();
     let dir = timelines.to_path_buf();
     let (app, _) = TestApp::embedded(true, vec![], move |s| {
-        s.with_auth(keys()).with_timelines(dir)
+        s.with_auth(keys()).with_timelines(dir).with_simulator(
+            orq_server::simulations::Simulator::new(orq_server::simulations::SimArgs {
+                sim_binary: Some("/nonexistent/orq-sim".into()),
+                sim_timeout_ms: orq_server::simulations::TIMEOUT_MS_DEFAULT,
+                sim_memory_mb: orq_server::simulations::MEMORY_MB_DEFAULT,
+            }),
+        )
     });
     app
 }
@@ -327,6 +333,18 @@ async fn every_route_answers_each_key_as_its_rights_say() {
             "/api/v1/timelines/{name}",
             same("/api/v1/timelines/seed-1.jsonl".into(), None),
             [401, 401, 200, 403, 403, 403],
+        ),
+        row(
+            get.clone(),
+            "/api/v1/simulations",
+            same("/api/v1/simulations".into(), None),
+            [401, 401, 200, 403, 403, 403],
+        ),
+        row(
+            post.clone(),
+            "/api/v1/simulations",
+            same("/api/v1/simulations".into(), Some(json!({"seed": 1}))),
+            [401, 401, 503, 403, 403, 403],
         ),
         row(
             get.clone(),
