@@ -91,6 +91,19 @@ impl<'de> Deserialize<'de> for JsonInt {
     }
 }
 
+/// An integer field, any size a JSON number holds exactly as an integer (`5`, `5.0`, `5e0`): the
+/// handler checks its range, so a value out of it is a 422 naming the field, not a type error.
+pub(crate) fn int_i128<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i128, D::Error> {
+    JsonInt::deserialize(d).map(|JsonInt(v)| v)
+}
+
+/// An optional [`int_i128`].
+pub(crate) fn opt_int_i128<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<i128>, D::Error> {
+    Option::<JsonInt>::deserialize(d).map(|o| o.map(|JsonInt(v)| v))
+}
+
 /// An optional integer field (`null` is `None`), in the range of `T`; see [`JsonInt`].
 fn opt_int<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where

@@ -236,6 +236,12 @@ async fn document_constraints_match_the_code() {
         "the name pattern's length is the code's"
     );
 
+    // A simulation's bounds are the code's.
+    let sim = schema_properties(&doc, "SimulationRequest");
+    assert_eq!(sim["tasks"]["maximum"], orq_server::simulations::TASKS_MAX);
+    assert_eq!(sim["seed"]["maximum"], orq_server::simulations::SEED_MAX);
+    assert_eq!(sim["seed"]["minimum"], 0);
+
     // Every name field and parameter uses the one pattern.
     let submit = schema_properties(&doc, "SubmitBody");
     let replay = schema_properties(&doc, "BulkReplayBody");

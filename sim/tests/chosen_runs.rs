@@ -141,7 +141,7 @@ fn a_streamed_timeline_is_the_written_one() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("verdict Pass"));
 }
 
-// Goal: `--max-memory-mb` limits the run's own address space (what the API relies on to bound a
+// Goal: `--max-memory-mb` limits the run's own memory, RLIMIT_DATA (what the API relies on to bound a
 // run's memory). Method: a streamed run whose output nobody reads blocks on its full pipe; while
 // it does, its /proc limits are read.
 #[test]
@@ -165,7 +165,7 @@ fn a_run_limits_its_own_memory() {
     let _ = child.wait();
     let line = limits
         .lines()
-        .find(|l| l.starts_with("Max address space"))
+        .find(|l| l.starts_with("Max data size"))
         .unwrap();
     assert!(
         line.split_whitespace()

@@ -112,7 +112,7 @@ impl Simulator {
                 running,
                 families: r.options.families.clone(),
                 planted: r.options.planted.clone(),
-                limits: self.limits(r.options.tasks_max),
+                limits: self.limits(r.options.tasks_max.min(super::TASKS_MAX)),
             },
             None => SimulatorJson {
                 available: false,

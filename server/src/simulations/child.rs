@@ -3,8 +3,8 @@
 //!
 //! Bounds: one run at a time per API process (409 otherwise); the child is killed at its
 //! deadline (`--sim-timeout-ms`), when its output passes [`crate::timelines::FILE_MAX_BYTES`],
-//! when the client goes away and when the server shuts down; its address space is limited by
-//! the simulator itself (`--max-memory-mb`, RLIMIT_AS). A run stopped before any output is an
+//! when the client goes away and when the server shuts down; its memory (the data segment: heap
+//! and private mappings) is limited by the simulator itself (`--max-memory-mb`, RLIMIT_DATA). A run stopped before any output is an
 //! error answer (503); a run stopped after it began ends its body with an `aborted` line (a
 //! streamed answer cannot change its status).
 

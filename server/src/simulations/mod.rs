@@ -4,7 +4,7 @@
 //!
 //! A run is the `orq-sim` binary in a child process (design note 63): the product binary does not
 //! link the simulator (design note 41), and a child can be bounded as a thread cannot: killed at
-//! its deadline, its address space limited (`orq-sim run --max-memory-mb`), its output capped.
+//! its deadline, its memory limited (`orq-sim run --max-memory-mb`), its output capped.
 //! One run at a time per API process. The binary is `--sim-binary`, else `orq-sim` beside `orq`,
 //! else on `PATH`; an `orq` run from a source checkout's `target/<profile>/` that finds none
 //! builds it there with cargo at the first request for a run ([`binary`]).
@@ -38,6 +38,10 @@ pub use request::SimulationRequest;
 /// dashboard's) holds exactly. `orq-sim run --seed` takes any u64.
 pub const SEED_MAX: u64 = (1 << 53) - 1;
 
+/// Most tasks a run from the API may ask for: the API's own bound, in its OpenAPI document (the
+/// simulator's, `orq-sim options`' `tasks_max`, wins when lower; a test checks they agree).
+pub const TASKS_MAX: u32 = 1_000;
+
 /// Default and bounds of `--sim-timeout-ms`.
 pub const TIMEOUT_MS_DEFAULT: u64 = 60_000;
 /// Default of `--sim-memory-mb`.
@@ -56,7 +60,8 @@ pub struct SimArgs {
     #[arg(long, env = "ORQ_SIM_TIMEOUT_MS", value_name = "MS", default_value_t = TIMEOUT_MS_DEFAULT,
         value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
     pub sim_timeout_ms: u64,
-    /// Address space of a simulation run's process (MB, RLIMIT_AS): a run that needs more
+    /// Memory of a simulation run's process (MB of heap and private mappings, RLIMIT_DATA): a
+    /// run that needs more
     /// fails to allocate and is reported as stopped.
     #[arg(long, env = "ORQ_SIM_MEMORY_MB", value_name = "MB", default_value_t = MEMORY_MB_DEFAULT,
         value_parser = clap::value_parser!(u64).range(64..=1_048_576))]

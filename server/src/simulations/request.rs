@@ -12,6 +12,7 @@ use utoipa::ToSchema;
 #[serde(deny_unknown_fields)]
 pub struct SimulationRequest {
     /// The seed: with the same choices, the same run (0..=2^53-1).
+    #[serde(deserialize_with = "crate::model::int_i128")]
     #[schema(value_type = u64, minimum = 0, maximum = 9007199254740991_u64)]
     pub seed: i128,
     /// The fault families switched on (of `GET /simulations`' `families`); absent or null: the
@@ -27,9 +28,9 @@ pub struct SimulationRequest {
     #[serde(default)]
     pub lossy: bool,
     /// Tasks submitted instead of the seed's draw (20..=120): 1..=`limits.tasks_max`.
-    #[serde(default)]
-    #[schema(minimum = 1)]
-    pub tasks: Option<u32>,
+    #[serde(default, deserialize_with = "crate::model::opt_int_i128")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
+    pub tasks: Option<i128>,
 }
 
 /// A checked request: the seed (for logs) and the simulator's arguments after `run`.
@@ -94,10 +95,10 @@ impl SimulationRequest {
             args.push("--lossy".to_string());
         }
         if let Some(n) = self.tasks {
-            if n == 0 || n > options.tasks_max {
+            let max = options.tasks_max.min(super::TASKS_MAX);
+            if n < 1 || n > i128::from(max) {
                 return Err(ApiError::unprocessable(format!(
-                    "tasks: {n} is not in 1..={}",
-                    options.tasks_max
+                    "tasks: {n} is not in 1..={max}"
                 )));
             }
             args.extend(["--tasks".to_string(), n.to_string()]);
@@ -114,7 +115,7 @@ mod tests {
         Options {
             families: vec!["crash".into(), "network".into()],
             planted: vec!["none".into(), "complete_ignores_token".into()],
-            tasks_max: 1000,
+            tasks_max: crate::simulations::TASKS_MAX,
         }
     }
 
@@ -168,7 +169,10 @@ mod tests {
                 "planted:",
             ),
             (serde_json::json!({"seed": 1, "tasks": 0}), "tasks:"),
-            (serde_json::json!({"seed": 1, "tasks": 1001}), "tasks:"),
+            (
+                serde_json::json!({"seed": 1, "tasks": crate::simulations::TASKS_MAX + 1}),
+                "tasks:",
+            ),
         ] {
             let e = req(v.clone()).check(&options()).unwrap_err();
             assert_eq!(e.status(), 422, "{v}");

@@ -20,6 +20,9 @@ make the run slow. Negative cases are left alone.
 - `DELETE /dlq/{id}` and `POST /dlq/{id}/replay` act on a dead task: positive cases name one of
   the dead tasks run.sh made (ORQ_SCHEMATHESIS_DEAD_IDS, in the default queue), in turn, so their
   logic runs and not only their 404 (a replayed one dies again; a purged one is gone).
+- `POST /simulations` takes fault families and a planted bug from the simulator's own lists
+  (`GET /simulations`; the stand-in simulator of run.sh offers SIM_FAMILIES and SIM_PLANTED), so
+  a positive case's unknown ones are dropped (a family named twice counts once).
 """
 
 import datetime
@@ -37,6 +40,8 @@ CHECKED_TYPES = ("sleep", "fail", "http")
 BUILTIN_STANDIN = "schemathesis"
 DEAD_IDS = [i for i in os.environ.get("ORQ_SCHEMATHESIS_DEAD_IDS", "").split(",") if i]
 DEAD_PATHS = ("/api/v1/dlq/{id}", "/api/v1/dlq/{id}/replay")
+SIM_FAMILIES = ("crash", "stall", "clock", "restart", "network", "refusal")
+SIM_PLANTED = ("none", "complete_ignores_token")
 _turn = itertools.count()
 
 
@@ -84,6 +89,12 @@ def map_case(context, case):
         wait_ms = body.get("wait_ms")
         if isinstance(wait_ms, int) and not isinstance(wait_ms, bool) and wait_ms > LEASE_WAIT_MS:
             body["wait_ms"] = LEASE_WAIT_MS
+    if case.path.endswith("/simulations") and isinstance(body, dict):
+        if isinstance(body.get("faults"), list):
+            known = [f for f in SIM_FAMILIES if f in body["faults"]]
+            body["faults"] = known
+        if isinstance(body.get("planted"), str) and body["planted"] not in SIM_PLANTED:
+            body["planted"] = "none"
     if isinstance(body, dict):
         _fix_submit(body)
         tasks = body.get("tasks")

@@ -43,7 +43,8 @@ enum Cmd {
         timeline: Option<PathBuf>,
         #[command(flatten)]
         choice: ChoiceArgs,
-        /// Limit the process's address space to MB megabytes (RLIMIT_AS): a run that needs
+        /// Limit the process's memory to MB megabytes (RLIMIT_DATA: heap and private
+        /// mappings, not the stack): a run that needs
         /// more fails to allocate and aborts instead of taking the machine's memory.
         #[arg(long, value_name = "MB", value_parser = clap::value_parser!(u64).range(64..=1_048_576))]
         max_memory_mb: Option<u64>,
@@ -277,7 +278,7 @@ fn main() {
             };
             if let Some(mb) = max_memory_mb {
                 let bytes = mb << 20;
-                if let Err(e) = rlimit::setrlimit(rlimit::Resource::AS, bytes, bytes) {
+                if let Err(e) = rlimit::setrlimit(rlimit::Resource::DATA, bytes, bytes) {
                     eprintln!("error: cannot limit memory to {mb} MB: {e}");
                     std::process::exit(64);
                 }
