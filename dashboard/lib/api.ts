@@ -7,6 +7,7 @@ import type { components } from "./api-types";
 import type {
   MetricsReply,
   QueueStats,
+  SimulatorInfo,
   SubmitBody,
   Task,
   TaskPage,
@@ -25,15 +26,35 @@ export const ADMIN_REQUIRED_EVENT = "orq:admin-required";
 export class ApiError extends Error {
   readonly status: number;
   readonly code: string;
-  /** True when the route needs an admin key (pause, limits, workers, metrics, purge, timelines). */
+  /** True when the route needs an admin key (pause, limits, workers, metrics, purge, timelines, simulations). */
   readonly adminOnly: boolean;
-  constructor(status: number, code: string, message: string, adminOnly = false) {
+  /** The answer's `Retry-After` in seconds (a 503 while a resource is being prepared), or null. */
+  readonly retry_after_s: number | null;
+  constructor(status: number, code: string, message: string, adminOnly = false, retry_after_s: number | null = null) {
     super(message);
     this.name = "ApiError";
     this.status = status;
     this.code = code;
     this.adminOnly = adminOnly;
+    this.retry_after_s = retry_after_s;
   }
+}
+
+/**
+ * A `Retry-After` header in whole seconds from `now_ms`: delta-seconds (`"120"`) or an HTTP date
+ * (RFC 9110 10.2.3); a date in the past is 0. Null when absent or unreadable.
+ */
+export function parseRetryAfter(value: string | null, now_ms: number = Date.now()): number | null {
+  if (value === null) return null;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) {
+    const s = Number(v);
+    return Number.isSafeInteger(s) ? s : null;
+  }
+  // A date names a day of the week and a year; a bare number or word is not one.
+  if (!/[A-Za-z]{3}, .*\d{4}/.test(v)) return null;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now_ms) / 1000)) : null;
 }
 
 /** The explanation shown in place of an admin-only view or control refused to a non-admin key. */
@@ -99,6 +120,33 @@ interface RequestOptions {
   admin?: boolean;
 }
 
+/**
+ * The ApiError of an answer that is not ok, from its body `raw` (orq's JSON error, or the text of
+ * another server's); a 401 asks for a key, and a 403 of an admin-only route (`admin`) tells the
+ * views the key is not an admin key.
+ */
+export function failure(res: Response, raw: string, admin: boolean): ApiError {
+  if (res.status === 401 && typeof window !== "undefined") {
+    window.dispatchEvent(new Event(AUTH_REQUIRED_EVENT));
+  }
+  let code = "http_" + String(res.status);
+  let message = raw.slice(0, 300) || res.statusText || `HTTP ${res.status}`;
+  try {
+    const j = JSON.parse(raw) as Partial<Schemas["ApiError"]>;
+    if (j.error) {
+      code = j.error.code ?? code;
+      message = j.error.message ?? message;
+    }
+  } catch {
+    // Not our JSON error (a proxy, a static server): keep the text.
+  }
+  const adminOnly = res.status === 403 && admin;
+  if (adminOnly && typeof window !== "undefined") {
+    window.dispatchEvent(new Event(ADMIN_REQUIRED_EVENT));
+  }
+  return new ApiError(res.status, code, message, adminOnly, parseRetryAfter(res.headers.get("Retry-After")));
+}
+
 async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json", ...authHeaders() };
   let body: string | undefined;
@@ -123,25 +171,7 @@ async function request<T>(path: string, opts: RequestOptions = {}): Promise<T> {
   }
   const raw = await res.text();
   if (!res.ok) {
-    if (res.status === 401 && typeof window !== "undefined") {
-      window.dispatchEvent(new Event(AUTH_REQUIRED_EVENT));
-    }
-    let code = "http_" + String(res.status);
-    let message = raw.slice(0, 300) || res.statusText || `HTTP ${res.status}`;
-    try {
-      const j = JSON.parse(raw) as Partial<Schemas["ApiError"]>;
-      if (j.error) {
-        code = j.error.code ?? code;
-        message = j.error.message ?? message;
-      }
-    } catch {
-      // Not our JSON error (a proxy, a static server): keep the text.
-    }
-    const adminOnly = res.status === 403 && opts.admin === true;
-    if (adminOnly && typeof window !== "undefined") {
-      window.dispatchEvent(new Event(ADMIN_REQUIRED_EVENT));
-    }
-    throw new ApiError(res.status, code, message, adminOnly);
+    throw failure(res, raw, opts.admin === true);
   }
   if (opts.text) {
     return raw as T;
@@ -230,6 +260,8 @@ export const api = {
     request<Schemas["TimelineList"]>("/timelines", { signal, admin: true }).then((r) => r.timelines),
   timeline: (name: string, signal?: AbortSignal) =>
     request<string>(`/timelines/${enc(name)}`, { signal, text: true, admin: true }),
+  /** Whether this orq can run the simulator now, and what a run can ask for. */
+  simulator: (signal?: AbortSignal) => request<SimulatorInfo>("/simulations", { signal, admin: true }),
 };
 
 /** A message for any error: the API's own message, or the exception's. */

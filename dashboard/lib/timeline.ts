@@ -13,6 +13,9 @@ import { isStatus, type Status } from "./types";
 /** Events between two saved copies of the replay state. */
 export const CHECKPOINT_EVERY = 256;
 
+/** Largest timeline opened in the browser (bytes): a file, or a simulation streamed by the server. */
+export const TIMELINE_BYTES_MAX = 256 << 20;
+
 /** The first line of a timeline. `config` is the whole drawn simulation configuration. */
 export interface TimelineHeader {
   kind: "header";
@@ -36,9 +39,20 @@ export interface TimelineEvent {
   details: Record<string, unknown>;
 }
 
+/**
+ * The last line of a simulation the server stopped (its deadline passed, its memory limit, the
+ * simulator process died): `{"t_ms": null, "actor": "server", "kind": "aborted", ...,
+ * "details": {"reason": "..."}}`, in place of the `end` line. Not an event: it has no time.
+ */
+export interface TimelineAborted {
+  reason: string;
+}
+
 export interface Timeline {
   header: TimelineHeader | null;
   events: TimelineEvent[];
+  /** Set when the server stopped the run before its end (an `aborted` line). */
+  aborted: TimelineAborted | null;
   /** Lines that could not be read, as `line N: why` (at most PROBLEMS_MAX of them). */
   problems: string[];
 }
@@ -258,6 +272,7 @@ export function parseTimeline(text: string): Timeline {
   const problems: string[] = [];
   let problemCount = 0;
   let header: TimelineHeader | null = null;
+  let aborted: TimelineAborted | null = null;
   const problem = (line: number, why: string) => {
     problemCount += 1;
     if (problems.length < PROBLEMS_MAX) {
@@ -296,6 +311,12 @@ export function parseTimeline(text: string): Timeline {
       };
       return;
     }
+    if (obj.kind === "aborted" && obj.actor === "server") {
+      // The server's own line, with t_ms null: kept apart from the events, whose times the
+      // model's binary searches need.
+      aborted = { reason: optString(asRecord(obj.details)?.reason) ?? "no reason given" };
+      return;
+    }
     const t = optNumber(obj.t_ms);
     const kind = optString(obj.kind);
     if (t === null || kind === null) {
@@ -329,7 +350,7 @@ export function parseTimeline(text: string): Timeline {
     events.sort((a, b) => a.t_ms - b.t_ms || a.index - b.index);
     events.forEach((e, i) => (e.index = i));
   }
-  return { header, events, problems };
+  return { header, events, aborted, problems };
 }
 
 // ---------------------------------------------------------------------------------------------

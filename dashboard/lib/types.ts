@@ -68,6 +68,15 @@ export type MetricsReply = Schemas["Metrics"];
 
 export type TimelineFileInfo = Schemas["TimelineFile"];
 
+/**
+ * `GET /api/v1/simulations`: whether this orq can run the simulator now (or is building it), and
+ * what a run can ask for: the fault families, the planted bugs, the limits.
+ */
+export type SimulatorInfo = Schemas["SimulatorJson"];
+
+/** The body of `POST /api/v1/simulations`: seed, fault families (null: the seed's own), planted bug, lossy, tasks. */
+export type SimulationRequest = Schemas["SimulationRequest"];
+
 /** One event of `GET /events` (Server-Sent Events, `event: task` or `event: queue`). */
 export interface LiveEvent {
   queue: string;

@@ -470,6 +470,7 @@ async fn a_missing_simulator_is_explained_or_built_from_the_checkout() {
             .unwrap();
         assert_eq!(s["available"], false);
         assert_eq!(s["building"], false);
+        assert_eq!(s["buildable"], false, "--sim-binary is never built");
         assert!(s["reason"]
             .as_str()
             .unwrap()
@@ -543,6 +544,14 @@ async fn a_missing_simulator_is_explained_or_built_from_the_checkout() {
         .unwrap();
     assert_eq!(s["available"], false, "{s}");
     assert_eq!(s["building"], false, "a look never builds");
+    assert_eq!(s["buildable"], true, "{s}");
+    assert!(
+        s["reason"]
+            .as_str()
+            .unwrap()
+            .contains("the first run builds it"),
+        "{s}"
+    );
     let r1 = http
         .post(format!("{base}/simulations"))
         .json(&json!({"seed": 1}))

@@ -473,7 +473,8 @@ export interface paths {
         };
         /**
          * `GET /api/v1/simulations` → [`SimulatorJson`]. Looks for the simulator binary (not more than
-         *     once a few seconds); never builds it. 403 for a tenant key.
+         *     once a few seconds); never builds it (`buildable` says whether a run would). 403 for a tenant
+         *     key.
          */
         get: operations["get_simulator"];
         put?: never;
@@ -1247,6 +1248,11 @@ export interface components {
         SimulatorJson: {
             /** @description The simulator is here: a run can start, unless one is `running`. */
             available: boolean;
+            /**
+             * @description The simulator is missing but this orq runs from a source checkout, so a request for a run
+             *     builds it (`POST` answers 503 with `Retry-After` while it builds).
+             */
+            buildable: boolean;
             /** @description The server is building the simulator from its source checkout (the first run only). */
             building: boolean;
             /** @description The fault families a run can switch on (empty when not available). */

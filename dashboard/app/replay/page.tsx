@@ -1,6 +1,7 @@
 "use client";
-// Replay: open a simulator timeline (file, drag-and-drop, or one the server keeps; `?name=` opens
-// a server timeline directly), then scrub through it: tasks on a board by status, workers' states,
+// Replay: run a simulation on the server (seed, fault mix, planted bug; its timeline streams in)
+// or open a simulator timeline (file, drag-and-drop, or one the server keeps; `?name=` opens a
+// server timeline directly), then scrub through it: tasks on a board by status, workers' states,
 // faults on the time axis, the violation with its seed and reproduce command, and any task's
 // story. The state at each instant comes from lib/timeline.ts (unit-tested).
 
@@ -8,6 +9,7 @@ import { useSearchParams } from "next/navigation";
 import { Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { Loader, type Loaded } from "@/components/replay/Loader";
 import { Player } from "@/components/replay/Player";
+import { Simulate } from "@/components/replay/Simulate";
 import { Board, RecentEvents, StatusChart, Story, Summary, Workers } from "@/components/replay/Views";
 import { Card, ErrorBox, Loading, PageTitle } from "@/components/ui";
 import { api } from "@/lib/api";
@@ -61,6 +63,9 @@ function ReplayView() {
       .finally(() => setLoading(null));
   }, []);
 
+  // A finished simulation opens like a file.
+  const openRun = useCallback((l: Loaded) => load(Promise.resolve(l), l.name), [load]);
+
   const nameParam = params.get("name");
   useEffect(() => {
     if (!nameParam) return;
@@ -76,9 +81,12 @@ function ReplayView() {
 
   return (
     <>
-      <PageTitle sub="Replay a simulation timeline: watch tasks move between states, see the faults, find the violation.">
+      <PageTitle sub="Run a simulation or open its timeline: watch tasks move between states, see the faults, find the violation.">
         Replay
       </PageTitle>
+      <Card title="Run a simulation" testid="card-simulate">
+        <Simulate onOpen={openRun} />
+      </Card>
       <Card title={opened ? `Open another timeline (now: ${opened.name})` : "Open a timeline"}>
         <Loader onLoad={(p) => load(p)} busyName={loading} />
         {loading && <Loading what={`Reading ${loading}`} />}

@@ -7,14 +7,13 @@ import { Empty, ErrorBox, Loading } from "@/components/ui";
 import { api, timelinesOff } from "@/lib/api";
 import { formatBytes, formatTime } from "@/lib/format";
 import { useResource } from "@/lib/hooks";
-
-/** Largest timeline file opened in the browser (bytes). */
-export const TIMELINE_BYTES_MAX = 256 << 20;
+import { TIMELINE_BYTES_MAX } from "@/lib/timeline";
 
 export interface Loaded {
   name: string;
   text: string;
-  source: "file" | "server";
+  /** A file the user opened, one of the server's timelines, or a simulation run from this view. */
+  source: "file" | "server" | "simulation";
 }
 
 export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => void; busyName: string | null }) {

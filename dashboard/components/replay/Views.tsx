@@ -87,13 +87,24 @@ export function Summary({
   ];
   const v = model.violation;
   const verdict = model.verdict;
+  const aborted = model.timeline.aborted;
   const failed = (verdict && !verdict.passed) || v !== null;
   const message = v ? String(v.details.message ?? "") : verdict?.text ?? "";
+  const heading = failed
+    ? "Invariant violated"
+    : verdict
+      ? "Run passed"
+      : aborted
+        ? "Run stopped by the server before its end"
+        : "Run without a verdict (cut short?)";
   return (
-    <div className={failed ? "violation-box" : "pass-box"} data-testid={failed ? "violation" : "verdict-pass"}>
+    <div
+      className={failed ? "violation-box" : verdict ? "pass-box" : "cut-box"}
+      data-testid={failed ? "violation" : verdict ? "verdict-pass" : "verdict-none"}
+    >
       <div className="row" style={{ justifyContent: "space-between" }}>
         <h2>
-          {failed ? "Invariant violated" : verdict ? "Run passed" : "Run without a verdict (cut short?)"} — {name}
+          {heading} — {name}
         </h2>
         <span className="row">
           <span>
@@ -124,6 +135,11 @@ export function Summary({
           )}
           {verdict && <p className="muted">Verdict: {verdict.text}</p>}
         </>
+      )}
+      {aborted && (
+        <p data-testid="summary-aborted">
+          The server stopped the run: <b>{aborted.reason.replace(/[.\s]+$/, "")}</b>. This shows what arrived before it.
+        </p>
       )}
       <p style={{ margin: "6px 0" }}>
         Reproduce: <code data-testid="replay-command">{h?.replay ?? "(no replay command in the header)"}</code>

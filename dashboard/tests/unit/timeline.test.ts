@@ -65,6 +65,38 @@ test("parse sorts events that are out of time order and says so", () => {
   assert.match(tl.problems[0]!, /not in time order/);
 });
 
+test("a run the server stopped: the aborted line (t_ms null) is kept apart, with no end line and no verdict", () => {
+  // The server ends a stopped simulation with its own line, whose t_ms is null, in place of the
+  // end line; what arrived before it is a timeline the player can show.
+  const cut = small.split("\n").slice(0, 11).join("\n");
+  const aborted =
+    '{"t_ms":null,"actor":"server","kind":"aborted","task":null,"tenant":null,"attempt":null,"details":{"reason":"the run passed its 60 s deadline"}}';
+  const tl = parseTimeline(`${cut}\n${aborted}\n`);
+  assert.deepEqual(tl.problems, []);
+  assert.deepEqual(tl.aborted, { reason: "the run passed its 60 s deadline" });
+  assert.equal(tl.events.length, 10);
+  assert.ok(tl.events.every((e) => e.kind !== "aborted"));
+  const m = buildModel(tl);
+  assert.equal(m.verdict, null);
+  assert.equal(m.end_ms, tl.events[9]!.t_ms, "the time axis ends at the last event");
+  assert.equal(m.end_ms, 100);
+  assert.equal(stateAt(m, m.end_ms).tasks.get(A)?.status, "leased");
+  assert.equal(stateAt(m, m.end_ms).tasks.get(B)?.status, "queued");
+  assert.equal(nextEventTime(m, m.end_ms), null);
+  // A header and the aborted line only: nothing to scrub, and nothing breaks.
+  const bare = buildModel(parseTimeline(`${small.split("\n")[0]}\n${aborted}`));
+  assert.equal(bare.events.length, 0);
+  assert.equal(bare.timeline.aborted?.reason, "the run passed its 60 s deadline");
+  assert.equal(stateAt(bare, 0).tasks.size, 0);
+  assert.deepEqual(statusSeries(bare, 10).length, 10);
+  // An aborted line without a reason still says the run was stopped; one not from the server is
+  // an unreadable event, not a stop.
+  assert.equal(parseTimeline('{"t_ms":null,"actor":"server","kind":"aborted","details":{}}').aborted?.reason, "no reason given");
+  const other = parseTimeline('{"t_ms":null,"actor":"w1","kind":"aborted","details":{}}');
+  assert.equal(other.aborted, null);
+  assert.deepEqual(other.problems, ["line 1: an event needs t_ms and kind"]);
+});
+
 test("task statuses follow the store transitions at each instant", () => {
   const m = buildModel(parseTimeline(small));
   assert.equal(stateAt(m, 4).tasks.size, 0);

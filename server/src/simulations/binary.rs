@@ -108,6 +108,7 @@ impl Simulator {
             Some(r) => SimulatorJson {
                 available: true,
                 building: false,
+                buildable: false,
                 reason: None,
                 running,
                 families: r.options.families.clone(),
@@ -117,8 +118,13 @@ impl Simulator {
             None => SimulatorJson {
                 available: false,
                 building: f.building,
+                buildable: !f.building && self.can_build(&f),
                 reason: Some(if f.building {
                     building_reason()
+                } else if self.can_build(&f) {
+                    format!(
+                        "the simulator ({BINARY}) is not built yet; the first run builds it from                          this source checkout, which takes a few minutes once"
+                    )
                 } else {
                     f.reason.clone().unwrap_or_else(|| not_found(&self.args))
                 }),
@@ -141,8 +147,7 @@ impl Simulator {
         if f.building {
             return Err(retry_later(building_reason()));
         }
-        let recently_failed = f.build_failed.is_some_and(|t| t.elapsed() < REBUILD_AFTER);
-        if self.args.sim_binary.is_none() && !recently_failed {
+        if self.can_build(&f) {
             if let Some(root) = self.exe.as_deref().and_then(checkout_of) {
                 f.building = true;
                 drop(f);
@@ -152,6 +157,15 @@ impl Simulator {
         }
         let reason = f.reason.clone().unwrap_or_else(|| not_found(&self.args));
         Err(ApiError::new(ErrorCode::Unavailable, reason))
+    }
+
+    /// A request for a run would build the simulator: no `--sim-binary`, a source checkout, and
+    /// no build failed in the last minute.
+    fn can_build(&self, f: &Found) -> bool {
+        let recently_failed = f.build_failed.is_some_and(|t| t.elapsed() < REBUILD_AFTER);
+        self.args.sim_binary.is_none()
+            && !recently_failed
+            && self.exe.as_deref().and_then(checkout_of).is_some()
     }
 
     /// Look for the binary again when the last look is old (or never happened).

@@ -62,8 +62,7 @@ impl Simulator {
             .is_err()
         {
             return Err(ApiError::conflict(
-                "a simulation is running, and one runs at a time: retry when it ends \
-                 (GET /api/v1/simulations says running: false)",
+                "a simulation is already running, and one runs at a time: retry when it ends",
             ));
         }
         let guard = RunningGuard(self.running.clone());

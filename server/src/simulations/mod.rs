@@ -88,6 +88,9 @@ pub struct SimulatorJson {
     pub available: bool,
     /// The server is building the simulator from its source checkout (the first run only).
     pub building: bool,
+    /// The simulator is missing but this orq runs from a source checkout, so a request for a run
+    /// builds it (`POST` answers 503 with `Retry-After` while it builds).
+    pub buildable: bool,
     /// Why no run can start, when `available` is false.
     pub reason: Option<String>,
     /// A run is in progress (one at a time per API process).
@@ -101,7 +104,8 @@ pub struct SimulatorJson {
 }
 
 /// `GET /api/v1/simulations` → [`SimulatorJson`]. Looks for the simulator binary (not more than
-/// once a few seconds); never builds it. 403 for a tenant key.
+/// once a few seconds); never builds it (`buildable` says whether a run would). 403 for a tenant
+/// key.
 #[utoipa::path(
     get,
     path = "/api/v1/simulations",
