@@ -1227,7 +1227,7 @@ export interface components {
              * @description Roll the store back to an earlier snapshot once (an unsynced Redis crash or an
              *     asynchronous failover); the invariants are weakened accordingly.
              */
-            lossy?: boolean;
+            lossy?: boolean | null;
             /**
              * @description A bug planted on purpose, to watch the simulator catch it (of `GET /simulations`'
              *     `planted`; default `none`).

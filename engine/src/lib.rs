@@ -26,6 +26,7 @@ pub mod store;
 pub mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trace;
 pub mod worker;
 
 pub use attempt::{Attempt, AttemptOutcome};

@@ -98,6 +98,18 @@ pub enum Command {
 }
 
 impl Command {
+    /// The collector's traces URL and the role's name, when this role exports traces
+    /// (`--otlp-endpoint`).
+    pub fn otlp(&self) -> Option<(&str, &'static str)> {
+        let (otlp, role) = match self {
+            Command::Serve(a) => (&a.otlp, "serve"),
+            Command::Api(a) => (&a.otlp, "api"),
+            Command::Worker(a) => (&a.otlp, "worker"),
+            _ => return None,
+        };
+        otlp.traces_url().map(|url| (url, role))
+    }
+
     /// The admin command this is, if it is one (they run apart from the roles, with their own
     /// exit codes).
     pub fn admin(&self) -> Option<crate::admin::Admin<'_>> {
@@ -430,6 +442,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     config: crate::config::ConfigArgs,
     #[command(flatten)]
+    otlp: crate::telemetry::OtlpArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     listen: ListenArgs,
@@ -454,6 +468,8 @@ pub struct ApiArgs {
     #[command(flatten)]
     config: crate::config::ConfigArgs,
     #[command(flatten)]
+    otlp: crate::telemetry::OtlpArgs,
+    #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]
     listen: ListenArgs,
@@ -468,6 +484,8 @@ pub struct ApiArgs {
 pub struct WorkerArgs {
     #[command(flatten)]
     config: crate::config::ConfigArgs,
+    #[command(flatten)]
+    otlp: crate::telemetry::OtlpArgs,
     #[command(flatten)]
     store: StoreArgs,
     #[command(flatten)]

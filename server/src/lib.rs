@@ -25,6 +25,7 @@ pub mod ratelimit;
 pub mod redis_checks;
 pub mod serve;
 pub mod simulations;
+pub mod telemetry;
 pub mod timelines;
 
 pub use api::{app, AppState};

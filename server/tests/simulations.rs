@@ -236,6 +236,10 @@ run)
        echo 'memory allocation of 1048576 bytes failed' >&2
        kill -ABRT $$ ;;
   noend) echo '{"kind":"header","version":1}'; exit 0 ;;
+  orphan) echo '{"kind":"header","version":1}'
+          sleep 600 &
+          echo $! > "$here/orphan"
+          echo '{"t_ms":5,"actor":"harness","kind":"end","task":null,"details":{"verdict":"Pass"}}' ;;
   pass) echo '{"kind":"header","version":1}'
         echo '{"t_ms":5,"actor":"harness","kind":"end","task":null,"details":{"verdict":"Pass"}}' ;;
   esac ;;
@@ -367,6 +371,21 @@ async fn a_run_that_misbehaves_is_stopped_and_reported() {
         "{reason}"
     );
 
+    // A run that leaves a process behind holding its output open: the run ends when the
+    // simulator does (not at the deadline), and what it left is killed.
+    set_mode(d, "orphan");
+    let (code, body) = post(&http, &base, "", json!({"seed": 1})).await;
+    assert_eq!(code, 200);
+    assert_eq!(lines(&body).last().unwrap()["kind"], "end", "{body}");
+    let orphan = std::fs::read_to_string(d.join("orphan")).unwrap();
+    wait_for("the process the run left to be killed", async || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", orphan.trim())).ok();
+        let alive =
+            stat.is_some_and(|s| s.rsplit(") ").next().is_some_and(|r| !r.starts_with('Z')));
+        (!alive).then_some(Value::Null)
+    })
+    .await;
+
     // Ended without an `end` line.
     set_mode(d, "noend");
     let (_, body) = post(&http, &base, "", json!({"seed": 1})).await;
@@ -483,6 +502,35 @@ async fn a_missing_simulator_is_explained_or_built_from_the_checkout() {
             .unwrap();
         assert_eq!(r.status(), 503);
         assert!(r.headers().get("retry-after").is_none());
+    }
+
+    // A binary that is not orq's simulator: `yes options` answers without end; the answer is
+    // cut at its bound and the binary refused, not read into memory.
+    {
+        let listen = free_listen_addr();
+        let _serve = Proc::spawn(&[
+            "serve",
+            "--listen",
+            &listen,
+            "--no-dashboard-build",
+            "--concurrency",
+            "0",
+            "--sim-binary",
+            "/usr/bin/yes",
+        ]);
+        let base = format!("http://{listen}/api/v1");
+        wait_ready(&http, &base).await;
+        let s = get_json(&http, &format!("{base}/simulations"))
+            .await
+            .unwrap();
+        assert_eq!(s["available"], false, "{s}");
+        assert!(
+            s["reason"]
+                .as_str()
+                .unwrap()
+                .contains("more than 65536 bytes"),
+            "{s}"
+        );
     }
 
     // A checkout: <root>/target/debug/orq, <root>/Cargo.toml, <root>/sim/Cargo.toml.

@@ -13,6 +13,7 @@ use crate::task::Task;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// A task handle that aborts the task when dropped.
 struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
@@ -36,11 +37,20 @@ impl Inner {
         let Some(lease) = task.lease.clone() else {
             return;
         };
+        // Disabled (a no-op) unless the process exports traces (crate::trace).
+        let span = tracing::info_span!(target: crate::trace::TARGET, "orq.task",
+            orq.queue = %task.queue, orq.tenant = %task.tenant, orq.type = %task.task_type,
+            orq.task_id = %task.id, orq.attempt = task.attempt, orq.epoch = lease.epoch,
+            orq.worker = %self.config.id);
+        tracing::info_span!(target: crate::trace::TARGET, parent: &span, "orq.lease",
+            orq.lease_expires_at_ms = lease.expires_at_ms)
+        .in_scope(|| {});
         let queue = task.queue.clone();
         let id = task.id.clone();
         let lease_ms = task.lease_ms;
         let (outcome, local_deadline_ms) = self
             .execute(task, lease.clone(), local_deadline_ms, hard_stop.clone())
+            .instrument(span.clone())
             .await;
         drop(slot);
         let held = Finished {
@@ -50,7 +60,11 @@ impl Inner {
             lease_ms,
             local_deadline_ms,
         };
-        self.report(held, outcome, &hard_stop, &done).await;
+        let reported = tracing::info_span!(target: crate::trace::TARGET, parent: &span,
+            "orq.outcome", orq.outcome = outcome.name());
+        self.report(held, outcome, &hard_stop, &done)
+            .instrument(reported)
+            .await;
     }
 
     /// Run the handler under heartbeats, timeout and cancellation; return how it ended and the
@@ -81,7 +95,10 @@ impl Inner {
         // A spawned task turns a handler panic into a JoinError instead of killing the worker.
         // The guard aborts it when this future is dropped (the worker crashed or was stopped),
         // so a handler never outlives the worker that runs it.
-        let mut run = AbortOnDrop(tokio::spawn(async move { handler.handle(ctx).await }));
+        let handling = tracing::info_span!(target: crate::trace::TARGET, "orq.handler");
+        let mut run = AbortOnDrop(tokio::spawn(
+            async move { handler.handle(ctx).await }.instrument(handling),
+        ));
         let every_ms = heartbeat_interval_ms(task.lease_ms, self.config.heartbeat_divisor);
         let timeout = match task.timeout_ms {
             Some(ms) => self.clock.sleep(ms),

@@ -221,6 +221,18 @@ pub enum Outcome {
     Release,
 }
 
+impl Outcome {
+    /// What the worker reports (the `orq.outcome` span's attribute, [`crate::trace`]).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Succeeded(_) => "completed",
+            Outcome::Failed(_) => "failed",
+            Outcome::LeaseLost => "lease_lost",
+            Outcome::Release => "released",
+        }
+    }
+}
+
 /// Longest a worker waits before it asks a queue again after a lease call on it was refused with
 /// an error other than an unreachable store (corrupt or foreign state in the queue's keys): the
 /// wait doubles from `idle_poll_ms` with each refusal in a row, up to this (ms).

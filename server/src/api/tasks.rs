@@ -2,6 +2,7 @@
 //! (one or in bulk) and purge dead tasks.
 
 use super::*;
+use tracing::Instrument;
 
 /// The tenant and queue rules of a submit: a tenant key's tenant is forced (naming another is a
 /// 403) and its queue must be one of the key's (403). An invalid queue name is left for the
@@ -45,12 +46,19 @@ pub(crate) async fn submit(
     State(s): State<AppState>,
     caller: Caller,
     _: NoQuery,
+    headers: axum::http::HeaderMap,
     ApiJson(body): ApiJson<SubmitBody, SUBMIT_BODY_MAX_BYTES>,
 ) -> ApiResult {
     let body = authorize_submit(&caller, body)?;
     let spec = spec_of(&s, body).await?;
     s.admit(std::slice::from_ref(&spec))?;
-    let done = s.client.submit(spec).await?;
+    // Disabled (a no-op) unless this process exports traces (crate::telemetry).
+    let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit",
+        otel.kind = "server", orq.queue = %spec.queue, orq.tenant = %spec.tenant,
+        orq.type = %spec.task_type, orq.task_id = tracing::field::Empty);
+    crate::telemetry::continue_trace(&span, &headers);
+    let done = s.client.submit(spec).instrument(span.clone()).await?;
+    span.record("orq.task_id", done.task.id.as_str());
     let status = if done.created {
         StatusCode::CREATED
     } else {
@@ -86,6 +94,7 @@ pub(crate) async fn submit_batch(
     State(s): State<AppState>,
     caller: Caller,
     _: NoQuery,
+    headers: axum::http::HeaderMap,
     ApiJson(batch): ApiJson<BatchBody>,
 ) -> ApiResult {
     if batch.tasks.is_empty() || batch.tasks.len() > BATCH_MAX {
@@ -108,7 +117,10 @@ pub(crate) async fn submit_batch(
         })?);
     }
     s.admit(&specs)?;
-    let done = s.client.submit_batch(specs).await?;
+    let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit_batch",
+        otel.kind = "server", orq.tasks = specs.len());
+    crate::telemetry::continue_trace(&span, &headers);
+    let done = s.client.submit_batch(specs).instrument(span).await?;
     let created: Vec<bool> = done.iter().map(|d| d.created).collect();
     // As for one task: 201 when this call stored something, 200 when every task already existed.
     let status = if created.iter().any(|&c| c) {

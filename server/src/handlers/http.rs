@@ -181,6 +181,11 @@ impl Handler for Http {
             .header("x-orq-attempt", ctx.attempt.to_string())
             .header("x-orq-epoch", ctx.epoch.to_string())
             .json(&p.body);
+        // The trace goes on to the webhook; a trace header the payload sets is its own.
+        let own = |name: &str| p.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
+        if !own("traceparent") {
+            req = req.headers(crate::telemetry::outgoing_headers(|name| !own(name)));
+        }
         for (k, v) in &p.headers {
             req = req.header(k, v);
         }

@@ -67,6 +67,8 @@ pub struct Simulator {
     found: Arc<Mutex<Found>>,
     /// A run is in progress (one at a time).
     pub(super) running: Arc<AtomicBool>,
+    /// Held while the binary is looked for and asked its options: one look at a time.
+    looking: tokio::sync::Mutex<()>,
     /// The binary of the running `orq` (where `orq-sim` is looked for beside it).
     exe: Option<PathBuf>,
 }
@@ -78,6 +80,7 @@ impl Simulator {
             args,
             found: Arc::default(),
             running: Arc::default(),
+            looking: tokio::sync::Mutex::new(()),
             exe: std::env::current_exe().ok(),
         }
     }
@@ -170,13 +173,19 @@ impl Simulator {
 
     /// Look for the binary again when the last look is old (or never happened).
     async fn refresh(&self) {
-        {
+        let settled = || {
             let f = self.found.lock().unwrap();
             let fresh = f.checked.is_some_and(|t| t.elapsed() < RECHECK_AFTER);
             let still_there = f.ready.as_ref().is_some_and(|r| r.path.is_file());
-            if f.building || (fresh && (f.ready.is_none() || still_there)) {
-                return;
-            }
+            f.building || (fresh && (f.ready.is_none() || still_there))
+        };
+        if settled() {
+            return;
+        }
+        // Concurrent requests wait for one look instead of starting one each.
+        let _looking = self.looking.lock().await;
+        if settled() {
+            return;
         }
         let found = match self.locate() {
             Ok(path) => probe(&path).await.map(|options| Ready { path, options }),
@@ -210,6 +219,8 @@ impl Simulator {
         if let Some(p) = &self.args.sim_binary {
             return if p.is_file() {
                 Ok(p.clone())
+            } else if p.exists() {
+                Err(format!("--sim-binary {}: not a file", p.display()))
             } else {
                 Err(format!("--sim-binary {}: no such file", p.display()))
             };
@@ -284,32 +295,56 @@ fn on_path(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Ask `path` what a run can be asked for (`orq-sim options`).
+/// Largest answer of `orq-sim options` read (bytes); orq-sim's is under 1 KiB.
+const OPTIONS_MAX_BYTES: u64 = 64 * 1024;
+
+/// Ask `path` what a run can be asked for (`orq-sim options`), reading at most
+/// [`OPTIONS_MAX_BYTES`] of its answer and waiting at most [`PROBE_TIMEOUT`].
 async fn probe(path: &Path) -> Result<Options, String> {
-    let out = tokio::time::timeout(
-        PROBE_TIMEOUT,
-        tokio::process::Command::new(path)
-            .arg("options")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .map_err(|_| format!("{} options: no answer in {PROBE_TIMEOUT:?}", path.display()))?
-    .map_err(|e| format!("{} options: cannot run it: {e}", path.display()))?;
-    if !out.status.success() {
+    use tokio::io::AsyncReadExt;
+    let shown = path.display();
+    let mut child = tokio::process::Command::new(path)
+        .arg("options")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("{shown} options: cannot run it: {e}"))?;
+    let pid = child.id();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
+        // Its answer first: one without end stops here (the child is killed when dropped).
+        let _ = stdout.take(OPTIONS_MAX_BYTES).read_to_end(&mut out).await;
+        if out.len() as u64 >= OPTIONS_MAX_BYTES {
+            return None;
+        }
+        let _ = stderr.take(4096).read_to_end(&mut err).await;
+        child.wait().await.ok()
+    })
+    .await;
+    kill_group(pid).await;
+    let status = match answered {
+        Err(_) => return Err(format!("{shown} options: no answer in {PROBE_TIMEOUT:?}")),
+        Ok(None) => {
+            return Err(format!(
+                "{shown} options: an answer of more than {OPTIONS_MAX_BYTES} bytes \
+                 (is it orq's simulator?)"
+            ))
+        }
+        Ok(Some(s)) => s,
+    };
+    if !status.success() {
         return Err(format!(
-            "{} options failed ({}): {} (is it orq's simulator, of this version?)",
-            path.display(),
-            out.status,
-            tail(&out.stderr, 300)
+            "{shown} options failed ({status}): {} (is it orq's simulator, of this version?)",
+            tail(&err, 300)
         ));
     }
-    serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!(
-            "{} options: unexpected answer ({e}); is it orq's simulator, of this version?",
-            path.display()
-        )
+    serde_json::from_slice(&out).map_err(|e| {
+        format!("{shown} options: unexpected answer ({e}); is it orq's simulator, of this version?")
     })
 }
 
@@ -380,6 +415,20 @@ async fn build(root: &Checkout) -> Result<(), String> {
             out.status,
             tail(&out.stderr, BUILD_OUTPUT_TAIL)
         ))
+    }
+}
+
+/// Kill (SIGKILL) the process group `pid` leads, with `kill(1)` (no `unsafe` here): a simulator
+/// started as a group leader, and whatever it started. A group already gone is not an error.
+pub(super) async fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let _ = tokio::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .await;
     }
 }
 

@@ -75,6 +75,8 @@ impl Simulator {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
+            // Its own process group, so that what it started dies with it (kill_group).
+            .process_group(0)
             .spawn()
             .map_err(|e| {
                 ApiError::new(
@@ -173,8 +175,20 @@ impl Pump {
         let mut buf = vec![0u8; 64 * 1024];
         let mut sent: u64 = 0;
         let mut last = LastLine::default();
+        let pid = child.id();
+        // The process's exit, once seen; after it, what is left in the pipe is read for a
+        // moment (a process it left behind may hold the pipe open).
+        let (mut exited, mut status) = (false, None);
+        let mut drain_until: Option<Instant> = None;
         let stop = loop {
             tokio::select! {
+                s = child.wait(), if !exited => {
+                    exited = true;
+                    status = s.ok();
+                    drain_until = Some(Instant::now() + std::time::Duration::from_secs(1));
+                }
+                _ = tokio::time::sleep_until(drain_until.unwrap_or(self.deadline)),
+                    if drain_until.is_some() => break Stop::Eof,
                 r = stdout.read(&mut buf) => match r {
                     Ok(0) => break Stop::Eof,
                     Ok(n) => {
@@ -201,6 +215,8 @@ impl Pump {
                 ),
             }
         };
+        // Whatever happened, nothing the run started outlives it.
+        super::binary::kill_group(pid).await;
         let reason = match stop {
             Stop::Gone => {
                 let _ = child.kill().await;
@@ -215,9 +231,13 @@ impl Pump {
                 Some(reason)
             }
             Stop::Eof => {
-                let status = tokio::select! {
-                    s = child.wait() => s.ok(),
-                    _ = tokio::time::sleep_until(self.deadline) => None,
+                let status = if exited {
+                    status
+                } else {
+                    tokio::select! {
+                        s = child.wait() => s.ok(),
+                        _ = tokio::time::sleep_until(self.deadline) => None,
+                    }
                 };
                 match status {
                     Some(s) if matches!(s.code(), Some(0..=3)) && last.is_end() => None,

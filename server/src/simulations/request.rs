@@ -26,7 +26,7 @@ pub struct SimulationRequest {
     /// Roll the store back to an earlier snapshot once (an unsynced Redis crash or an
     /// asynchronous failover); the invariants are weakened accordingly.
     #[serde(default)]
-    pub lossy: bool,
+    pub lossy: Option<bool>,
     /// Tasks submitted instead of the seed's draw (20..=120): 1..=`limits.tasks_max`.
     #[serde(default, deserialize_with = "crate::model::opt_int_i128")]
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 1000)]
@@ -91,7 +91,7 @@ impl SimulationRequest {
                 args.extend(["--planted".to_string(), p.clone()]);
             }
         }
-        if self.lossy {
+        if self.lossy == Some(true) {
             args.push("--lossy".to_string());
         }
         if let Some(n) = self.tasks {

@@ -1,0 +1,185 @@
+//! Distributed tracing: the spans of [`orq::trace`] (and the API's `orq.submit`) exported over
+//! OTLP/HTTP (protobuf) when `--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` names a
+//! collector; off by default. W3C trace context (`traceparent`, `tracestate`) is read from a
+//! submit's headers (a malformed one is ignored: the submit starts a new trace) and written into
+//! the `http` handler's requests.
+//!
+//! The exporter is opentelemetry-otlp's, behind the SDK's batch processor (its own thread; the
+//! standard `OTEL_BSP_*` variables tune it); the service name is `orq-<role>` unless
+//! `OTEL_SERVICE_NAME` says otherwise. The spans reach it through `tracing-opentelemetry`,
+//! enabled for the target [`orq::trace::TARGET`] only, which the logs leave out.
+
+use clap::Args;
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+/// Where traces go (`orq serve`, `api`, `worker`, `scheduler`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct OtlpArgs {
+    /// Export traces over OTLP/HTTP (protobuf) to this collector, e.g. http://127.0.0.1:4318
+    /// (traces are POSTed to its /v1/traces). Off when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = parse_endpoint)]
+    pub otlp_endpoint: Option<Endpoint>,
+}
+
+/// A collector's traces URL, or none: an empty `OTEL_EXPORTER_OTLP_ENDPOINT` (or flag) means
+/// unset, as the OpenTelemetry specification says of empty variables.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint(pub Option<String>);
+
+impl OtlpArgs {
+    /// The traces URL, when traces are exported.
+    pub fn traces_url(&self) -> Option<&str> {
+        self.otlp_endpoint.as_ref().and_then(|e| e.0.as_deref())
+    }
+}
+
+/// The traces URL of a collector given as a base URL (the OTLP convention: `/v1/traces` is
+/// added unless the URL already ends with it).
+fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
+    if s.trim().is_empty() {
+        return Ok(Endpoint(None));
+    }
+    let u = reqwest::Url::parse(s.trim()).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
+        return Err("an http:// or https:// URL with a host".into());
+    }
+    if u.query().is_some() || u.fragment().is_some() {
+        return Err("a collector's base URL, without ?query or #fragment".into());
+    }
+    let s = u.as_str().trim_end_matches('/');
+    Ok(Endpoint(Some(if s.ends_with("/v1/traces") {
+        s.to_string()
+    } else {
+        format!("{s}/v1/traces")
+    })))
+}
+
+/// `url` with its password, if any, as `***` (for logs).
+pub fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The tracer provider of a process that exports traces (flushed by [`Exporting::shutdown`]).
+pub struct Exporting {
+    provider: SdkTracerProvider,
+}
+
+impl Exporting {
+    /// Export what is still buffered, then stop (at the end of `main`).
+    pub fn shutdown(self) {
+        if let Err(e) = self.provider.shutdown() {
+            tracing::warn!(error = %e, "flushing the traces at exit failed");
+        }
+    }
+}
+
+/// Start exporting to `traces_url` as service `orq-<role>`; the layer that hands
+/// [`orq::trace::TARGET`]'s spans to it, and the provider to flush at exit.
+pub fn start<S>(
+    traces_url: &str,
+    role: &str,
+) -> Result<(impl tracing_subscriber::Layer<S>, Exporting), String>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use opentelemetry_otlp::WithExportConfig;
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(traces_url)
+        .build()
+        .map_err(|e| format!("--otlp-endpoint {traces_url}: {e}"))?;
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name(format!("orq-{role}"));
+    }
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build();
+    let tracer = provider.tracer("orq");
+    opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    // Only orq's own attributes: no source location, thread or busy/idle times per span.
+    let layer = tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_target(false);
+    Ok((layer, Exporting { provider }))
+}
+
+/// Make `span` continue the trace of a request's `traceparent` / `tracestate` headers; without
+/// them, or with malformed ones, it starts a new trace.
+pub fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
+    let parent =
+        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// The `traceparent` / `tracestate` headers of the current span, for an outgoing request; empty
+/// when no trace is exported. An empty `tracestate` is left out, and so is each header for
+/// which `keep(name)` is false (a header the request sets itself).
+pub fn outgoing_headers(keep: impl Fn(&str) -> bool) -> axum::http::HeaderMap {
+    let mut headers = axum::http::HeaderMap::new();
+    let cx = tracing::Span::current().context();
+    if cx.span().span_context().is_valid() {
+        TraceContextPropagator::new()
+            .inject_context(&cx, &mut opentelemetry_http::HeaderInjector(&mut headers));
+    }
+    let names: Vec<_> = headers.keys().cloned().collect();
+    for name in names {
+        let empty = headers.get(&name).is_some_and(|v| v.is_empty());
+        if empty || !keep(name.as_str()) {
+            headers.remove(&name);
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_a_collector_base_url() {
+        let url = |s: &str| parse_endpoint(s).unwrap().0;
+        assert_eq!(
+            url("http://127.0.0.1:4318").as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        assert_eq!(
+            url("https://otel.example/v1/traces").as_deref(),
+            Some("https://otel.example/v1/traces")
+        );
+        assert_eq!(
+            url("http://c:4318/otlp/").as_deref(),
+            Some("http://c:4318/otlp/v1/traces")
+        );
+        assert_eq!(url(""), None, "empty is unset");
+        assert_eq!(
+            shown("http://u:secret@c:4318/v1/traces"),
+            "http://u:***@c:4318/v1/traces"
+        );
+        for bad in [
+            "localhost:4318",
+            "ftp://c/",
+            "http://",
+            "http://c:4318/?x=1",
+            "http://c/#f",
+        ] {
+            assert!(parse_endpoint(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,347 @@
+//! Distributed tracing across processes: `orq api` and `orq worker` on one private Redis export
+//! their spans over OTLP/HTTP to a receiver in this test, which decodes them with the published
+//! OpenTelemetry protos (`opentelemetry-proto`), as a collector would. Checked: a submit's span
+//! continues the caller's `traceparent` (a malformed one starts a new trace, and the submit
+//! succeeds); the worker's task span carries queue, tenant, type, attempt and epoch, with the
+//! lease, handler and outcome spans as its children; the `http` handler sends the handler span's
+//! `traceparent` to the webhook. Without `--otlp-endpoint` nothing is sent.
+
+mod roles;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use orq::testing::RedisServer;
+use prost::Message;
+use roles::*;
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+
+/// One exported span, flattened.
+#[derive(Debug, Clone)]
+struct Got {
+    service: String,
+    name: String,
+    trace_id: String,
+    span_id: String,
+    parent_span_id: String,
+    attrs: Vec<(String, String)>,
+}
+
+impl Got {
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Default)]
+struct Received {
+    spans: Vec<Got>,
+    posts: usize,
+    hook_traceparents: Vec<String>,
+    /// The `tracestate` headers each webhook call carried (an empty one must not be sent).
+    hook_tracestates: Vec<Vec<String>>,
+}
+
+type Shared = Arc<Mutex<Received>>;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn value(v: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match v.as_ref().and_then(|v| v.value.as_ref()) {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(Any::BoolValue(b)) => b.to_string(),
+        Some(Any::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn collect(
+    axum::extract::State(r): axum::extract::State<Shared>,
+    body: Bytes,
+) -> impl axum::response::IntoResponse {
+    let req = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf body");
+    let mut r = r.lock().unwrap();
+    r.posts += 1;
+    for rs in req.resource_spans {
+        let service = rs
+            .resource
+            .iter()
+            .flat_map(|res| &res.attributes)
+            .find(|a| a.key == "service.name")
+            .map(|a| value(&a.value))
+            .unwrap_or_default();
+        for ss in rs.scope_spans {
+            for s in ss.spans {
+                r.spans.push(Got {
+                    service: service.clone(),
+                    name: s.name.clone(),
+                    trace_id: hex(&s.trace_id),
+                    span_id: hex(&s.span_id),
+                    parent_span_id: hex(&s.parent_span_id),
+                    attrs: s
+                        .attributes
+                        .iter()
+                        .map(|a| (a.key.clone(), value(&a.value)))
+                        .collect(),
+                });
+            }
+        }
+    }
+    (
+        [("content-type", "application/x-protobuf")],
+        ExportTraceServiceResponse::default().encode_to_vec(),
+    )
+}
+
+async fn hook(axum::extract::State(r): axum::extract::State<Shared>, headers: HeaderMap) {
+    let tp = headers
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let ts = headers
+        .get_all("tracestate")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("?").to_string())
+        .collect();
+    let mut r = r.lock().unwrap();
+    r.hook_traceparents.push(tp);
+    r.hook_tracestates.push(ts);
+}
+
+/// The receiver (POST /v1/traces) and the webhook (POST /hook) on one free port.
+async fn receiver() -> (String, Shared) {
+    let shared: Shared = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/traces", post(collect))
+        .route("/hook", post(hook))
+        .with_state(shared.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (format!("http://{addr}"), shared)
+}
+
+async fn spans_until(r: &Shared, what: &str, f: impl Fn(&[Got]) -> bool) -> Vec<Got> {
+    wait_for(what, async || {
+        let spans = r.lock().unwrap().spans.clone();
+        f(&spans).then(|| serde_json::to_value(spans.len()).unwrap())
+    })
+    .await;
+    r.lock().unwrap().spans.clone()
+}
+
+async fn submit_with(http: &reqwest::Client, base: &str, traceparent: &str, body: Value) -> String {
+    let r = http
+        .post(format!("{base}/tasks"))
+        .header("traceparent", traceparent)
+        .header("tracestate", "vendor=1")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    r.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+// Goal: traces cross the API and worker processes as a collector sees them. Method: a real
+// OTLP/HTTP receiver decoding protobuf; `orq api` and `orq worker` with --otlp-endpoint (and a
+// short batch delay, OTEL_BSP_SCHEDULE_DELAY, so spans arrive in time); an echo task and an
+// `http` task submitted with a traceparent, one with a malformed traceparent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_reach_an_otlp_receiver_with_their_parents() {
+    let (collector, got) = receiver().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let listen = free_listen_addr();
+    let allow = format!("{collector}/hook");
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let _api = Proc::spawn_with(
+        &[
+            "api",
+            "--redis",
+            &url,
+            "--listen",
+            &listen,
+            "--otlp-endpoint",
+            &collector,
+            "--http-allow",
+            &allow,
+        ],
+        &["OTEL_SERVICE_NAME"],
+        &env,
+    );
+    let _worker = Proc::spawn_with(
+        &[
+            "worker",
+            "--redis",
+            &url,
+            "--otlp-endpoint",
+            &collector,
+            "--http-allow",
+            &allow,
+        ],
+        &["OTEL_SERVICE_NAME"],
+        &env,
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_ready(&http, &base).await;
+
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let parent = "00f067aa0ba902b7";
+    let echo = submit_with(
+        &http,
+        &base,
+        &format!("00-{trace}-{parent}-01"),
+        json!({"type": "echo", "payload": {"hi": 1}, "tenant": "acme", "queue": "default"}),
+    )
+    .await;
+    let hooked = submit_with(
+        &http,
+        &base,
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        json!({"type": "http", "payload": {"url": allow}}),
+    )
+    .await;
+    let bad = submit_with(
+        &http,
+        &base,
+        "00-not-a-trace-at-all",
+        json!({"type": "echo", "payload": 1}),
+    )
+    .await;
+
+    let spans = spans_until(&got, "the submit, task and outcome spans", |s| {
+        let outcomes = s.iter().filter(|x| x.name == "orq.outcome").count();
+        let submits = s.iter().filter(|x| x.name == "orq.submit").count();
+        outcomes >= 3 && submits >= 3
+    })
+    .await;
+
+    // The submit continues the caller's trace, with the caller's span as its parent.
+    let submit = spans
+        .iter()
+        .find(|x| x.name == "orq.submit" && x.attr("orq.task_id") == Some(echo.as_str()))
+        .expect("the echo task's submit span");
+    assert_eq!(submit.service, "orq-api");
+    assert_eq!(submit.trace_id, trace);
+    assert_eq!(submit.parent_span_id, parent);
+    assert_eq!(submit.attr("orq.tenant"), Some("acme"));
+    assert_eq!(submit.attr("orq.type"), Some("echo"));
+    assert_eq!(submit.attr("orq.queue"), Some("default"));
+    // A malformed traceparent is ignored: a new trace, no parent, the task submitted.
+    let fresh = spans
+        .iter()
+        .find(|x| x.name == "orq.submit" && x.attr("orq.task_id") == Some(bad.as_str()))
+        .expect("the malformed submit's span");
+    assert_eq!(fresh.parent_span_id, "", "{fresh:?}");
+    assert_eq!(fresh.trace_id.len(), 32);
+    assert_ne!(fresh.trace_id, "0".repeat(32));
+
+    // The worker's task span and its children.
+    for (id, ty) in [(&echo, "echo"), (&hooked, "http")] {
+        let task = spans
+            .iter()
+            .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(id.as_str()))
+            .unwrap_or_else(|| panic!("no task span for {id}: {spans:#?}"));
+        assert_eq!(task.service, "orq-worker");
+        assert_eq!(task.attr("orq.type"), Some(ty));
+        assert_eq!(task.attr("orq.queue"), Some("default"));
+        assert_eq!(task.attr("orq.attempt"), Some("1"));
+        assert_eq!(task.attr("orq.epoch"), Some("1"));
+        assert!(task.attr("orq.worker").is_some());
+        for child in ["orq.lease", "orq.handler", "orq.outcome"] {
+            let c = spans
+                .iter()
+                .find(|x| x.name == child && x.parent_span_id == task.span_id)
+                .unwrap_or_else(|| panic!("no {child} under the task span of {id}"));
+            assert_eq!(c.trace_id, task.trace_id);
+        }
+        let outcome = spans
+            .iter()
+            .find(|x| x.name == "orq.outcome" && x.parent_span_id == task.span_id)
+            .unwrap();
+        assert_eq!(outcome.attr("orq.outcome"), Some("completed"));
+    }
+
+    // The webhook got the handler span's traceparent.
+    let task = spans
+        .iter()
+        .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(hooked.as_str()))
+        .unwrap();
+    let handler = spans
+        .iter()
+        .find(|x| x.name == "orq.handler" && x.parent_span_id == task.span_id)
+        .unwrap();
+    let tps = got.lock().unwrap().hook_traceparents.clone();
+    assert_eq!(
+        tps,
+        [format!("00-{}-{}-01", task.trace_id, handler.span_id)],
+        "the webhook's traceparent"
+    );
+    let states = got.lock().unwrap().hook_tracestates.clone();
+    assert_eq!(states, [Vec::<String>::new()], "no empty tracestate sent");
+}
+
+// Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and
+// the webhook gets no traceparent. Method: the same receiver, processes without the flag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_endpoint_nothing_is_exported() {
+    let (collector, got) = receiver().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let listen = free_listen_addr();
+    let allow = format!("{collector}/hook");
+    let clear = ["OTEL_EXPORTER_OTLP_ENDPOINT"];
+    let _api = Proc::spawn_with(
+        &[
+            "api",
+            "--redis",
+            &url,
+            "--listen",
+            &listen,
+            "--http-allow",
+            &allow,
+        ],
+        &clear,
+        &[],
+    );
+    let _worker = Proc::spawn_with(
+        &["worker", "--redis", &url, "--http-allow", &allow],
+        &clear,
+        &[],
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_ready(&http, &base).await;
+    let id = submit_with(
+        &http,
+        &base,
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        json!({"type": "http", "payload": {"url": allow}}),
+    )
+    .await;
+    wait_for("the http task to complete", async || {
+        let t = get_json(&http, &format!("{base}/tasks/{id}")).await?;
+        (t["status"] == "completed").then_some(t)
+    })
+    .await;
+    let r = got.lock().unwrap();
+    assert_eq!(r.posts, 0, "nothing exported");
+    assert_eq!(r.hook_traceparents, [String::new()], "no traceparent sent");
+}
