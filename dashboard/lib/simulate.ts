@@ -5,7 +5,7 @@
 // while the server builds the simulator. `streamSimulation` does the I/O (fetch, read the body,
 // abort); the rest is pure and unit-tested.
 
-import { API_BASE, ApiError, authHeaders, errorMessage, failure } from "./api";
+import { API_BASE, ApiError, authHeaders, failure } from "./api";
 import { formatBytes } from "./format";
 import { TIMELINE_BYTES_MAX } from "./timeline";
 import type { SimulationRequest, SimulatorInfo } from "./types";
@@ -272,7 +272,7 @@ export function refusal(e: unknown): RunRefusal {
   if (e instanceof ApiError && e.status === 409) {
     return {
       place: "busy",
-      message: `A simulation is already running on this orq (one at a time): Run is enabled again when it ends. (${errorMessage(e)})`,
+      message: "A simulation is already running on this orq (one at a time): Run is enabled again when it ends.",
     };
   }
   return { place: "error", error: e };

@@ -626,6 +626,20 @@ function markerLabel(e: TimelineEvent): string {
   return parts.filter((p) => p !== "").join(" · ");
 }
 
+/**
+ * A verdict as people read it: the simulator writes Rust's debug form, `Safety("w1: … Some(\"x\")")`;
+ * this is `Safety: w1: … Some("x")`. Any other text is returned as it is.
+ */
+export function verdictShown(text: string): string {
+  const m = /^(\w+)\("(.*)"\)$/s.exec(text);
+  if (!m) return text;
+  try {
+    return `${m[1]}: ${JSON.parse(`"${m[2]}"`) as string}`;
+  } catch {
+    return text; // an escape JSON does not know (Rust's \u{…}): the raw form
+  }
+}
+
 /** Build the model: markers, per-task event index, violation, verdict and seek checkpoints. */
 export function buildModel(timeline: Timeline): TimelineModel {
   const events = timeline.events;

@@ -19,20 +19,6 @@ struct Live {
     http: reqwest::Client,
 }
 
-/// A key made by `orq key new ARGS`: the key and its file entry.
-fn new_key(args: &[&str]) -> (String, String) {
-    let mut all = vec!["key", "new"];
-    all.extend_from_slice(args);
-    let o = Command::new(env!("CARGO_BIN_EXE_orq"))
-        .args(&all)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8(o.stdout).unwrap();
-    let (key, entry) = text.split_once('\n').unwrap();
-    (key.to_string(), entry.to_string())
-}
-
 impl Live {
     async fn start() -> Live {
         let dir = tempfile::tempdir().unwrap();

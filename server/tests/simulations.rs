@@ -26,6 +26,25 @@ fn real_simulator() -> PathBuf {
     p
 }
 
+/// `orq serve` on a free loopback address, no built-in worker, with `extra` arguments; the
+/// process and its API's base URL, once it is ready.
+async fn serve(http: &reqwest::Client, extra: &[&str]) -> (Proc, String) {
+    let listen = free_listen_addr();
+    let mut args = vec![
+        "serve",
+        "--listen",
+        &listen,
+        "--no-dashboard-build",
+        "--concurrency",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let p = Proc::spawn(&args);
+    let base = format!("http://{listen}/api/v1");
+    wait_ready(http, &base).await;
+    (p, base)
+}
+
 fn lines(body: &str) -> Vec<Value> {
     body.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -43,19 +62,6 @@ async fn post(http: &reqwest::Client, base: &str, key: &str, body: Value) -> (u1
     (r.status().as_u16(), r.text().await.unwrap())
 }
 
-fn new_key(args: &[&str]) -> (String, String) {
-    let mut all = vec!["key", "new"];
-    all.extend_from_slice(args);
-    let o = Command::new(env!("CARGO_BIN_EXE_orq"))
-        .args(&all)
-        .output()
-        .unwrap();
-    assert!(o.status.success());
-    let text = String::from_utf8(o.stdout).unwrap();
-    let (key, entry) = text.split_once('\n').unwrap();
-    (key.to_string(), entry.to_string())
-}
-
 // Goal: an admin runs a seed from the API and gets the timeline the simulator writes, with the
 // fault families chosen and a planted bug caught; a tenant key, no key and bad values are
 // refused before any process starts. Method: `orq serve` with API keys and the real orq-sim;
@@ -69,22 +75,17 @@ async fn an_admin_runs_a_seed_and_gets_its_timeline() {
     let (tenant, t) = new_key(&["--tenant", "acme"]);
     let keys = dir.path().join("keys.toml");
     std::fs::write(&keys, format!("{a}\n{t}\n")).unwrap();
-    let listen = free_listen_addr();
-    let _serve = Proc::spawn(&[
-        "serve",
-        "--listen",
-        &listen,
-        "--api-keys",
-        keys.to_str().unwrap(),
-        "--no-dashboard-build",
-        "--concurrency",
-        "0",
-        "--sim-binary",
-        sim.to_str().unwrap(),
-    ]);
     let http = reqwest::Client::new();
-    let base = format!("http://{listen}/api/v1");
-    wait_ready(&http, &base).await;
+    let (_serve, base) = serve(
+        &http,
+        &[
+            "--api-keys",
+            keys.to_str().unwrap(),
+            "--sim-binary",
+            sim.to_str().unwrap(),
+        ],
+    )
+    .await;
 
     let status: Value = http
         .get(format!("{base}/simulations"))
@@ -288,24 +289,19 @@ async fn running(http: &reqwest::Client, base: &str) -> bool {
 async fn a_run_that_misbehaves_is_stopped_and_reported() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_simulator(dir.path());
-    let listen = free_listen_addr();
-    let _serve = Proc::spawn(&[
-        "serve",
-        "--listen",
-        &listen,
-        "--no-dashboard-build",
-        "--concurrency",
-        "0",
-        "--sim-binary",
-        fake.to_str().unwrap(),
-        "--sim-timeout-ms",
-        "2000",
-        "--sim-memory-mb",
-        "512",
-    ]);
     let http = reqwest::Client::new();
-    let base = format!("http://{listen}/api/v1");
-    wait_ready(&http, &base).await;
+    let (_serve, base) = serve(
+        &http,
+        &[
+            "--sim-binary",
+            fake.to_str().unwrap(),
+            "--sim-timeout-ms",
+            "2000",
+            "--sim-memory-mb",
+            "512",
+        ],
+    )
+    .await;
     let d = dir.path();
 
     // The arguments: the request's, then the timeline to stdout and the memory limit.
@@ -427,22 +423,17 @@ async fn a_run_that_misbehaves_is_stopped_and_reported() {
 async fn a_run_whose_client_goes_away_is_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let fake = fake_simulator(dir.path());
-    let listen = free_listen_addr();
-    let _serve = Proc::spawn(&[
-        "serve",
-        "--listen",
-        &listen,
-        "--no-dashboard-build",
-        "--concurrency",
-        "0",
-        "--sim-binary",
-        fake.to_str().unwrap(),
-        "--sim-timeout-ms",
-        "600000",
-    ]);
     let http = reqwest::Client::new();
-    let base = format!("http://{listen}/api/v1");
-    wait_ready(&http, &base).await;
+    let (_serve, base) = serve(
+        &http,
+        &[
+            "--sim-binary",
+            fake.to_str().unwrap(),
+            "--sim-timeout-ms",
+            "600000",
+        ],
+    )
+    .await;
     set_mode(dir.path(), "header");
     let mut r = http
         .post(format!("{base}/simulations"))
@@ -471,19 +462,7 @@ async fn a_run_whose_client_goes_away_is_stopped() {
 async fn a_missing_simulator_is_explained_or_built_from_the_checkout() {
     let http = reqwest::Client::new();
     {
-        let listen = free_listen_addr();
-        let _serve = Proc::spawn(&[
-            "serve",
-            "--listen",
-            &listen,
-            "--no-dashboard-build",
-            "--concurrency",
-            "0",
-            "--sim-binary",
-            "/nonexistent/orq-sim",
-        ]);
-        let base = format!("http://{listen}/api/v1");
-        wait_ready(&http, &base).await;
+        let (_serve, base) = serve(&http, &["--sim-binary", "/nonexistent/orq-sim"]).await;
         let s = get_json(&http, &format!("{base}/simulations"))
             .await
             .unwrap();
@@ -507,19 +486,7 @@ async fn a_missing_simulator_is_explained_or_built_from_the_checkout() {
     // A binary that is not orq's simulator: `yes options` answers without end; the answer is
     // cut at its bound and the binary refused, not read into memory.
     {
-        let listen = free_listen_addr();
-        let _serve = Proc::spawn(&[
-            "serve",
-            "--listen",
-            &listen,
-            "--no-dashboard-build",
-            "--concurrency",
-            "0",
-            "--sim-binary",
-            "/usr/bin/yes",
-        ]);
-        let base = format!("http://{listen}/api/v1");
-        wait_ready(&http, &base).await;
+        let (_serve, base) = serve(&http, &["--sim-binary", "/usr/bin/yes"]).await;
         let s = get_json(&http, &format!("{base}/simulations"))
             .await
             .unwrap();

@@ -45,7 +45,7 @@ export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => v
         }}
       >
         <p>
-          Drop a timeline file here (<code>orq-sim run --seed N --timeline FILE</code>), or
+          Drop a timeline file here (<code className="nowrap">orq-sim run --seed N --timeline FILE</code>), or
         </p>
         <label className="button" style={{ display: "inline-block" }}>
           Choose a file…
@@ -67,7 +67,7 @@ export function Loader({ onLoad, busyName }: { onLoad: (l: Promise<Loaded>) => v
           <Loading what="Listing timelines" />
         ) : missing ? (
           <Empty>
-            This orq keeps no simulation timelines. Open a file instead: <code>orq-sim run --seed 42 --timeline seed42.jsonl</code>{" "}
+            This orq keeps no simulation timelines. Open a file instead: <code className="nowrap">orq-sim run --seed 42 --timeline seed42.jsonl</code>{" "}
             writes one (README, The simulator); or start orq with <code>--timelines DIR</code> to list a directory of them here.
           </Empty>
         ) : list.error ? (

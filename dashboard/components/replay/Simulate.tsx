@@ -9,7 +9,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { AdminNeeded, Empty, ErrorBox, Loading } from "@/components/ui";
 import { api, ApiError, errorMessage, isMissingRoute, needsAdmin } from "@/lib/api";
-import { formatBytes, formatVirtual } from "@/lib/format";
+import { formatVirtual } from "@/lib/format";
 import { useNow, useResource } from "@/lib/hooks";
 import {
   advance,
@@ -464,7 +464,7 @@ export function Simulate({ onOpen }: { onOpen: (l: Loaded) => void }) {
         {phase.kind === "running" && <Progress seed={phase.seed} p={progress} info={d} />}
         {idle && !running && (
           <span className="muted">
-            At most {Math.round(d.limits.timeout_ms / 1000)} s and {formatBytes(d.limits.memory_bytes)} per run; one run at a time.
+            At most {Math.round(d.limits.timeout_ms / 1000)} s and {Math.round(d.limits.memory_bytes / 2 ** 20)} MB per run; one run at a time.
           </span>
         )}
       </div>

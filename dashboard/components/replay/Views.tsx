@@ -28,6 +28,7 @@ import {
   type TaskStatus,
   type TimelineEvent,
   type TimelineModel,
+  verdictShown,
 } from "@/lib/timeline";
 import { STATUS_COLOURS, type Status } from "@/lib/types";
 import { StatusBadge } from "@/components/ui";
@@ -133,7 +134,7 @@ export function Summary({
               ))}
             </p>
           )}
-          {verdict && <p className="muted">Verdict: {verdict.text}</p>}
+          {verdict && <p className="muted">Verdict: {verdictShown(verdict.text)}</p>}
         </>
       )}
       {aborted && (

@@ -4,6 +4,7 @@
 // generous deadlines (the machine is a loaded 2-core box: never assert on elapsed time).
 // `stop()` kills orq and the browser whatever happened; an exit hook does it too.
 
+import assert from "node:assert/strict";
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
@@ -229,6 +230,35 @@ export async function newPage(world: World): Promise<TestPage> {
 }
 
 /** Wait until the locator's text content, trimmed, satisfies `ok`. */
+/**
+ * Run `body` with a fresh page of `world` (its tab holding the API key `key` when given); fails
+ * on console errors other than the `allowed` ones, and adds the tail of orq's output to a failure.
+ */
+export async function withPage(
+  world: World,
+  body: (p: TestPage) => Promise<void>,
+  opts: { allowed?: RegExp | null; key?: string } = {},
+): Promise<void> {
+  const p = await newPage(world);
+  if (opts.key !== undefined) {
+    await p.context.addInitScript((k) => window.sessionStorage.setItem("orq.apiKey", k), opts.key);
+  }
+  const allowed = opts.allowed ?? null;
+  try {
+    await body(p);
+    assert.deepEqual(
+      p.errors.filter((e) => !(allowed && allowed.test(e))),
+      [],
+      "no console errors or uncaught exceptions",
+    );
+  } catch (e) {
+    if (e instanceof Error) e.message += `\n--- orq output (tail) ---\n${world.log().slice(-3000)}`;
+    throw e;
+  } finally {
+    await p.close();
+  }
+}
+
 export async function waitText(page: Page, selector: string, ok: (t: string) => boolean, what: string): Promise<string> {
   return waitFor(what, async () => {
     const loc = page.locator(selector).first();

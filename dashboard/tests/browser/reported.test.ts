@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { copyFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { newPage, orqHasKeys, screenshot, startWorld, waitFor, waitTaskStatus, waitText, type TestPage, type World } from "./fixture";
+import { orqHasKeys, screenshot, startWorld, waitFor, waitTaskStatus, waitText, withPage, type TestPage, type World } from "./fixture";
 
 interface TaskJson {
   id: string;
@@ -21,22 +21,8 @@ interface TaskJson {
 let world: World;
 
 /** A fresh page whose tab holds `key`; fails on console errors other than the expected ones. */
-async function withKey(key: string, body: (p: TestPage) => Promise<void>, allowed: RegExp | null = null): Promise<void> {
-  const p = await newPage(world);
-  await p.context.addInitScript((k) => window.sessionStorage.setItem("orq.apiKey", k), key);
-  try {
-    await body(p);
-    assert.deepEqual(
-      p.errors.filter((e) => !(allowed && allowed.test(e))),
-      [],
-      "no console errors or uncaught exceptions",
-    );
-  } catch (e) {
-    if (e instanceof Error) e.message += `\n--- orq output (tail) ---\n${world.log().slice(-3000)}`;
-    throw e;
-  } finally {
-    await p.close();
-  }
+function withKey(key: string, body: (p: TestPage) => Promise<void>, allowed: RegExp | null = null): Promise<void> {
+  return withPage(world, body, { allowed, key });
 }
 
 async function submit(body: Record<string, unknown>): Promise<TaskJson> {

@@ -25,6 +25,7 @@ import {
   statusSeries,
   taskIdsIn,
   taskStory,
+  verdictShown,
   workerName,
   type ReplayState,
   type TimelineEvent,
@@ -428,4 +429,10 @@ test("real simulator timelines agree with the scan, and have a header and a verd
       assert.equal(m.verdict!.passed, false, `${name}: a violation fails the run`);
     }
   }
+});
+
+test("a verdict in Rust's debug form reads as text", () => {
+  assert.equal(verdictShown('Safety("w1: task was Some(\\"leased\\")")'), 'Safety: w1: task was Some("leased")');
+  assert.equal(verdictShown("Pass"), "Pass");
+  assert.equal(verdictShown('Crash("bad \\u{1f600}")'), 'Crash("bad \\u{1f600}")', "an escape JSON lacks: raw");
 });

@@ -95,6 +95,20 @@ impl Drop for Proc {
     }
 }
 
+/// A key made by `orq key new ARGS`: the key (first line) and its entry for the keys file.
+pub fn new_key(args: &[&str]) -> (String, String) {
+    let mut all = vec!["key", "new"];
+    all.extend_from_slice(args);
+    let o = Command::new(env!("CARGO_BIN_EXE_orq"))
+        .args(&all)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "orq key new: {o:?}");
+    let text = String::from_utf8(o.stdout).unwrap();
+    let (key, entry) = text.split_once('\n').unwrap();
+    (key.to_string(), entry.to_string())
+}
+
 /// A free port on 127.0.0.1 (another process may take it before the caller binds it).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
