@@ -23,9 +23,10 @@ COPY --from=dashboard /src/dashboard/out dashboard/out
 RUN cargo build --release --locked --bin orq --bin orq-sim
 
 FROM debian:bookworm-slim
-# curl for the health checks; ca-certificates for the `http` handler's HTTPS calls.
+# curl for the health checks; ca-certificates for the `http` handler's HTTPS calls; procps for
+# kill(1), with which the API stops a simulation run's process group.
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && apt-get install -y --no-install-recommends ca-certificates curl procps \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --no-create-home --shell /usr/sbin/nologin orq
 COPY --from=build /src/target/release/orq /src/target/release/orq-sim /usr/local/bin/

@@ -126,7 +126,8 @@ impl Simulator {
                     building_reason()
                 } else if self.can_build(&f) {
                     format!(
-                        "the simulator ({BINARY}) is not built yet; the first run builds it from                          this source checkout, which takes a few minutes once"
+                        "the simulator ({BINARY}) is not built yet; the first run builds it from this \
+                         source checkout, which takes a few minutes once"
                     )
                 } else {
                     f.reason.clone().unwrap_or_else(|| not_found(&self.args))
