@@ -451,8 +451,30 @@ impl orq::Store for SlowFirstCompletions {
 // Method: one lane of 25 slots, 1,000 `echo` tasks (handlers that return at once, as in the
 // benchmarks), the first two complete_batch calls held 300 ms (the stand-back timer is the
 // linger plus the idle poll, 51 ms); every task completes once, and after the held calls the
-// lease calls of their own are fewer than a quarter of the completions that leased.
+// lease calls of their own are fewer than a quarter of the completions that leased. A loaded
+// machine's slow rounds run the timer out now and then too (on a cluster in CI, 12 lease calls
+// alone against 38 refills; unloaded, 1 to 15 against 37 to 43), so the run is tried up to five
+// times and one must show it; with the flag left set, no try of 19 did (9 to 31 alone against
+// 27 to 36 refills: at least 0.28 of them).
 async fn a_slow_completion_once_does_not_leave_the_pool_leasing_alone(env: Env) {
+    let mut tries = Vec::new();
+    for n in 1..=5 {
+        let (alone, refills) = slow_completions_then(&env, &format!("q{n}")).await;
+        eprintln!("after two slow completions: {alone} lease calls alone, {refills} refills");
+        if alone * 4 < refills {
+            return;
+        }
+        tries.push(format!("{alone} alone against {refills}"));
+    }
+    panic!(
+        "after the slow calls, the lease calls of their own were never under a quarter of the \
+         completions that leased: {tries:?}"
+    );
+}
+
+/// One run of [`a_slow_completion_once_does_not_leave_the_pool_leasing_alone`] on `queue`: the
+/// lease calls of the lease loop's own and the completions that leased, after the held calls.
+async fn slow_completions_then(env: &Env, queue: &str) -> (usize, usize) {
     use std::sync::atomic::Ordering;
     let calls = std::sync::Arc::new(LeaseSizes {
         inner: env.store.clone(),
@@ -468,29 +490,24 @@ async fn a_slow_completion_once_does_not_leave_the_pool_leasing_alone(env: Env) 
     let worker = env.worker_on(
         store.clone(),
         "w-1",
-        "q",
+        queue,
         Handlers::new().register("echo", Echo::default()),
         |c| {
             c.concurrency = 25;
             c.lanes = 1;
         },
     );
-    let specs = (0..1000).map(|_| spec("q", "echo", "{}")).collect();
+    let specs = (0..1000).map(|_| spec(queue, "echo", "{}")).collect();
     let ids = env.submit_ids(specs).await;
     for id in &ids {
-        let t = env.wait_status("q", id, Status::Completed).await;
+        let t = env.wait_status(queue, id, Status::Completed).await;
         assert_eq!(t.attempt, 1, "task {id} ran once");
     }
     worker.stop().await;
     let (leases_then, refills_then) = store.after.lock().unwrap().expect("both slow calls ran");
     let refills = calls.refills.load(Ordering::SeqCst) - refills_then;
     let alone = calls.sizes.lock().unwrap().len() - leases_then - refills;
-    eprintln!("after two slow completions: {alone} lease calls alone, {refills} refills");
-    assert!(
-        alone * 4 < refills,
-        "after the slow calls, {alone} lease calls of their own against {refills} completions \
-         that leased"
-    );
+    (alone, refills)
 }
 
 // Goal: a pool's lanes split its slots and together stay within its concurrency: each lane
