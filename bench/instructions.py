@@ -227,7 +227,7 @@ def main():
             for j in range(k, k + n):
                 prio = j % 10
                 if a.full_args:
-                    settings = [prio, ",0,3,1000,2,300000,0.2,30000,,,86400000"]
+                    settings = [prio, ",0,3,1000,2,300000,0.2,30000,,,86400000,"]
                 else:
                     settings = ["" if prio == 0 else prio, ""]
                 argv += [ulid(now, rng), f"t{j % a.tenants}", "noop", "{}"] + settings

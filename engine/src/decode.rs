@@ -174,6 +174,7 @@ pub fn task(op: &'static str, queue: &str, flat: &[Resp]) -> Result<Task> {
         idempotency_key: opt("idem"),
         replays: opt_num("replays").unwrap_or(0) as u32,
         attempts,
+        trace: opt("trace").and_then(|t| crate::trace::TraceContext::from_stored(&t)),
     })
 }
 

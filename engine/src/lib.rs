@@ -42,4 +42,5 @@ pub use resp::Resp;
 pub use scheduler::{Scheduler, SchedulerConfig};
 pub use store::{Store, StoreError};
 pub use task::{Backoff, Lease, Status, Task, TaskSpec};
+pub use trace::TraceContext;
 pub use worker::{Handler, HandlerError, Handlers, TaskContext, Worker, WorkerConfig};

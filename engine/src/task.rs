@@ -2,6 +2,7 @@
 //! status machine ([`Status`]).
 
 use crate::attempt::Attempt;
+pub use crate::trace::TraceContext;
 pub use orq_lua::facts::{BACKOFF_INITIAL_MS_MAX, LEASE_MS_MAX, LEASE_MS_MIN, TIMEOUT_MS_MAX};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -162,6 +163,9 @@ pub struct TaskSpec {
     pub idempotency_key: Option<String>,
     /// The id to use; `None` makes a fresh ULID.
     pub id: Option<String>,
+    /// The W3C trace context the task's attempts continue (their `orq.task` spans); `None`: each
+    /// attempt starts a trace of its own.
+    pub trace: Option<TraceContext>,
 }
 
 impl TaskSpec {
@@ -191,6 +195,7 @@ impl TaskSpec {
             idempotency_key: self.idempotency_key.clone(),
             replays: 0,
             attempts: Vec::new(),
+            trace: self.trace.clone(),
         }
     }
 
@@ -212,6 +217,7 @@ impl TaskSpec {
             timeout_ms: None,
             idempotency_key: None,
             id: None,
+            trace: None,
         }
     }
 
@@ -263,6 +269,12 @@ impl TaskSpec {
     /// Builder: the idempotency key.
     pub fn idempotency_key(mut self, k: impl Into<String>) -> Self {
         self.idempotency_key = Some(k.into());
+        self
+    }
+
+    /// Builder: the trace context the task's attempts continue.
+    pub fn trace(mut self, context: TraceContext) -> Self {
+        self.trace = Some(context);
         self
     }
 
@@ -392,6 +404,8 @@ pub struct Task {
     /// The attempts that ended, oldest first: each failed or expired one (the last 20 kept), then
     /// a completed task's successful one. A replay keeps them.
     pub attempts: Vec<Attempt>,
+    /// The trace context it was submitted with ([`TaskSpec::trace`]).
+    pub trace: Option<TraceContext>,
 }
 
 #[cfg(test)]

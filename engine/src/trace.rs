@@ -6,7 +6,188 @@
 //! branch. Per task: `orq.task` (attributes `orq.queue`, `orq.tenant`, `orq.type`, `orq.task_id`,
 //! `orq.attempt`, `orq.epoch`, `orq.worker`), with the children `orq.lease` (the lease this attempt
 //! runs under: `orq.lease_expires_at_ms`), `orq.handler` (the handler's run) and `orq.outcome`
-//! (its report: `orq.outcome` = `completed`, `failed`, `released`, `lease_lost`).
+//! (its report: `orq.outcome` = `completed`, `failed`, `released`, `lease_lost`). `orq.task`
+//! continues the trace context stored with the task ([`TraceContext`]), through the hook a
+//! process that exports installs ([`set_continue`]).
 
 /// The target of the tracing spans meant for trace export.
 pub const TARGET: &str = "orq_trace";
+
+use orq_lua::facts::TRACESTATE_MAX_BYTES;
+use std::sync::OnceLock;
+
+/// A task's W3C trace context: the `traceparent` and `tracestate` of the span that submitted it
+/// (the API's `orq.submit`, or the caller's own when the API exports no traces). It is stored
+/// with the task (its `trace` field, `tc` in Redis; at most
+/// [`orq_lua::facts::TRACE_CONTEXT_MAX_BYTES`]) and every attempt's `orq.task` span continues it,
+/// so submit, lease, handler and outcome share one trace. Only a well-formed one can be made
+/// ([`TraceContext::parse`]): a malformed `traceparent` is no context at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceContext {
+    traceparent: String,
+    tracestate: String,
+}
+
+impl TraceContext {
+    /// A context from a `traceparent` in W3C Trace Context's version-00 form
+    /// (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lowercase, neither id all
+    /// zeros: 55 bytes) and an optional `tracestate` (printable ASCII; empty is none; longer than
+    /// [`TRACESTATE_MAX_BYTES`] loses list members from its end, as the specification says to
+    /// truncate). `None` when the `traceparent` is malformed, whatever the `tracestate`.
+    pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
+        if !well_formed(traceparent) {
+            return None;
+        }
+        let state = tracestate.unwrap_or("").trim();
+        let state = if state.bytes().all(|b| (32..=126).contains(&b)) {
+            truncated(state)
+        } else {
+            String::new()
+        };
+        Some(TraceContext {
+            traceparent: traceparent.to_string(),
+            tracestate: state,
+        })
+    }
+
+    /// The `traceparent` header's value.
+    pub fn traceparent(&self) -> &str {
+        &self.traceparent
+    }
+
+    /// The `tracestate` header's value, `None` when there is none.
+    pub fn tracestate(&self) -> Option<&str> {
+        (!self.tracestate.is_empty()).then_some(self.tracestate.as_str())
+    }
+
+    /// The stored form (the task's `trace` field, enqueue's `trace` setting): the
+    /// `traceparent`, then a comma and the `tracestate` when there is one.
+    pub fn stored(&self) -> String {
+        match self.tracestate() {
+            Some(state) => format!("{},{state}", self.traceparent),
+            None => self.traceparent.clone(),
+        }
+    }
+
+    /// The context of a stored form ([`TraceContext::stored`]); `None` when it is not one.
+    pub fn from_stored(stored: &str) -> Option<TraceContext> {
+        let (parent, state) = match stored.split_once(',') {
+            Some((p, s)) => (p, Some(s)),
+            None => (stored, None),
+        };
+        TraceContext::parse(parent, state)
+    }
+}
+
+/// Whether `s` is a version-00 `traceparent` with ids that are not all zeros.
+fn well_formed(s: &str) -> bool {
+    let hex = |p: &str, len: usize| {
+        p.len() == len
+            && p.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let parts: Vec<&str> = s.split('-').collect();
+    matches!(parts.as_slice(), [v, t, p, f]
+        if *v == "00" && hex(t, 32) && hex(p, 16) && hex(f, 2)
+            && t.bytes().any(|b| b != b'0') && p.bytes().any(|b| b != b'0'))
+}
+
+/// `state` cut to at most [`TRACESTATE_MAX_BYTES`] by dropping whole list members from its end.
+fn truncated(state: &str) -> String {
+    let max = TRACESTATE_MAX_BYTES as usize;
+    let mut kept = String::new();
+    for member in state.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+        let more = usize::from(!kept.is_empty()) + member.len();
+        if kept.len() + more > max {
+            break;
+        }
+        if !kept.is_empty() {
+            kept.push(',');
+        }
+        kept.push_str(member);
+    }
+    kept
+}
+
+/// How a span is made to continue a stored trace context: installed once by a process that
+/// exports traces (`orq` does it in `telemetry::start`, with OpenTelemetry's propagator); without
+/// it, task spans start traces of their own.
+pub type Continue = fn(&tracing::Span, &TraceContext);
+
+static CONTINUE: OnceLock<Continue> = OnceLock::new();
+
+/// Install how task spans continue their task's trace context (once per process; a second call
+/// is ignored).
+pub fn set_continue(f: Continue) {
+    let _ = CONTINUE.set(f);
+}
+
+/// Make `span` continue `context` when a [`Continue`] is installed and the span is enabled.
+pub(crate) fn continue_in(span: &tracing::Span, context: Option<&TraceContext>) {
+    if let (Some(f), Some(cx), false) = (CONTINUE.get(), context, span.is_disabled()) {
+        f(span, cx);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TP: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    // Goal: only a version-00 traceparent with real ids makes a context; its tracestate is
+    // kept as list members within the limit, and the stored form reads back as itself.
+    #[test]
+    fn a_context_is_a_well_formed_traceparent_and_its_state() {
+        let cx = TraceContext::parse(TP, Some("rojo=00f067aa0ba902b7, congo=t61rcWkgMzE")).unwrap();
+        assert_eq!(cx.traceparent(), TP);
+        assert_eq!(
+            cx.tracestate(),
+            Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE")
+        );
+        assert_eq!(TraceContext::from_stored(&cx.stored()), Some(cx.clone()));
+        assert_eq!(
+            TraceContext::parse(TP, Some("")).unwrap().tracestate(),
+            None
+        );
+        assert_eq!(TraceContext::parse(TP, None).unwrap().stored(), TP);
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(TraceContext::parse(bad, Some("a=b")), None, "{bad:?}");
+        }
+        let long: Vec<String> = (0..40)
+            .map(|i| format!("k{i}={}", "v".repeat(20)))
+            .collect();
+        let cx = TraceContext::parse(TP, Some(&long.join(","))).unwrap();
+        let state = cx.tracestate().unwrap();
+        assert!(
+            state.len() <= TRACESTATE_MAX_BYTES as usize,
+            "{}",
+            state.len()
+        );
+        assert!(
+            state.starts_with("k0=") && state.ends_with(&"v".repeat(20)),
+            "{state}"
+        );
+        assert!(cx.stored().len() <= orq_lua::facts::TRACE_CONTEXT_MAX_BYTES as usize);
+        assert_eq!(
+            TraceContext::parse(TP, Some("a=b\n")).unwrap().tracestate(),
+            Some("a=b"),
+            "surrounding whitespace is trimmed"
+        );
+        assert_eq!(
+            TraceContext::parse(TP, Some("a=\u{7f}"))
+                .unwrap()
+                .tracestate(),
+            None
+        );
+    }
+}

@@ -29,9 +29,10 @@
 --     type         string   handler name
 --     payload      bytes    JSON payload
 --     priority     integer  0..9, 9 most urgent (default 0)
---     settings     string   '' when every one of the eleven settings below is at its default
---                           (most tasks: six values a task instead of sixteen), else the eleven
---                           joined by commas, in this order, each '' for its default:
+--     settings     string   '' when every one of the twelve settings below is at its default
+--                           (most tasks: six values a task instead of seventeen), else the twelve
+--                           joined by commas, in this order, each '' for its default (trace, the
+--                           last, may hold commas itself: it is everything after the eleventh):
 --     run_at       integer  ms since epoch, or '' to use delay
 --     delay        integer  ms from the store's now, used when run_at is '' (default 0)
 --     max_retries  integer  0..100 (default 3, lib/task.lua TASK_DEFAULTS)
@@ -47,6 +48,11 @@
 --                           tenants never see each other's tasks
 --     idem_ttl_ms  integer  how long the idempotency key is remembered, ms, 1..31622400000;
 --                           required with an idempotency key, ignored without one
+--     trace        string   the W3C trace context of the submit (`orq::trace::TraceContext`:
+--                           traceparent, then a comma and tracestate when there is one), stored
+--                           as the task's trace field for its workers' spans; printable ASCII
+--                           (bytes 32..126: never a NUL, so the lease reply may join it),
+--                           at most FACTS.trace_context_max_bytes bytes; '' for none
 --
 -- Returns: {now_ms, {item, ...}, fresh} with one item per task, in order: 1 for a new task (the
 --   record is what the caller sent, with created_at = updated_at = now_ms and run_at = run_at, or
@@ -76,8 +82,8 @@
 local c = new_ctx(KEYS)
 
 local GROUP = 6
--- Settings packed into an item's sixth value.
-local SETTINGS = 11
+-- Settings packed into an item's sixth value (the last, trace, may hold commas).
+local SETTINGS = 12
 local BATCH_MAX = 1000
 -- The Retry-After suggested to a submit refused by max_queued (ms).
 local ADMISSION_RETRY_MS = 1000
@@ -102,7 +108,7 @@ for i = 1, n do
   -- table is sized once instead of rehashed as it fills.
   local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],
     priority = nil, run_at = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, policy = nil,
-    existed = nil, new = nil, rk = nil}
+    trace = nil, existed = nil, new = nil, rk = nil}
   if it.id == '' or it.tenant == '' or it.type == '' then
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
@@ -116,11 +122,19 @@ for i = 1, n do
       k = k + 1
       f[k] = v
     end
-    if k ~= SETTINGS then
+    if k < SETTINGS then
       return redis.error_reply('INVALID item ' .. istr(i) .. ': settings must be '
         .. istr(SETTINGS) .. ' comma-separated values')
     end
-    p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = unpack(f)
+    p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = unpack(f, 1, SETTINGS - 1)
+    local trace = k == SETTINGS and f[k] or table.concat(f, ',', SETTINGS, k)
+    if trace ~= '' then
+      if #trace > FACTS.trace_context_max_bytes or string.find(trace, '[^\32-\126]') then
+        return redis.error_reply('INVALID item ' .. istr(i) .. ': trace must be printable ASCII of at most '
+          .. istr(FACTS.trace_context_max_bytes) .. ' bytes')
+      end
+      it.trace = trace
+    end
   end
   it.priority, err = opt_int(p5, 0, 'priority', 0, 9)
   if not it.priority then return redis.error_reply(err) end
@@ -512,6 +526,10 @@ for i = 1, n do
     if it.timeout_ms then
       fieldsv[#fieldsv + 1] = F.timeout_ms
       fieldsv[#fieldsv + 1] = istr(it.timeout_ms)
+    end
+    if it.trace then
+      fieldsv[#fieldsv + 1] = F.trace
+      fieldsv[#fieldsv + 1] = it.trace
     end
     if it.idem ~= '' then
       fieldsv[#fieldsv + 1] = F.idem

@@ -53,8 +53,8 @@
 --   (last_error, result or history), one string, the names and values joined by NUL bytes, the
 --   payload's value left empty there and sent as payload (false when the record has none; a
 --   reply of five values a task instead of some twenty costs Redis ~8,000 instructions a task
---   less; the other values are numbers, names the callers validate ([A-Za-z0-9._:-]) and ids,
---   which hold no NUL); for a record with free text, which may hold any byte, a flat array, and
+--   less; the other values are numbers, names the callers validate ([A-Za-z0-9._:-]), ids
+--   and the trace context (printable ASCII, enqueue.lua), which hold no NUL); for a record with free text, which may hold any byte, a flat array, and
 --   payload false (the payload is in the array). The
 --   lease wrote epoch, attempt, token =
 --   "<epoch>-<ARGV[3]>", worker = ARGV[1], lease_exp = expires_at_ms, updated_at = now_ms (the

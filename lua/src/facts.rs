@@ -39,6 +39,14 @@ pub const LEASE_TENANTS_MAX: u64 = 16;
 /// How long a worker that has stopped reporting stays in a queue's worker list (ms): one hour.
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
+/// Longest `tracestate` a task keeps (bytes): what W3C Trace Context asks every vendor to pass
+/// on at least; a longer one loses list members from its end (`orq::trace::TraceContext`).
+pub const TRACESTATE_MAX_BYTES: u64 = 512;
+/// Longest trace context a task stores (bytes, its `trace` field): a version-00 `traceparent`
+/// (55 bytes), a comma and a `tracestate` of at most [`TRACESTATE_MAX_BYTES`]. enqueue refuses a
+/// longer one.
+pub const TRACE_CONTEXT_MAX_BYTES: u64 = 55 + 1 + TRACESTATE_MAX_BYTES;
+
 /// The version of the data format this orq reads and writes (the keys, their types and the
 /// fields it stores). Redis holds the format of its data at `orq::keys::FORMAT_KEY` (written
 /// by the `queues` script's mode `format`); a process that finds another one there refuses to
@@ -91,7 +99,7 @@ pub const POLICY: [&str; 6] = [
 ];
 
 /// Every fact as `(Lua field name, value)`, in the order of the table.
-pub const ALL: [(&str, u64); 13] = [
+pub const ALL: [(&str, u64); 14] = [
     ("lease_ms_min", LEASE_MS_MIN),
     ("lease_ms_max", LEASE_MS_MAX),
     ("lease_ms_default", DEFAULT_LEASE_MS),
@@ -104,6 +112,7 @@ pub const ALL: [(&str, u64); 13] = [
     ("leased_entry_len", LEASED_ENTRY_LEN),
     ("lease_tenants_max", LEASE_TENANTS_MAX),
     ("worker_forget_ms", WORKER_FORGET_MS),
+    ("trace_context_max_bytes", TRACE_CONTEXT_MAX_BYTES),
     ("data_format", DATA_FORMAT),
 ];
 

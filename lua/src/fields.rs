@@ -66,6 +66,7 @@ stored_names! {
     b_jitter = "bj",
     lease_ms = "l",
     replays = "rn",
+    trace = "tc",
 }
 
 /// The line that declares the stored names to a script, `local F = {status = 's', ...}` (no

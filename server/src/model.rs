@@ -406,6 +406,17 @@ fn int_field(name: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Resu
     Ok(v)
 }
 
+/// A task's trace context as the answers show it: its `traceparent` and `tracestate` (each null
+/// when absent).
+pub(crate) fn trace_fields(
+    trace: Option<&orq::trace::TraceContext>,
+) -> (Option<String>, Option<String>) {
+    (
+        trace.map(|c| c.traceparent().to_string()),
+        trace.and_then(|c| c.tracestate().map(str::to_string)),
+    )
+}
+
 /// A 400 naming `field` unless `json` is JSON that every reader can parse: numbers in range,
 /// valid Unicode, nesting within serde_json's limit of 128. Payloads and results are stored byte
 /// for byte; this is what keeps them readable (a body's raw value is not held to it).

@@ -1,8 +1,9 @@
 //! Distributed tracing: the spans of [`orq::trace`] (and the API's `orq.submit`) exported over
 //! OTLP/HTTP (protobuf) when `--otlp-endpoint` or `OTEL_EXPORTER_OTLP_ENDPOINT` names a
 //! collector; off by default. W3C trace context (`traceparent`, `tracestate`) is read from a
-//! submit's headers (a malformed one is ignored: the submit starts a new trace) and written into
-//! the `http` handler's requests.
+//! submit's headers (a malformed one is ignored: the submit starts a new trace), stored with the
+//! submitted tasks ([`submitted_context`]), continued by each attempt's `orq.task` span on the
+//! worker ([`orq::trace::set_continue`]) and written into the `http` handler's requests.
 //!
 //! The exporter is opentelemetry-otlp's, behind the SDK's batch processor (its own thread; the
 //! standard `OTEL_BSP_*` variables tune it); the service name is `orq-<role>` unless
@@ -108,6 +109,7 @@ where
         .build();
     let tracer = provider.tracer("orq");
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+    orq::trace::set_continue(continue_stored);
     // Only orq's own attributes: no source location, thread or busy/idle times per span.
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
@@ -121,8 +123,51 @@ where
 /// Make `span` continue the trace of a request's `traceparent` / `tracestate` headers; without
 /// them, or with malformed ones, it starts a new trace.
 pub fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
+    if span.is_disabled() {
+        return;
+    }
     let parent =
         TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// The trace context a submit stores with its tasks ([`orq::trace::TraceContext`]): that of
+/// `span` (the `orq.submit` span, which [`continue_trace`] made a child of the caller's) when this
+/// process exports traces, else the caller's own `traceparent` / `tracestate`, so that a worker
+/// that exports continues the caller's trace; `None` when there is neither (or the caller's is
+/// malformed).
+pub fn submitted_context(
+    span: &tracing::Span,
+    headers: &axum::http::HeaderMap,
+) -> Option<orq::trace::TraceContext> {
+    let propagator = TraceContextPropagator::new();
+    let cx = if span.is_disabled() {
+        propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+    } else {
+        span.context()
+    };
+    if !cx.span().span_context().is_valid() {
+        return None;
+    }
+    let mut out = std::collections::HashMap::new();
+    propagator.inject_context(&cx, &mut out);
+    orq::trace::TraceContext::parse(
+        out.get("traceparent")?,
+        out.get("tracestate").map(String::as_str),
+    )
+}
+
+/// Make a task's `orq.task` span continue the trace context stored with the task (installed as
+/// [`orq::trace::set_continue`] by [`start`]).
+fn continue_stored(span: &tracing::Span, stored: &orq::trace::TraceContext) {
+    let mut carrier = std::collections::HashMap::new();
+    carrier.insert("traceparent".to_string(), stored.traceparent().to_string());
+    if let Some(state) = stored.tracestate() {
+        carrier.insert("tracestate".to_string(), state.to_string());
+    }
+    let parent = TraceContextPropagator::new().extract(&carrier);
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
     }

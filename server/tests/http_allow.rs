@@ -203,6 +203,7 @@ fn task(payload: &str) -> Task {
         idempotency_key: None,
         replays: 0,
         attempts: Vec::new(),
+        trace: None,
     }
 }
 

@@ -2,9 +2,13 @@
 //! their spans over OTLP/HTTP to a receiver in this test, which decodes them with the published
 //! OpenTelemetry protos (`opentelemetry-proto`), as a collector would. Checked: a submit's span
 //! continues the caller's `traceparent` (a malformed one starts a new trace, and the submit
-//! succeeds); the worker's task span carries queue, tenant, type, attempt and epoch, with the
-//! lease, handler and outcome spans as its children; the `http` handler sends the handler span's
-//! `traceparent` to the webhook. Without `--otlp-endpoint` nothing is sent.
+//! succeeds); the task stores the submit span's context, and the worker's task span continues it
+//! (the submit span its parent, one trace from the caller to the outcome), carrying queue,
+//! tenant, type, attempt and epoch, with the lease, handler and outcome spans as its children;
+//! the `http` handler sends the handler span's `traceparent` (and the caller's `tracestate`) to
+//! the webhook. An API that exports nothing still stores the caller's context, so an exporting
+//! worker continues the caller's trace; the worker protocol hands it out with the lease. Without
+//! `--otlp-endpoint` nothing is sent.
 
 mod roles;
 
@@ -142,11 +146,14 @@ async fn spans_until(r: &Shared, what: &str, f: impl Fn(&[Got]) -> bool) -> Vec<
     r.lock().unwrap().spans.clone()
 }
 
+/// The `tracestate` every submit sends: two list members, so the stored form holds commas.
+const STATE: &str = "vendor=1,rojo=00f067aa0ba902b7";
+
 async fn submit_with(http: &reqwest::Client, base: &str, traceparent: &str, body: Value) -> String {
     let r = http
         .post(format!("{base}/tasks"))
         .header("traceparent", traceparent)
-        .header("tracestate", "vendor=1")
+        .header("tracestate", STATE)
         .json(&body)
         .send()
         .await
@@ -277,7 +284,47 @@ async fn spans_reach_an_otlp_receiver_with_their_parents() {
             .find(|x| x.name == "orq.outcome" && x.parent_span_id == task.span_id)
             .unwrap();
         assert_eq!(outcome.attr("orq.outcome"), Some("completed"));
+        // One trace from the caller to the outcome: the task span's parent is the submit span.
+        let submit = spans
+            .iter()
+            .find(|x| x.name == "orq.submit" && x.attr("orq.task_id") == Some(id.as_str()))
+            .unwrap();
+        assert_eq!(
+            task.trace_id, submit.trace_id,
+            "the task continues the submit's trace"
+        );
+        assert_eq!(
+            task.parent_span_id, submit.span_id,
+            "the submit span is the task's parent"
+        );
+        // The task shows the context it stored: the submit span's, with the caller's state.
+        let t = get_json(&http, &format!("{base}/tasks/{id}"))
+            .await
+            .unwrap();
+        assert_eq!(
+            t["traceparent"],
+            format!("00-{}-{}-01", submit.trace_id, submit.span_id)
+        );
+        assert_eq!(t["tracestate"], STATE);
     }
+    assert_eq!(
+        spans
+            .iter()
+            .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(echo.as_str()))
+            .unwrap()
+            .trace_id,
+        trace,
+        "the caller's trace reaches the worker"
+    );
+    // The malformed submit's fresh trace is continued too.
+    let task = spans
+        .iter()
+        .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(bad.as_str()))
+        .expect("the task span of the malformed submit's task");
+    assert_eq!(
+        (task.trace_id.as_str(), task.parent_span_id.as_str()),
+        (fresh.trace_id.as_str(), fresh.span_id.as_str())
+    );
 
     // The webhook got the handler span's traceparent.
     let task = spans
@@ -295,7 +342,96 @@ async fn spans_reach_an_otlp_receiver_with_their_parents() {
         "the webhook's traceparent"
     );
     let states = got.lock().unwrap().hook_tracestates.clone();
-    assert_eq!(states, [Vec::<String>::new()], "no empty tracestate sent");
+    assert_eq!(
+        states,
+        [vec![STATE.to_string()]],
+        "the caller's tracestate, once"
+    );
+}
+
+// Goal: an API that exports no traces still stores the caller's trace context, so a worker that
+// exports continues the caller's trace (its task span a child of the caller's span), and the
+// worker protocol hands the context out with the lease for workers in other languages; a
+// submit without a traceparent stores none. Method: `orq api` without --otlp-endpoint, `orq
+// worker` with it serving the queue `default`; one task there, one in `manual` leased through
+// POST /api/v1/leases, one without headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_continues_the_callers_trace_when_the_api_exports_none() {
+    let (collector, got) = receiver().await;
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let listen = free_listen_addr();
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let _api = Proc::spawn_with(
+        &["api", "--redis", &url, "--listen", &listen],
+        &["OTEL_EXPORTER_OTLP_ENDPOINT"],
+        &[],
+    );
+    let _worker = Proc::spawn_with(
+        &[
+            "worker",
+            "--redis",
+            &url,
+            "--queues",
+            "default",
+            "--otlp-endpoint",
+            &collector,
+        ],
+        &["OTEL_SERVICE_NAME"],
+        &env,
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://{listen}/api/v1");
+    wait_ready(&http, &base).await;
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let id = submit_with(&http, &base, caller, json!({"type": "echo", "payload": 1})).await;
+    let spans = spans_until(&got, "the task span", |s| {
+        s.iter().any(|x| x.name == "orq.outcome")
+    })
+    .await;
+    let task = spans
+        .iter()
+        .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(id.as_str()))
+        .expect("the task span");
+    assert_eq!(task.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        task.parent_span_id, "00f067aa0ba902b7",
+        "the caller's span is the parent"
+    );
+    assert!(
+        !spans.iter().any(|x| x.name == "orq.submit"),
+        "the API exports nothing"
+    );
+
+    let manual = submit_with(
+        &http,
+        &base,
+        caller,
+        json!({"type": "echo", "payload": 2, "queue": "manual"}),
+    )
+    .await;
+    let r = http
+        .post(format!("{base}/leases"))
+        .json(&json!({"queues": ["manual"], "worker": "py-1", "count": 1}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let leased = r.json::<Value>().await.unwrap();
+    let t = &leased["tasks"][0];
+    assert_eq!(t["id"], manual.as_str());
+    assert_eq!(t["traceparent"], caller);
+    assert_eq!(t["tracestate"], STATE);
+
+    let r = http
+        .post(format!("{base}/tasks"))
+        .json(&json!({"type": "echo", "payload": 3, "queue": "manual"}))
+        .send()
+        .await
+        .unwrap();
+    let plain = r.json::<Value>().await.unwrap();
+    assert_eq!(plain["traceparent"], Value::Null);
+    assert_eq!(plain["tracestate"], Value::Null);
 }
 
 // Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and

@@ -450,7 +450,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a new task with no delay is queued in its tenant's ready set",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} 5 ,0,2,1000,2,60000,0,30000,,,86400000",
+        argv: "1 A t1 echo {} 5 ,0,2,1000,2,60000,0,30000,,,86400000,",
         reply: r#"[{now} [1] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -466,7 +466,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with the default settings stores only what differs from them (the compact record)",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
+        argv: "1 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000,",
         reply: r#"[{now} [1] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -498,7 +498,7 @@ const CASES: &[Case] = &[
         name: "enqueue: '' settings beside sent ones: only the sent ones that differ are stored",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} 2 ,5000,5,,3,,,30000,,,",
+        argv: "1 A t1 echo {} 2 ,5000,5,,3,,,30000,,,,",
         reply: r#"[{now} [1] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {now+5000}"}
@@ -513,7 +513,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an idempotency key needs its TTL ('' is not a default for it)",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} '' ,,,,,,,,,k,",
+        argv: "1 A t1 echo {} '' ,,,,,,,,,k,,",
         reply: r#"!"INVALID idem_ttl_ms must be an integer in [1, 31622400000]""#,
         keys: "",
     },
@@ -521,7 +521,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a setting that is not '' is still validated",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} '' ,,,,,,1.5,,,,",
+        argv: "1 A t1 echo {} '' ,,,,,,1.5,,,,,",
         reply: r#"!"INVALID backoff.jitter must be a number in [0, 1]""#,
         keys: "",
     },
@@ -529,7 +529,7 @@ const CASES: &[Case] = &[
         name: "enqueue: an id repeated in the batch, and the id of a stored task, match that task and add nothing",
         seed: &["HSET orq:{q}:task:C s queued t t1 y echo"],
         script: "enqueue",
-        argv: "3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000 C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000",
+        argv: "3 A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000, A t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000, C t1 echo {} 0 ,0,3,1000,2,300000,0.2,30000,,,86400000,",
         reply: r#"[{now} [1 [0 [t t1 y echo p "{}" c {now} id A]] [0 [s queued t t1 y echo id C]]] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
@@ -546,7 +546,7 @@ const CASES: &[Case] = &[
         name: "enqueue: a task with a future run_at is scheduled",
         seed: &["HSET orq:{q}:stats total:enqueued 4"],
         script: "enqueue",
-        argv: "1 A t1 echo {} 5 {t+60000},0,0,1000,2,60000,0.5,30000,5000,,86400000",
+        argv: "1 A t1 echo {} 5 {t+60000},0,0,1000,2,60000,0.5,30000,5000,,86400000,",
         reply: r#"[{now} [1] 0]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="scheduled A t1 0 run_at {t+60000}"}
@@ -565,7 +565,7 @@ const CASES: &[Case] = &[
             "HSET orq:{q}:stats total:enqueued 1",
         ],
         script: "enqueue",
-        argv: "1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000",
+        argv: "1 B t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,k,600000,",
         reply: r#"[{now} [[0 [s queued t t1 id A]]] 0]"#,
         keys: r#"
             "orq:{q}:idem:t1:k" string A expires={t+600000}
@@ -580,7 +580,7 @@ const CASES: &[Case] = &[
             "SET orq:{q}:idem:t2:k A PXAT {t-1000}",
         ],
         script: "enqueue",
-        argv: "1 B t2 echo {} 0 ,0,0,1000,2,60000,0,30000,,k,600000",
+        argv: "1 B t2 echo {} 0 ,0,0,1000,2,60000,0,30000,,k,600000,",
         reply: r#"[{now} [1] 1]"#,
         keys: r#"
             "orq:{q}:events" stream {ts={now} e="queued B t2 0"}
@@ -598,23 +598,39 @@ const CASES: &[Case] = &[
         name: "enqueue: an invalid item rejects the whole batch before any write",
         seed: &[],
         script: "enqueue",
-        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000 B t1 echo {} 10 ,0,0,1000,2,60000,0,30000,,,1000",
+        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000, B t1 echo {} 10 ,0,0,1000,2,60000,0,30000,,,1000,",
         reply: r#"!"INVALID priority must be an integer in [0, 9]""#,
         keys: "",
     },
     Case {
-        name: "enqueue: packed settings must be eleven comma-separated values",
+        name: "enqueue: packed settings must be twelve comma-separated values",
         seed: &[],
         script: "enqueue",
-        argv: "1 A t1 echo {} '' ,,,,,,,,,",
-        reply: r#"!"INVALID item 1: settings must be 11 comma-separated values""#,
+        argv: "1 A t1 echo {} '' ,,,,,,,,,,",
+        reply: r#"!"INVALID item 1: settings must be 12 comma-separated values""#,
         keys: "",
+    },
+    Case {
+        name: "enqueue: the trace context is the last setting and keeps its commas",
+        seed: &[],
+        script: "enqueue",
+        argv: "1 A t1 echo {} '' ,,,,,,,,,,,00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,vendor=1,rojo=2",
+        reply: r#"[{now} [1] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} tc="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,vendor=1,rojo=2"
+            "orq:{q}:tenant:t1" hash rp=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
     },
     Case {
         name: "enqueue: the argument count must match the item count",
         seed: &[],
         script: "enqueue",
-        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000",
+        argv: "2 A t1 echo {} 5 ,0,0,1000,2,60000,0,30000,,,1000,",
         reply: r#"!"INVALID expected 13 arguments""#,
         keys: "",
     },

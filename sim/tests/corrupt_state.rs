@@ -161,7 +161,7 @@ fn enqueue(s: &mut dyn Subject, id: &str, tenant: &str) -> Resp {
             "job",
             "{}",
             "0",
-            ",0,1,100,2,1000,0,30000,,,86400000",
+            ",0,1,100,2,1000,0,30000,,,86400000,",
         ],
     )
 }
@@ -349,7 +349,7 @@ fn queue_keys_of_another_type_are_refused_before_any_write() {
             "job",
             "{}",
             "0",
-            ",0,1,100,2,1000,0,30000,,,86400000",
+            ",0,1,100,2,1000,0,30000,,,86400000,",
         ];
         for (script, args) in [
             ("enqueue", enqueue_args.to_vec()),
@@ -672,7 +672,7 @@ fn a_ready_list_of_another_type_is_refused_and_counts_as_empty_at_lease() {
         // A batch whose earlier items push to healthy lists (t2's, which holds B, and a new
         // tenant's) before the damaged one: the pushes are the first write, and those made are
         // taken back.
-        let default = ",0,1,100,2,1000,0,30000,,,86400000";
+        let default = ",0,1,100,2,1000,0,30000,,,86400000,";
         let r = call(
             s,
             "enqueue",

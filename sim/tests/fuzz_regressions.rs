@@ -61,7 +61,7 @@ fn enqueue(s: &MemoryStore, id: &str, tenant: &str, idem: &str) -> Resp {
             "job",
             "{}",
             "0",
-            &format!(",0,1,100,2,1000,0,30000,,{idem},86400000"),
+            &format!(",0,1,100,2,1000,0,30000,,{idem},86400000,"),
         ],
     )
 }
@@ -303,7 +303,7 @@ fn a_foreign_key_anywhere_in_the_queue_never_escapes_as_a_redis_error() {
             "job",
             "{}",
             "0",
-            ",0,1,100,2,1000,0,30000,,k1,86400000",
+            ",0,1,100,2,1000,0,30000,,k1,86400000,",
         ];
         let calls: Vec<(&str, Vec<&str>)> = vec![
             ("enqueue", enqueue_args.to_vec()),

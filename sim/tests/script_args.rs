@@ -57,7 +57,7 @@ fn enqueue_accepts_exactly_the_documented_lease_range() {
         (LEASE_MS_MAX + 1, false),
     ] {
         let store = MemoryStore::new(Arc::new(ManualClock::from_ms(1_800_000_000_000)));
-        let settings = format!(",,,,,,,{lease_ms},,,");
+        let settings = format!(",,,,,,,{lease_ms},,,,");
         let args: Vec<Vec<u8>> = ["1", "01J0000000000000000000000A", "t1", "echo", "{}", "0"]
             .iter()
             .map(|s| s.as_bytes().to_vec())
@@ -71,6 +71,78 @@ fn enqueue_accepts_exactly_the_documented_lease_range() {
             }
             (Resp::Array(_), true) => {}
             _ => panic!("lease_ms {lease_ms}: {reply:?}"),
+        }
+    }
+}
+
+// Goal: `enqueue` stores a trace context only when it is printable ASCII within
+// `orq_lua::facts::TRACE_CONTEXT_MAX_BYTES` (so the lease reply may join it with NUL bytes), and
+// refuses any other before it writes. Method: the trace setting at the limit, one byte over, with
+// a newline, a NUL and a byte above 126; only the first is stored (as the task's `tc`).
+#[test]
+fn enqueue_refuses_a_trace_context_that_is_not_printable_or_too_long() {
+    use orq_lua::facts::TRACE_CONTEXT_MAX_BYTES;
+    let keys = queue_keys("q");
+    let script = orq_lua::script("enqueue");
+    let max = TRACE_CONTEXT_MAX_BYTES as usize;
+    let at_limit = format!(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,{}",
+        "a".repeat(max - 56)
+    );
+    let cases: Vec<(Vec<u8>, bool)> = vec![
+        (at_limit.clone().into_bytes(), true),
+        (format!("{at_limit}b").into_bytes(), false),
+        (
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,a=b\n".to_vec(),
+            false,
+        ),
+        (
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,a=\0".to_vec(),
+            false,
+        ),
+        (
+            b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,a=\xc3\xa9".to_vec(),
+            false,
+        ),
+    ];
+    for (trace, ok) in cases {
+        let store = MemoryStore::new(Arc::new(ManualClock::from_ms(1_800_000_000_000)));
+        let mut settings = b",,,,,,,,,,,".to_vec();
+        settings.extend_from_slice(&trace);
+        let args: Vec<Vec<u8>> = vec![
+            b"1".to_vec(),
+            b"A".to_vec(),
+            b"t1".to_vec(),
+            b"echo".to_vec(),
+            b"{}".to_vec(),
+            Vec::new(),
+            settings,
+        ];
+        let reply = store.call_sync(script, &keys, &args);
+        let shown = String::from_utf8_lossy(&trace).to_string();
+        if ok {
+            assert!(!matches!(reply, Resp::Error(_)), "{shown:?}: {reply:?}");
+            let dump = store.dump();
+            let task = dump.get(&b"orq:{q}:task:A"[..]).expect("the task stored");
+            let orq_sim::DumpData::Hash(fields) = &task.data else {
+                panic!("{task:?}");
+            };
+            assert!(
+                fields.contains(&(b"tc".to_vec(), at_limit.clone().into_bytes())),
+                "{fields:?}"
+            );
+        } else {
+            match &reply {
+                Resp::Error(e) => assert!(
+                    e.starts_with("INVALID item 1: trace must be printable ASCII"),
+                    "{shown:?}: {e}"
+                ),
+                other => panic!("{shown:?} answered {other:?}"),
+            }
+            assert!(
+                store.dump().is_empty(),
+                "{shown:?}: a refused call wrote something"
+            );
         }
     }
 }

@@ -64,6 +64,30 @@ def test_handlers_complete_tasks_with_their_results(server: OrqServer, client: C
             assert t.attempt == 1
     assert {j.id for j in seen} == set(ids)
     assert all(j.worker_id == w.id and j.attempt == 1 for j in seen)
+    assert all(j.traceparent is None and j.tracestate is None for j in seen), "no trace sent"
+
+
+def test_a_job_carries_the_trace_context_its_task_was_submitted_under(server: OrqServer, client: Client) -> None:
+    import httpx
+
+    tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    r = httpx.post(
+        f"{server.url}/api/v1/tasks",
+        json={"type": "traced", "payload": {}, "queue": "traces"},
+        headers={"traceparent": tp, "tracestate": "vendor=1,rojo=2"},
+    )
+    assert r.status_code == 201, r.text
+    seen: List[Job] = []
+    w = Worker(server.url, queues=["traces"], wait_ms=1000)
+
+    @w.handler("traced")
+    def traced(job: Job):
+        seen.append(job)
+        return None
+
+    with Running(w):
+        wait_for(status_is(client, r.json()["id"], "completed"), "the traced task completed")
+    assert [(j.traceparent, j.tracestate) for j in seen] == [(tp, "vendor=1,rojo=2")]
 
 
 def test_a_failing_handler_is_retried_then_a_permanent_one_is_dead(server: OrqServer, client: Client) -> None:

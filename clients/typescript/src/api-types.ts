@@ -1009,6 +1009,14 @@ export interface components {
             timeout_ms: number | null;
             /** @description The lease token: send it with every heartbeat and report of this lease. */
             token: string;
+            /**
+             * @description The W3C `traceparent` the task was submitted under, or null: a handler that traces
+             *     continues the submit's trace from it (with its `tracestate`).
+             * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+             */
+            traceparent: string | null;
+            /** @description The `tracestate` that came with it, or null. */
+            tracestate: string | null;
             /** @description Handler type. */
             type: string;
         };
@@ -1394,6 +1402,15 @@ export interface components {
              * @description Handler timeout ms.
              */
             timeout_ms: number | null;
+            /**
+             * @description The W3C `traceparent` the task was submitted under (the API's `orq.submit` span when it
+             *     exports traces, else the submit's own header), or null. Every attempt's `orq.task` span
+             *     continues it.
+             * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+             */
+            traceparent: string | null;
+            /** @description The `tracestate` that came with it, or null. */
+            tracestate: string | null;
             /** @description Handler type. */
             type: string;
             /**

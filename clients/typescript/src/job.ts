@@ -41,6 +41,14 @@ export interface Job<P = unknown> {
   readonly priority: number;
   /** When the task was submitted (RFC 3339). */
   readonly createdAt: string;
+  /**
+   * The W3C `traceparent` the task was submitted under (orq's submit span when the API exports
+   * traces, else the submitter's own), or null. A handler that traces continues it, e.g. with
+   * `propagation.extract(context.active(), { traceparent, tracestate })` of `@opentelemetry/api`.
+   */
+  readonly traceparent: string | null;
+  /** The `tracestate` that came with `traceparent`, or null. */
+  readonly tracestate: string | null;
   /** Aborts when the handler should stop; `signal.reason` is an {@link AbortReason}. */
   readonly signal: AbortSignal;
 }

@@ -132,6 +132,8 @@ export class RunningTask {
       timeoutMs: t.timeout_ms ?? null,
       priority: t.priority,
       createdAt: t.created_at,
+      traceparent: t.traceparent ?? null,
+      tracestate: t.tracestate ?? null,
       signal: this.abort.signal,
     };
     let outcome: { ok: true; value: unknown } | { ok: false; error: unknown };

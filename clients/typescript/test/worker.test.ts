@@ -87,6 +87,27 @@ describe("outcomes", () => {
     assert.ok(job.token.length > 0);
     assert.equal(job.leaseMs, 30_000);
     assert.equal(job.signal.aborted, false);
+    assert.equal(job.traceparent, null, "no trace sent");
+    assert.equal(job.tracestate, null);
+  });
+
+  test("a job carries the trace context its task was submitted under", async () => {
+    const queue = uniqueQueue("traces");
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const r = await fetch(`${server.url}/api/v1/tasks`, {
+      method: "POST",
+      headers: { "content-type": "application/json", traceparent, tracestate: "vendor=1,rojo=2" },
+      body: JSON.stringify({ type: "traced", payload: {}, queue }),
+    });
+    assert.equal(r.status, 201);
+    const { id } = (await r.json()) as { id: string };
+    const jobs: Job[] = [];
+    startWorker(queue, { traced: (job) => void jobs.push(job) });
+    await waitStatus(id, "completed");
+    assert.deepEqual(
+      jobs.map((j) => [j.traceparent, j.tracestate]),
+      [[traceparent, "vendor=1,rojo=2"]],
+    );
   });
 
   test("a thrown error is retried, then the task succeeds", async () => {

@@ -83,6 +83,14 @@ function Details({ task, now }: { task: Task; now: number }) {
           <dd className="mono">{task.idempotency_key}</dd>
         </>
       )}
+      {task.traceparent && (
+        <>
+          <dt>Trace</dt>
+          <dd className="mono" data-testid="task-trace" title={task.tracestate ? `tracestate: ${task.tracestate}` : undefined}>
+            {task.traceparent.split("-")[1]}
+          </dd>
+        </>
+      )}
       {task.last_error && (
         <>
           <dt>{lastErrorLabel(task)}</dt>

@@ -129,6 +129,16 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
       assert.match(rows[0] ?? "", /^1.*failed.*planned failure 1/);
       assert.match(rows[1] ?? "", /^1.*completed—$/);
       assert.match((await page.getByTestId("task-details").textContent()) ?? "", /Error of attempt 1 \(before it completed\)planned failure 1/);
+      assert.equal(await page.getByTestId("task-trace").count(), 0, "no trace row without a trace");
+      // A task submitted under a trace shows its trace id.
+      const traced = await world.api<TaskJson>("/tasks", {
+        method: "POST",
+        body: { queue: "ui2", type: "echo", payload: {} },
+        headers: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+      });
+      assert.equal(traced.status, 201);
+      await page.goto(`/task/?id=${traced.body.id}&queue=ui2`);
+      assert.equal(await waitText(page, '[data-testid="task-trace"]', (s) => s.length > 0, "the trace row"), "4bf92f3577b34da6a3ce929d0e0e4736");
       await page.goto("/dlq/?queue=ui2");
 
       // Bulk: three dead tasks; the confirmation states the number before anything happens.

@@ -71,7 +71,7 @@ export interface World {
   tenantKey: string | null;
   /** orq's output so far (for failure messages). */
   log: () => string;
-  api: <T = unknown>(path: string, init?: { method?: string; body?: unknown }) => Promise<{ status: number; body: T }>;
+  api: <T = unknown>(path: string, init?: { method?: string; body?: unknown; headers?: Record<string, string> }) => Promise<{ status: number; body: T }>;
   stop: () => Promise<void>;
 }
 
@@ -170,8 +170,8 @@ export async function startWorld(opts: WorldOptions = {}): Promise<World> {
     process.removeListener("exit", killOrq);
     rmSync(timelinesDir, { recursive: true, force: true });
   };
-  const api = async <T,>(path: string, init: { method?: string; body?: unknown } = {}) => {
-    const headers: Record<string, string> = init.body === undefined ? {} : { "Content-Type": "application/json" };
+  const api = async <T,>(path: string, init: { method?: string; body?: unknown; headers?: Record<string, string> } = {}) => {
+    const headers: Record<string, string> = { ...(init.body === undefined ? {} : { "Content-Type": "application/json" }), ...init.headers };
     if (key) headers.Authorization = `Bearer ${key}`;
     const res = await fetch(`${base}/api/v1${path}`, {
       method: init.method ?? "GET",

@@ -75,9 +75,9 @@ impl Client {
                 args.push(s.payload.as_bytes().to_vec());
                 // A setting at its default goes as '' (enqueue.lua reads it as the default
                 // without parsing or validating it). The priority is a value of its own; the
-                // other eleven settings travel packed in one value, comma-separated, or as ''
+                // other twelve settings travel packed in one value, comma-separated, or as ''
                 // when all are at their defaults: a default task is five values and an empty
-                // one, which cost Redis less to receive than sixteen (docs/measurements.md).
+                // one, which cost Redis less to receive than seventeen (docs/measurements.md).
                 let b = &s.backoff;
                 let d = Backoff::default();
                 args.push(opt_arg(s.priority, 0));
@@ -95,6 +95,11 @@ impl Client {
                     s.idempotency_key
                         .as_ref()
                         .map(|_| arg(IDEMPOTENCY_TTL_MS))
+                        .unwrap_or_default(),
+                    // Last: it may hold commas (enqueue.lua takes all after the eleventh).
+                    s.trace
+                        .as_ref()
+                        .map(|t| arg(t.stored()))
                         .unwrap_or_default(),
                 ];
                 args.push(if settings.iter().all(Vec::is_empty) {

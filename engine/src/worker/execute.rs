@@ -42,6 +42,7 @@ impl Inner {
             orq.queue = %task.queue, orq.tenant = %task.tenant, orq.type = %task.task_type,
             orq.task_id = %task.id, orq.attempt = task.attempt, orq.epoch = lease.epoch,
             orq.worker = %self.config.id);
+        crate::trace::continue_in(&span, task.trace.as_ref());
         tracing::info_span!(target: crate::trace::TARGET, parent: &span, "orq.lease",
             orq.lease_expires_at_ms = lease.expires_at_ms)
         .in_scope(|| {});

@@ -483,6 +483,64 @@ async fn compact_records_store_only_what_differs_and_read_back_whole(env: Env) {
     );
 }
 
+// Goal: a task's trace context (`TaskSpec::trace`) is stored with it and reaches every attempt
+// unchanged: in the submit's answer, in get, in the lease (the NUL-joined record of a first
+// lease and the array of one whose record holds an error), and after a replay from the DLQ.
+// Method: one task with a traceparent and a two-member tracestate, no retries; lease it, fail it
+// (dead), replay it, lease it again; a task without one has none everywhere.
+async fn a_tasks_trace_context_reaches_every_attempt(env: Env) {
+    let cx = orq::TraceContext::parse(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        Some("vendor=1,rojo=00f067aa0ba902b7"),
+    )
+    .unwrap();
+    let traced = env
+        .client
+        .submit(spec("q", "echo", "{}").max_retries(0).trace(cx.clone()))
+        .await
+        .unwrap()
+        .task;
+    assert_eq!(traced.trace.as_ref(), Some(&cx), "the submit's answer");
+    let plain = env
+        .client
+        .submit(spec("q", "echo", "{}"))
+        .await
+        .unwrap()
+        .task;
+    assert_eq!(plain.trace, None);
+    assert_eq!(env.get("q", &traced.id).await.trace.as_ref(), Some(&cx));
+
+    let first = env.lease("q", "w1", 2).await.tasks;
+    assert_eq!(first.len(), 2);
+    for t in &first {
+        let want = (t.id == traced.id).then(|| cx.clone());
+        assert_eq!(t.trace, want, "first lease of {}", t.id);
+    }
+    let token = first
+        .iter()
+        .find(|t| t.id == traced.id)
+        .and_then(|t| t.lease.clone())
+        .unwrap()
+        .token;
+    ops::fail(
+        &*env.store,
+        "q",
+        &traced.id,
+        &token,
+        "boom, with free text",
+        true,
+        0.5,
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.get("q", &traced.id).await.status, Status::Dead);
+    env.client.replay(Some("q"), &traced.id).await.unwrap();
+    let again = env.lease_one("q", "w1").await;
+    assert_eq!(again.id, traced.id);
+    assert_eq!(again.last_error.as_deref(), Some("boom, with free text"));
+    assert_eq!(again.trace.as_ref(), Some(&cx), "the lease after a replay");
+}
+
 /// This suite's tests and the deployments each runs on.
 pub fn cases() -> Vec<crate::deployment::Case> {
     use crate::deployment::ONE_NODE;
@@ -494,6 +552,7 @@ pub fn cases() -> Vec<crate::deployment::Case> {
         same_priority_is_leased_in_submit_order,
         batch_of_500_is_created_and_completed_by_a_worker,
         idempotency_key_returns_the_first_task,
+        a_tasks_trace_context_reaches_every_attempt,
         compact_records_store_only_what_differs_and_read_back_whole => ONE_NODE,
     ]
 }

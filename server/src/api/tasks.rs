@@ -50,13 +50,14 @@ pub(crate) async fn submit(
     ApiJson(body): ApiJson<SubmitBody, SUBMIT_BODY_MAX_BYTES>,
 ) -> ApiResult {
     let body = authorize_submit(&caller, body)?;
-    let spec = spec_of(&s, body).await?;
+    let mut spec = spec_of(&s, body).await?;
     s.admit(std::slice::from_ref(&spec))?;
     // Disabled (a no-op) unless this process exports traces (crate::telemetry).
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit",
         otel.kind = "server", orq.queue = %spec.queue, orq.tenant = %spec.tenant,
         orq.type = %spec.task_type, orq.task_id = tracing::field::Empty);
     crate::telemetry::continue_trace(&span, &headers);
+    spec.trace = crate::telemetry::submitted_context(&span, &headers);
     let done = s.client.submit(spec).instrument(span.clone()).await?;
     span.record("orq.task_id", done.task.id.as_str());
     let status = if done.created {
@@ -120,6 +121,10 @@ pub(crate) async fn submit_batch(
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit_batch",
         otel.kind = "server", orq.tasks = specs.len());
     crate::telemetry::continue_trace(&span, &headers);
+    let trace = crate::telemetry::submitted_context(&span, &headers);
+    for spec in &mut specs {
+        spec.trace = trace.clone();
+    }
     let done = s.client.submit_batch(specs).instrument(span).await?;
     let created: Vec<bool> = done.iter().map(|d| d.created).collect();
     // As for one task: 201 when this call stored something, 200 when every task already existed.

@@ -243,7 +243,7 @@ async fn client(world: Arc<World>) {
             .map(|k| {
                 let h = mix(c.seed ^ 0x7a5c ^ u64::from(k));
                 let delayed = super::world::unit(mix(h ^ 1)) < c.p_delayed;
-                TaskSpec::new(json!({"n": k}).to_string())
+                let spec = TaskSpec::new(json!({"n": k}).to_string())
                     .queue(QUEUE)
                     .tenant(format!("t{}", h % u64::from(c.tenants)))
                     .task_type(TASK_TYPE)
@@ -261,7 +261,11 @@ async fn client(world: Arc<World>) {
                         jitter: 0.2,
                     })
                     .lease_ms(c.lease_ms)
-                    .idempotency_key(format!("k{k}"))
+                    .idempotency_key(format!("k{k}"));
+                match super::world::submitted_trace(c.seed, u64::from(k)) {
+                    Some(cx) => spec.trace(cx),
+                    None => spec,
+                }
             })
             .collect();
         next += n;

@@ -684,6 +684,19 @@ impl Handler for SimHandler {
         });
         let h = mix(c.seed ^ fnv(&ctx.task.id) ^ mix(ctx.epoch));
         let faults = || w.faults_on.load(Ordering::Relaxed);
+        // Every attempt sees the trace context the task was submitted with.
+        let k = serde_json::from_str::<Value>(&ctx.task.payload)
+            .ok()
+            .and_then(|p| p["n"].as_u64());
+        if let Some(k) = k {
+            let want = submitted_trace(c.seed, k);
+            if ctx.task.trace != want {
+                w.violate(format!(
+                    "task {} (n {k}) attempt {}: trace context {:?}, submitted with {:?}",
+                    ctx.task.id, ctx.attempt, ctx.task.trace, want
+                ));
+            }
+        }
         if faults() && unit(mix(h ^ 1)) < c.faults.p_crash_before_effect {
             w.fault_event(
                 &lease.worker,
@@ -726,6 +739,21 @@ impl Handler for SimHandler {
             Ok(json!({"worker": lease.worker, "epoch": ctx.epoch}))
         }
     }
+}
+
+/// The trace context the client submits task `k` with (a third of the tasks; none for the rest):
+/// a hash of (seed, k), so the handler knows what every attempt of the task must see. Its
+/// tracestate has two members, so the stored form holds commas (enqueue.lua).
+pub fn submitted_trace(seed: u64, k: u64) -> Option<orq::TraceContext> {
+    let h = mix(seed ^ 0x7a5c ^ k);
+    if mix(h ^ 6) % 3 != 0 {
+        return None;
+    }
+    let (a, b, span) = (mix(h ^ 7) | 1, mix(h ^ 8), mix(h ^ 9) | 1);
+    orq::TraceContext::parse(
+        &format!("00-{a:016x}{b:016x}-{span:016x}-01"),
+        Some(&format!("sim=k{k},seed={seed:x}")),
+    )
 }
 
 /// The draws that fix a worker's clock: `(offset ms, drift ppm)`.

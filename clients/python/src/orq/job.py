@@ -78,6 +78,19 @@ class Job:
         return self.task.epoch
 
     @property
+    def traceparent(self) -> Optional[str]:
+        """The W3C ``traceparent`` the task was submitted under (orq's submit span when the API
+        exports traces, else the submitter's own), or None. A handler that traces continues it,
+        e.g. ``opentelemetry.propagate.extract({"traceparent": job.traceparent, "tracestate":
+        job.tracestate or ""})`` as the parent context of its span."""
+        return self.task.traceparent
+
+    @property
+    def tracestate(self) -> Optional[str]:
+        """The ``tracestate`` that came with :attr:`traceparent`, or None."""
+        return self.task.tracestate
+
+    @property
     def token(self) -> str:
         """The lease token the worker's reports present."""
         return self.task.token

@@ -110,6 +110,10 @@ class LeasedTask:
     priority: int = 0
     lease_expires_at: Optional[str] = None
     created_at: Optional[str] = None
+    #: The W3C ``traceparent`` the task was submitted under, or None.
+    traceparent: Optional[str] = None
+    #: Its ``tracestate``, or None.
+    tracestate: Optional[str] = None
     raw: Dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
