@@ -951,7 +951,7 @@ export interface components {
         /** @description A lease token, as the lease answered it. */
         LeaseToken: string;
         /** @description A task leased through the worker protocol. */
-        LeasedTask: {
+        LeasedTask: components["schemas"]["TraceContext"] & {
             /**
              * Format: int32
              * @description This attempt's number (1 for the first run).
@@ -1009,14 +1009,6 @@ export interface components {
             timeout_ms: number | null;
             /** @description The lease token: send it with every heartbeat and report of this lease. */
             token: string;
-            /**
-             * @description The W3C `traceparent` the task was submitted under, or null: a handler that traces
-             *     continues the submit's trace from it (with its `tracestate`).
-             * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
-             */
-            traceparent: string | null;
-            /** @description The `tracestate` that came with it, or null. */
-            tracestate: string | null;
             /** @description Handler type. */
             type: string;
         };
@@ -1328,7 +1320,7 @@ export interface components {
             run_at?: null;
         });
         /** @description A task as the API shows it. The lease token is not shown: only its holder knows it. */
-        Task: {
+        Task: components["schemas"]["TraceContext"] & {
             /**
              * Format: int32
              * @description Attempts started.
@@ -1402,15 +1394,6 @@ export interface components {
              * @description Handler timeout ms.
              */
             timeout_ms: number | null;
-            /**
-             * @description The W3C `traceparent` the task was submitted under (the API's `orq.submit` span when it
-             *     exports traces, else the submit's own header), or null. Every attempt's `orq.task` span
-             *     continues it.
-             * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
-             */
-            traceparent: string | null;
-            /** @description The `tracestate` that came with it, or null. */
-            tracestate: string | null;
             /** @description Handler type. */
             type: string;
             /**
@@ -1552,6 +1535,21 @@ export interface components {
         TimelineList: {
             /** @description The files, by name. */
             timelines: components["schemas"]["TimelineFile"][];
+        };
+        /**
+         * @description A task's W3C trace context as the answers show it (`Task`, `LeasedTask`, flattened into
+         *     them): each field null when absent.
+         */
+        TraceContext: {
+            /**
+             * @description The W3C `traceparent` the task was submitted under (the API's `orq.submit` span when it
+             *     exports traces, else the submit's own header), or null. Every attempt's `orq.task` span
+             *     continues it; a handler of the worker protocol that traces continues it too.
+             * @example 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+             */
+            traceparent: string | null;
+            /** @description The `tracestate` that came with it, or null. */
+            tracestate: string | null;
         };
         /** @description A tenant the queue does not list: only its name. */
         UnlistedTenant: {

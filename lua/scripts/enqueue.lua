@@ -84,6 +84,8 @@ local c = new_ctx(KEYS)
 local GROUP = 6
 -- Settings packed into an item's sixth value (the last, trace, may hold commas).
 local SETTINGS = 12
+-- The packed settings' start when all but the trace are at their defaults.
+local ONLY_TRACE = string.rep(',', SETTINGS - 1)
 local BATCH_MAX = 1000
 -- The Retry-After suggested to a submit refused by max_queued (ms).
 local ADMISSION_RETRY_MS = 1000
@@ -102,13 +104,14 @@ end
 -- -> number); an item without (most) has none, and stores none.
 local D = POLICY_DEFAULTS
 local items = {}
+local any_trace = false   -- whether any item sent a trace context (most batches: none)
 for i = 1, n do
   local b = 1 + (i - 1) * GROUP
-  -- Every field an item gets, named in the constructor (the nils reserve their slots), so the
+  -- Every field an item gets but its trace, named in the constructor (the nils reserve their slots), so the
   -- table is sized once instead of rehashed as it fills.
   local it = {id = ARGV[b + 1], tenant = ARGV[b + 2], type = ARGV[b + 3], payload = ARGV[b + 4],
     priority = nil, run_at = nil, timeout_ms = nil, idem = nil, idem_ttl = nil, policy = nil,
-    trace = nil, existed = nil, new = nil, rk = nil}
+    existed = nil, new = nil, rk = nil}
   if it.id == '' or it.tenant == '' or it.type == '' then
     return redis.error_reply('INVALID item ' .. istr(i) .. ': id, tenant and type are required')
   end
@@ -117,23 +120,32 @@ for i = 1, n do
   local p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = '', '', '', '', '', '', '', '', '', '', ''
   local packed = ARGV[b + 6]
   if packed ~= '' then
-    local f, k = {}, 0
-    for v in string.gmatch(packed .. ',', '([^,]*),') do
-      k = k + 1
-      f[k] = v
+    local trace
+    if string.sub(packed, 1, SETTINGS - 1) == ONLY_TRACE then
+      -- Every setting but the trace at its default (a traced task's usual settings): no split.
+      trace = string.sub(packed, SETTINGS)
+    else
+      local f, k = {}, 0
+      for v in string.gmatch(packed .. ',', '([^,]*),') do
+        k = k + 1
+        f[k] = v
+      end
+      if k < SETTINGS then
+        return redis.error_reply('INVALID item ' .. istr(i) .. ': settings must be '
+          .. istr(SETTINGS) .. ' comma-separated values')
+      end
+      p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = unpack(f, 1, SETTINGS - 1)
+      trace = k == SETTINGS and f[k] or table.concat(f, ',', SETTINGS, k)
     end
-    if k < SETTINGS then
-      return redis.error_reply('INVALID item ' .. istr(i) .. ': settings must be '
-        .. istr(SETTINGS) .. ' comma-separated values')
-    end
-    p6, p7, p8, p9, p10, p11, p12, p13, p14, p15, p16 = unpack(f, 1, SETTINGS - 1)
-    local trace = k == SETTINGS and f[k] or table.concat(f, ',', SETTINGS, k)
     if trace ~= '' then
       if #trace > FACTS.trace_context_max_bytes or string.find(trace, '[^\32-\126]') then
         return redis.error_reply('INVALID item ' .. istr(i) .. ': trace must be printable ASCII of at most '
           .. istr(FACTS.trace_context_max_bytes) .. ' bytes')
       end
+      -- Not among the constructor's fields: a slot each task would pay for (~500 instructions
+      -- a task); the table has room for it (docs/measurements.md, "Trace context").
       it.trace = trace
+      any_trace = true
     end
   end
   it.priority, err = opt_int(p5, 0, 'priority', 0, 9)
@@ -527,7 +539,7 @@ for i = 1, n do
       fieldsv[#fieldsv + 1] = F.timeout_ms
       fieldsv[#fieldsv + 1] = istr(it.timeout_ms)
     end
-    if it.trace then
+    if any_trace and it.trace then
       fieldsv[#fieldsv + 1] = F.trace
       fieldsv[#fieldsv + 1] = it.trace
     end

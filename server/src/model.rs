@@ -406,15 +406,31 @@ fn int_field(name: &str, v: Option<i64>, lo: i64, hi: i64, default: i64) -> Resu
     Ok(v)
 }
 
-/// A task's trace context as the answers show it: its `traceparent` and `tracestate` (each null
-/// when absent).
-pub(crate) fn trace_fields(
-    trace: Option<&orq::trace::TraceContext>,
-) -> (Option<String>, Option<String>) {
-    (
-        trace.map(|c| c.traceparent().to_string()),
-        trace.and_then(|c| c.tracestate().map(str::to_string)),
-    )
+/// A task's W3C trace context as the answers show it (`Task`, `LeasedTask`, flattened into
+/// them): each field null when absent.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = TraceContext)]
+pub struct TraceJson {
+    /// The W3C `traceparent` the task was submitted under (the API's `orq.submit` span when it
+    /// exports traces, else the submit's own header), or null. Every attempt's `orq.task` span
+    /// continues it; a handler of the worker protocol that traces continues it too.
+    #[schema(
+        required = true,
+        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    )]
+    pub traceparent: Option<String>,
+    /// The `tracestate` that came with it, or null.
+    #[schema(required = true)]
+    pub tracestate: Option<String>,
+}
+
+impl From<Option<&orq::trace::TraceContext>> for TraceJson {
+    fn from(trace: Option<&orq::trace::TraceContext>) -> Self {
+        TraceJson {
+            traceparent: trace.map(|c| c.traceparent().to_string()),
+            tracestate: trace.and_then(|c| c.tracestate().map(str::to_string)),
+        }
+    }
 }
 
 /// A 400 naming `field` unless `json` is JSON that every reader can parse: numbers in range,

@@ -24,6 +24,10 @@ pub struct OtlpArgs {
     /// (traces are POSTed to its /v1/traces). Off when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = parse_endpoint)]
     pub otlp_endpoint: Option<Endpoint>,
+    /// Export traces to this URL as given (no /v1/traces added), the OpenTelemetry setting for
+    /// traces alone; it wins over --otlp-endpoint.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value_name = "URL", value_parser = parse_traces_endpoint)]
+    pub otlp_traces_endpoint: Option<Endpoint>,
 }
 
 /// A collector's traces URL, or none: an empty `OTEL_EXPORTER_OTLP_ENDPOINT` (or flag) means
@@ -34,13 +38,29 @@ pub struct Endpoint(pub Option<String>);
 impl OtlpArgs {
     /// The traces URL, when traces are exported.
     pub fn traces_url(&self) -> Option<&str> {
-        self.otlp_endpoint.as_ref().and_then(|e| e.0.as_deref())
+        fn url(e: &Option<Endpoint>) -> Option<&str> {
+            e.as_ref().and_then(|e| e.0.as_deref())
+        }
+        url(&self.otlp_traces_endpoint).or_else(|| url(&self.otlp_endpoint))
     }
 }
 
 /// The traces URL of a collector given as a base URL (the OTLP convention: `/v1/traces` is
 /// added unless the URL already ends with it).
 fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
+    let Endpoint(Some(url)) = parse_traces_endpoint(s)? else {
+        return Ok(Endpoint(None));
+    };
+    let url = url.trim_end_matches('/');
+    Ok(Endpoint(Some(if url.ends_with("/v1/traces") {
+        url.to_string()
+    } else {
+        format!("{url}/v1/traces")
+    })))
+}
+
+/// A traces URL used as given: http(s) with a host, without query or fragment; empty is unset.
+fn parse_traces_endpoint(s: &str) -> Result<Endpoint, String> {
     if s.trim().is_empty() {
         return Ok(Endpoint(None));
     }
@@ -49,14 +69,9 @@ fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
         return Err("an http:// or https:// URL with a host".into());
     }
     if u.query().is_some() || u.fragment().is_some() {
-        return Err("a collector's base URL, without ?query or #fragment".into());
+        return Err("a URL without ?query or #fragment".into());
     }
-    let s = u.as_str().trim_end_matches('/');
-    Ok(Endpoint(Some(if s.ends_with("/v1/traces") {
-        s.to_string()
-    } else {
-        format!("{s}/v1/traces")
-    })))
+    Ok(Endpoint(Some(u.to_string())))
 }
 
 /// `url` with its password, if any, as `***` (for logs).
@@ -213,6 +228,28 @@ mod tests {
             Some("http://c:4318/otlp/v1/traces")
         );
         assert_eq!(url(""), None, "empty is unset");
+        let traces = |s: &str| parse_traces_endpoint(s).unwrap().0;
+        assert_eq!(
+            traces("http://c:4318/custom/path").as_deref(),
+            Some("http://c:4318/custom/path"),
+            "a traces endpoint is used as given"
+        );
+        assert!(parse_traces_endpoint("http://c/?x=1").is_err());
+        let args = |e: Option<&str>, t: Option<&str>| OtlpArgs {
+            otlp_endpoint: e.map(|e| parse_endpoint(e).unwrap()),
+            otlp_traces_endpoint: t.map(|t| parse_traces_endpoint(t).unwrap()),
+        };
+        assert_eq!(
+            args(Some("http://a:4318"), Some("http://b/t")).traces_url(),
+            Some("http://b/t"),
+            "the traces endpoint wins"
+        );
+        assert_eq!(
+            args(Some("http://a:4318"), Some("")).traces_url(),
+            Some("http://a:4318/v1/traces"),
+            "an empty traces endpoint is unset"
+        );
+        assert_eq!(args(None, None).traces_url(), None);
         assert_eq!(
             shown("http://u:secret@c:4318/v1/traces"),
             "http://u:***@c:4318/v1/traces"

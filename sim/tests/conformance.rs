@@ -611,6 +611,22 @@ const CASES: &[Case] = &[
         keys: "",
     },
     Case {
+        name: "enqueue: a trace context after other settings keeps its commas too",
+        seed: &[],
+        script: "enqueue",
+        argv: "1 A t1 echo {} '' ,,5,,,,,,,,,00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,vendor=1,rojo=2",
+        reply: r#"[{now} [1] 1]"#,
+        keys: r#"
+            "orq:{q}:events" stream {ts={now} e="queued A t1 0"}
+            "orq:{q}:known_tenants" zset t1=0
+            "orq:{q}:ready:0:t1" list A
+            "orq:{q}:stats" hash total:enqueued=1 n:queued=1 events={now}-1 capped=0
+            "orq:{q}:task:A" hash t=t1 y=echo p="{}" c={now} mr=5 tc="00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01,vendor=1,rojo=2"
+            "orq:{q}:tenant:t1" hash rp=1
+            "orq:{q}:tenants" zset t1=0
+        "#,
+    },
+    Case {
         name: "enqueue: the trace context is the last setting and keeps its commas",
         seed: &[],
         script: "enqueue",

@@ -159,17 +159,9 @@ pub struct TaskJson {
     /// then a completed task's successful one. A replay keeps them. A running attempt is in
     /// `lease`.
     pub attempts: Vec<AttemptJson>,
-    /// The W3C `traceparent` the task was submitted under (the API's `orq.submit` span when it
-    /// exports traces, else the submit's own header), or null. Every attempt's `orq.task` span
-    /// continues it.
-    #[schema(
-        required = true,
-        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    )]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that came with it, or null.
-    #[schema(required = true)]
-    pub tracestate: Option<String>,
+    /// Its trace context.
+    #[serde(flatten)]
+    pub trace: super::TraceJson,
 }
 
 fn raw(json: &str) -> Box<RawValue> {
@@ -182,10 +174,8 @@ fn raw(json: &str) -> Box<RawValue> {
 
 impl From<Task> for TaskJson {
     fn from(t: Task) -> Self {
-        let (traceparent, tracestate) = super::trace_fields(t.trace.as_ref());
         TaskJson {
-            traceparent,
-            tracestate,
+            trace: t.trace.as_ref().into(),
             payload: raw(&t.payload),
             result: t.result.as_deref().map(raw),
             lease: t.lease.map(|l| LeaseJson {

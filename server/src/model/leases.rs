@@ -152,16 +152,9 @@ pub struct LeasedTaskJson {
     /// Submit time.
     #[schema(format = DateTime)]
     pub created_at: String,
-    /// The W3C `traceparent` the task was submitted under, or null: a handler that traces
-    /// continues the submit's trace from it (with its `tracestate`).
-    #[schema(
-        required = true,
-        example = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
-    )]
-    pub traceparent: Option<String>,
-    /// The `tracestate` that came with it, or null.
-    #[schema(required = true)]
-    pub tracestate: Option<String>,
+    /// Its trace context: a handler that traces continues the submit's trace from it.
+    #[serde(flatten)]
+    pub trace: super::TraceJson,
 }
 
 impl LeasedTaskJson {
@@ -170,10 +163,8 @@ impl LeasedTaskJson {
     pub fn from_leased(task: Task) -> Option<Self> {
         let lease = task.lease?;
         let payload = RawValue::from_string(task.payload).ok()?;
-        let (traceparent, tracestate) = super::trace_fields(task.trace.as_ref());
         Some(LeasedTaskJson {
-            traceparent,
-            tracestate,
+            trace: task.trace.as_ref().into(),
             id: task.id,
             queue: task.queue,
             tenant: task.tenant,
