@@ -6,7 +6,9 @@
 //! branch. Per task: `orq.task` (attributes `orq.queue`, `orq.tenant`, `orq.type`, `orq.task_id`,
 //! `orq.attempt`, `orq.epoch`, `orq.worker`), with the children `orq.lease` (the lease this attempt
 //! runs under: `orq.lease_expires_at_ms`), `orq.handler` (the handler's run) and `orq.outcome`
-//! (its report: `orq.outcome` = `completed`, `failed`, `released`, `lease_lost`). `orq.task`
+//! (its report: `orq.outcome` = `completed`, `failed`, `released`, `lease_lost`; a failed
+//! attempt marks `orq.task` and `orq.outcome` with the error status and the handler's message).
+//! `orq.task`
 //! continues the trace context stored with the task ([`TraceContext`]), through the hook a
 //! process that exports installs ([`set_continue`]).
 
@@ -79,17 +81,37 @@ impl TraceContext {
     }
 }
 
-/// Whether `s` is a version-00 `traceparent` with ids that are not all zeros.
+/// Whether `s` is a version-00 `traceparent` with ids that are not all zeros (the only form a
+/// [`TraceContext`] holds).
 fn well_formed(s: &str) -> bool {
-    let hex = |p: &str, len: usize| {
-        p.len() == len
-            && p.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.starts_with("00-") && valid_traceparent(s)
+}
+
+/// Whether a `traceparent` header's value is valid by W3C Trace Context level 1: a version of
+/// two lowercase hex digits other than `ff`, a trace id of 32 and a parent id of 16 lowercase hex
+/// digits, neither all zeros, and flags of 2; version 00 ends there (55 bytes); a later version
+/// may go on after a `-`. What a receiver must ignore (a new trace starts) is anything else:
+/// lengths off by one, a sign, upper case, a trailing `-` (the OpenTelemetry SDK's own parser
+/// lets such values through, with other ids).
+pub fn valid_traceparent(s: &str) -> bool {
+    let b = s.as_bytes();
+    let hex = |r: std::ops::Range<usize>| {
+        b.get(r).is_some_and(|p| {
+            p.iter()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+        })
     };
-    let parts: Vec<&str> = s.split('-').collect();
-    matches!(parts.as_slice(), [v, t, p, f]
-        if *v == "00" && hex(t, 32) && hex(p, 16) && hex(f, 2)
-            && t.bytes().any(|b| b != b'0') && p.bytes().any(|b| b != b'0'))
+    let not_zero = |r: std::ops::Range<usize>| b[r].iter().any(|&c| c != b'0');
+    let dashes = [2, 35, 52].iter().all(|&i| b.get(i) == Some(&b'-'));
+    if b.len() < 55 || !dashes || !hex(0..2) || !hex(3..35) || !hex(36..52) || !hex(53..55) {
+        return false;
+    }
+    let version_ok = match &b[0..2] {
+        b"ff" => false,
+        b"00" => b.len() == 55,
+        _ => b.len() == 55 || b[55] == b'-',
+    };
+    version_ok && not_zero(3..35) && not_zero(36..52)
 }
 
 /// `state` cut to at most [`TRACESTATE_MAX_BYTES`] by dropping whole list members from its end.
@@ -189,5 +211,45 @@ mod tests {
                 .tracestate(),
             None
         );
+    }
+
+    // Goal: a traceparent header is valid exactly as W3C Trace Context level 1 says, including
+    // the cases the OpenTelemetry SDK's parser lets through (found by a new user's try).
+    #[test]
+    fn a_traceparent_header_is_held_to_the_w3c_rules() {
+        let t = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let p = "00f067aa0ba902b7";
+        for ok in [
+            format!("00-{t}-{p}-01"),
+            format!("00-{t}-{p}-00"),
+            format!("01-{t}-{p}-01"),
+            format!("01-{t}-{p}-01-what-the-future-holds"),
+            format!("fe-{t}-{p}-ff"),
+        ] {
+            assert!(valid_traceparent(&ok), "{ok}");
+        }
+        for bad in [
+            format!("00-{}-{p}-01", &t[1..]),
+            format!("00-+{}-{p}-01", &t[1..]),
+            format!("00-0{t}-{p}-01"),
+            format!("00-{t}-0{p}-01"),
+            format!("00-{t}-{p}-1"),
+            format!("00-{t}-{p}-001"),
+            format!("000-{t}-{p}-01"),
+            format!("0-{t}-{p}-01"),
+            format!("+0-{t}-{p}-01"),
+            format!("00-{t}-{p}-01-"),
+            format!("00-{t}-{p}-01-extra"),
+            format!("01-{t}-{p}-01extra"),
+            format!("ff-{t}-{p}-01"),
+            format!("00-{}-{p}-01", t.to_uppercase()),
+            format!("00-{}-{p}-01", "0".repeat(32)),
+            format!("00-{t}-{}-01", "0".repeat(16)),
+            "00-5-7-01".to_string(),
+            String::new(),
+        ] {
+            assert!(!valid_traceparent(&bad), "{bad}");
+            assert_eq!(TraceContext::parse(&bad, None), None, "{bad}");
+        }
     }
 }

@@ -71,6 +71,14 @@ fn parse_traces_endpoint(s: &str) -> Result<Endpoint, String> {
     if u.query().is_some() || u.fragment().is_some() {
         return Err("a URL without ?query or #fragment".into());
     }
+    if !u.username().is_empty() || u.password().is_some() {
+        // The exporter would not send them: refuse rather than fail every export.
+        return Err(
+            "a URL without user or password: the exporter does not send them; give \
+            credentials as OTEL_EXPORTER_OTLP_HEADERS=authorization=Basic%20<base64>"
+                .into(),
+        );
+    }
     Ok(Endpoint(Some(u.to_string())))
 }
 
@@ -141,11 +149,36 @@ pub fn continue_trace(span: &tracing::Span, headers: &axum::http::HeaderMap) {
     if span.is_disabled() {
         return;
     }
-    let parent =
-        TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
-    if parent.span().span_context().is_valid() {
+    if let Some(parent) = caller_context(headers) {
         let _ = span.set_parent(parent);
     }
+}
+
+/// The trace context of a request's headers, `None` unless it has exactly one `traceparent`
+/// header and that is valid by W3C Trace Context ([`orq::trace::valid_traceparent`]: the SDK's
+/// propagator alone would take some malformed ones, with other ids). Several `tracestate`
+/// headers are one list, in their order, as the specification says.
+fn caller_context(headers: &axum::http::HeaderMap) -> Option<opentelemetry::Context> {
+    let mut parents = headers.get_all("traceparent").iter();
+    let (Some(parent), None) = (parents.next(), parents.next()) else {
+        return None;
+    };
+    let parent = parent.to_str().ok()?;
+    if !orq::trace::valid_traceparent(parent) {
+        return None;
+    }
+    let mut carrier = std::collections::HashMap::new();
+    carrier.insert("traceparent".to_string(), parent.to_string());
+    let states: Vec<&str> = headers
+        .get_all("tracestate")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if !states.is_empty() {
+        carrier.insert("tracestate".to_string(), states.join(","));
+    }
+    let cx = TraceContextPropagator::new().extract(&carrier);
+    cx.span().span_context().is_valid().then_some(cx)
 }
 
 /// The trace context a submit stores with its tasks ([`orq::trace::TraceContext`]): that of
@@ -159,7 +192,7 @@ pub fn submitted_context(
 ) -> Option<orq::trace::TraceContext> {
     let propagator = TraceContextPropagator::new();
     let cx = if span.is_disabled() {
-        propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+        caller_context(headers)?
     } else {
         span.context()
     };
@@ -250,11 +283,14 @@ mod tests {
             "an empty traces endpoint is unset"
         );
         assert_eq!(args(None, None).traces_url(), None);
+        assert!(parse_traces_endpoint("http://u:p@c/t").is_err());
         assert_eq!(
             shown("http://u:secret@c:4318/v1/traces"),
             "http://u:***@c:4318/v1/traces"
         );
         for bad in [
+            "http://u:secret@c:4318",
+            "http://u@c:4318",
             "localhost:4318",
             "ftp://c/",
             "http://",
@@ -262,6 +298,50 @@ mod tests {
             "http://c/#f",
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    // Goal: only one valid traceparent header makes a caller's context (a new user's try found
+    // malformed ones taken with other ids, and a second header ignored); several tracestate
+    // headers are one list.
+    #[test]
+    fn a_callers_context_needs_one_valid_traceparent() {
+        use axum::http::HeaderMap;
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let with = |pairs: &[(&'static str, &str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.append(*k, v.parse().unwrap());
+            }
+            caller_context(&h)
+        };
+        let cx = with(&[
+            ("traceparent", tp),
+            ("tracestate", "a=1"),
+            ("tracestate", "b=2"),
+        ])
+        .expect("a valid context");
+        let sc = cx.span().span_context().clone();
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(sc.trace_state().header(), "a=1,b=2");
+        for bad in [
+            vec![],
+            vec![("tracestate", "a=1")],
+            vec![("traceparent", tp), ("traceparent", tp)],
+            vec![(
+                "traceparent",
+                "00-1234567890123456789012345678901-00f067aa0ba902b7-01",
+            )],
+            vec![(
+                "traceparent",
+                "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-",
+            )],
+            vec![("traceparent", "00-5-7-01")],
+        ] {
+            assert!(with(&bad).is_none(), "{bad:?}");
         }
     }
 }

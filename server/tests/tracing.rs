@@ -34,6 +34,8 @@ struct Got {
     span_id: String,
     parent_span_id: String,
     attrs: Vec<(String, String)>,
+    /// The span's status code (0 unset, 1 ok, 2 error) and message.
+    status: (i32, String),
 }
 
 impl Got {
@@ -93,6 +95,11 @@ async fn collect(
                     trace_id: hex(&s.trace_id),
                     span_id: hex(&s.span_id),
                     parent_span_id: hex(&s.parent_span_id),
+                    status: s
+                        .status
+                        .as_ref()
+                        .map(|st| (st.code, st.message.clone()))
+                        .unwrap_or_default(),
                     attrs: s
                         .attributes
                         .iter()
@@ -233,12 +240,35 @@ async fn spans_reach_an_otlp_receiver_with_their_parents() {
     )
     .await;
 
+    let failing = submit_with(
+        &http,
+        &base,
+        "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+        json!({"type": "fail", "payload": {"times": 1}, "max_retries": 0}),
+    )
+    .await;
+
     let spans = spans_until(&got, "the submit, task and outcome spans", |s| {
         let outcomes = s.iter().filter(|x| x.name == "orq.outcome").count();
         let submits = s.iter().filter(|x| x.name == "orq.submit").count();
-        outcomes >= 3 && submits >= 3
+        outcomes >= 4 && submits >= 4
     })
     .await;
+
+    // A failed attempt is an error, with the handler's message, on the task and outcome spans.
+    let task = spans
+        .iter()
+        .find(|x| x.name == "orq.task" && x.attr("orq.task_id") == Some(failing.as_str()))
+        .expect("the failing task's span");
+    let outcome = spans
+        .iter()
+        .find(|x| x.name == "orq.outcome" && x.parent_span_id == task.span_id)
+        .expect("its outcome span");
+    assert_eq!(outcome.attr("orq.outcome"), Some("failed"));
+    for s in [task, outcome] {
+        assert_eq!(s.status.0, 2, "status ERROR: {s:?}");
+        assert!(s.status.1.contains("planned failure"), "{s:?}");
+    }
 
     // The submit continues the caller's trace, with the caller's span as its parent.
     let submit = spans
@@ -423,15 +453,28 @@ async fn a_worker_continues_the_callers_trace_when_the_api_exports_none() {
     assert_eq!(t["traceparent"], caller);
     assert_eq!(t["tracestate"], STATE);
 
-    let r = http
-        .post(format!("{base}/tasks"))
-        .json(&json!({"type": "echo", "payload": 3, "queue": "manual"}))
-        .send()
-        .await
-        .unwrap();
-    let plain = r.json::<Value>().await.unwrap();
-    assert_eq!(plain["traceparent"], Value::Null);
-    assert_eq!(plain["tracestate"], Value::Null);
+    // No context without a traceparent, nor from a malformed one that the OpenTelemetry SDK's
+    // own parser would take with other ids, nor from two traceparent headers.
+    let tp31 = "00-1234567890123456789012345678901-00f067aa0ba902b7-01";
+    for headers in [
+        vec![],
+        vec![("traceparent", tp31)],
+        vec![("traceparent", caller), ("traceparent", caller)],
+    ] {
+        let mut req = http.post(format!("{base}/tasks"));
+        for (k, v) in &headers {
+            req = req.header(*k, *v);
+        }
+        let r = req
+            .json(&json!({"type": "echo", "payload": 3, "queue": "manual"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let plain = r.json::<Value>().await.unwrap();
+        assert_eq!(plain["traceparent"], Value::Null, "{headers:?}");
+        assert_eq!(plain["tracestate"], Value::Null, "{headers:?}");
+    }
 }
 
 // Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and

@@ -41,7 +41,8 @@ impl Inner {
         let span = tracing::info_span!(target: crate::trace::TARGET, "orq.task",
             orq.queue = %task.queue, orq.tenant = %task.tenant, orq.type = %task.task_type,
             orq.task_id = %task.id, orq.attempt = task.attempt, orq.epoch = lease.epoch,
-            orq.worker = %self.config.id);
+            orq.worker = %self.config.id, otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty);
         crate::trace::continue_in(&span, task.trace.as_ref());
         tracing::info_span!(target: crate::trace::TARGET, parent: &span, "orq.lease",
             orq.lease_expires_at_ms = lease.expires_at_ms)
@@ -62,7 +63,15 @@ impl Inner {
             local_deadline_ms,
         };
         let reported = tracing::info_span!(target: crate::trace::TARGET, parent: &span,
-            "orq.outcome", orq.outcome = outcome.name());
+            "orq.outcome", orq.outcome = outcome.name(), otel.status_code = tracing::field::Empty,
+            otel.status_description = tracing::field::Empty);
+        if let (Outcome::Failed(e), false) = (&outcome, span.is_disabled()) {
+            // A failed attempt is an error in a trace viewer, with the handler's message.
+            for s in [&span, &reported] {
+                s.record("otel.status_code", "ERROR");
+                s.record("otel.status_description", e.message.as_str());
+            }
+        }
         self.report(held, outcome, &hard_stop, &done)
             .instrument(reported)
             .await;
