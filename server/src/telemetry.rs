@@ -17,7 +17,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-/// Where traces go (`orq serve`, `api`, `worker`, `scheduler`).
+/// Where traces go (`orq serve`, `api`, `worker`; the scheduler has no spans).
 #[derive(Debug, Args, Clone, Default)]
 pub struct OtlpArgs {
     /// Export traces over OTLP/HTTP (protobuf) to this collector, e.g. http://127.0.0.1:4318
