@@ -9,6 +9,7 @@
 use super::completer::{complete_in_batches, PendingCompletion, Refill, Refilled};
 use super::decide::{self, Refused};
 use super::slots::{Slot, Slots};
+use super::stand_back::StandBack;
 use super::Worker;
 use crate::episode::Episode;
 use crate::ops;
@@ -123,10 +124,8 @@ pub(super) struct Lane<'w> {
     /// end; the lane retries after a doubling wait instead of its idle poll).
     pub(super) outage: Episode,
     /// While the loop leaves the free slots to the completer: the timer that bounds it, and
-    /// whether it has run out (the loop then leases itself until the wait is over, or until
-    /// the completer hands over a refill: that ends the wait too, see [`Lane::run_refilled`]).
-    stand_back: Option<BoxFuture<'static, ()>>,
-    stood_back: bool,
+    /// whether it ran out (`stand_back.rs`).
+    stand_back: StandBack,
 }
 
 /// What a leasing pass over the queues did ([`Lane::lease_round`]).
@@ -221,8 +220,7 @@ impl<'w> Lane<'w> {
             rotate: 0,
             refused: Refused::default(),
             outage: Episode::default(),
-            stand_back: None,
-            stood_back: false,
+            stand_back: StandBack::default(),
         }
     }
 
@@ -235,13 +233,9 @@ impl<'w> Lane<'w> {
     }
 
     /// Run the tasks of a refill ([`Worker::spawn_refilled`]). A refill shows the completer
-    /// alive and refilling, so it also ends a stand-back wait whose timer ran out: without
-    /// that, a lane whose timer once ran out (a slow store) kept leasing for itself while
-    /// completions were always in flight, and its completer, finding no free slot, completed
-    /// without leasing: two calls where one does (docs/measurements.md, 2026-12-04).
+    /// alive and refilling, so it also ends a stand-back wait ([`StandBack::refilled`]).
     async fn run_refilled(&mut self, r: Refilled) {
-        self.stand_back = None;
-        self.stood_back = false;
+        self.stand_back.refilled();
         self.worker
             .spawn_refilled(r, &mut self.in_flight, &self.hard_stop, &self.done_tx)
             .await;
@@ -262,16 +256,15 @@ impl<'w> Lane<'w> {
             .lock()
             .map(|q| q.is_some())
             .unwrap_or(false);
-        if decide::stands_back(self.in_flight.len(), self.slots.handlers(), refilling) {
-            if self.stand_back.is_none() {
-                let ms = decide::stand_back_ms(config.lease_linger_ms, config.idle_poll_ms);
-                self.stand_back = Some(self.worker.inner.clock.sleep(ms));
-            }
-        } else {
-            self.stand_back = None;
-            self.stood_back = false;
-        }
-        let (Some(timer), false) = (self.stand_back.as_mut(), self.stood_back) else {
+        let stands_back =
+            decide::stands_back(self.in_flight.len(), self.slots.handlers(), refilling);
+        let clock = &self.worker.inner.clock;
+        let Some(timer) = self.stand_back.timer(stands_back, || {
+            clock.sleep(decide::stand_back_ms(
+                config.lease_linger_ms,
+                config.idle_poll_ms,
+            ))
+        }) else {
             return false;
         };
         match wake(
@@ -284,7 +277,7 @@ impl<'w> Lane<'w> {
         .await
         {
             Wake::Refilled(r) => self.run_refilled(r).await,
-            Wake::Timer => self.stood_back = true,
+            Wake::Timer => self.stand_back.ran_out(),
             Wake::Other => {}
         }
         true

@@ -23,6 +23,7 @@ mod lane;
 mod lease_pass;
 mod report;
 mod slots;
+mod stand_back;
 
 pub use decide::lease_refused_backoff_ms;
 

@@ -160,6 +160,19 @@ impl Env {
         handlers: Handlers,
         tune: impl FnOnce(&mut WorkerConfig),
     ) -> RunningWorker {
+        self.worker_on_clock(store, Arc::new(SystemClock), id, queue, handlers, tune)
+    }
+
+    /// [`Env::worker_on`] with the worker's clock given (sleeps a test can end early, say).
+    pub fn worker_on_clock(
+        &self,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn orq::Clock>,
+        id: &str,
+        queue: &str,
+        handlers: Handlers,
+        tune: impl FnOnce(&mut WorkerConfig),
+    ) -> RunningWorker {
         let mut config = WorkerConfig {
             id: id.to_string(),
             queues: vec![queue.to_string()],
@@ -170,7 +183,7 @@ impl Env {
             ..WorkerConfig::default()
         };
         tune(&mut config);
-        spawn_worker(store, handlers, config)
+        spawn_worker_with_clock(store, clock, handlers, config)
     }
 
     /// The task `id` of `queue`.
@@ -244,13 +257,17 @@ pub fn spawn_worker(
     handlers: Handlers,
     config: WorkerConfig,
 ) -> RunningWorker {
-    let worker = Worker::new(
-        store,
-        Arc::new(SystemClock),
-        Arc::new(Entropy::from_os()),
-        handlers,
-        config,
-    );
+    spawn_worker_with_clock(store, Arc::new(SystemClock), handlers, config)
+}
+
+/// [`spawn_worker`] on `clock`.
+pub fn spawn_worker_with_clock(
+    store: Arc<dyn Store>,
+    clock: Arc<dyn orq::Clock>,
+    handlers: Handlers,
+    config: WorkerConfig,
+) -> RunningWorker {
+    let worker = Worker::new(store, clock, Arc::new(Entropy::from_os()), handlers, config);
     let shutdown = CancellationToken::new();
     let handle = tokio::spawn({
         let shutdown = shutdown.clone();
