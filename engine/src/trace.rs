@@ -33,9 +33,10 @@ pub struct TraceContext {
 impl TraceContext {
     /// A context from a `traceparent` in W3C Trace Context's version-00 form
     /// (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, lowercase, neither id all
-    /// zeros: 55 bytes) and an optional `tracestate` (printable ASCII; empty is none; longer than
-    /// [`TRACESTATE_MAX_BYTES`] loses list members from its end, as the specification says to
-    /// truncate). `None` when the `traceparent` is malformed, whatever the `tracestate`.
+    /// zeros: 55 bytes) and an optional `tracestate` (printable ASCII, else none; empty is none;
+    /// cut as the specification says: at most 32 list members, and within
+    /// [`TRACESTATE_MAX_BYTES`] by dropping members over 128 bytes first, then members from
+    /// its end). `None` when the `traceparent` is malformed, whatever the `tracestate`.
     pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<TraceContext> {
         if !well_formed(traceparent) {
             return None;
@@ -114,21 +115,39 @@ pub fn valid_traceparent(s: &str) -> bool {
     version_ok && not_zero(3..35) && not_zero(36..52)
 }
 
-/// `state` cut to at most [`TRACESTATE_MAX_BYTES`] by dropping whole list members from its end.
+/// The most list members a `tracestate` holds (W3C Trace Context level 1, 3.3.1.1): the rest
+/// are dropped from its end.
+const TRACESTATE_MAX_MEMBERS: usize = 32;
+
+/// A `tracestate` list member longer than this (bytes) is the first to go when the list must be
+/// cut (W3C Trace Context level 1, 3.3.1.5).
+const TRACESTATE_LONG_MEMBER_BYTES: usize = 128;
+
+/// `state` as W3C Trace Context says to cut it: at most [`TRACESTATE_MAX_MEMBERS`] list members
+/// (empty ones dropped, whitespace around each trimmed); when they are longer together than
+/// [`TRACESTATE_MAX_BYTES`], members longer than [`TRACESTATE_LONG_MEMBER_BYTES`] go first, then
+/// members from the end until the rest fit.
 fn truncated(state: &str) -> String {
     let max = TRACESTATE_MAX_BYTES as usize;
-    let mut kept = String::new();
-    for member in state.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-        let more = usize::from(!kept.is_empty()) + member.len();
-        if kept.len() + more > max {
-            break;
+    let mut members: Vec<&str> = state
+        .split(',')
+        .map(str::trim)
+        .filter(|m| !m.is_empty())
+        .take(TRACESTATE_MAX_MEMBERS)
+        .collect();
+    let joined_len = |m: &[&str]| {
+        m.iter()
+            .map(|s| s.len() + 1)
+            .sum::<usize>()
+            .saturating_sub(1)
+    };
+    if joined_len(&members) > max {
+        members.retain(|m| m.len() <= TRACESTATE_LONG_MEMBER_BYTES);
+        while joined_len(&members) > max {
+            members.pop();
         }
-        if !kept.is_empty() {
-            kept.push(',');
-        }
-        kept.push_str(member);
     }
-    kept
+    members.join(",")
 }
 
 /// How a span is made to continue a stored trace context: installed once by a process that
@@ -211,6 +230,38 @@ mod tests {
                 .tracestate(),
             None
         );
+    }
+
+    // Goal: a tracestate is cut as W3C Trace Context says: at most 32 members; over 512 bytes,
+    // members over 128 bytes go first, then members from the end; a long member of a list that
+    // fits stays.
+    #[test]
+    fn a_tracestate_is_cut_as_the_specification_says() {
+        let state = |s: &str| {
+            TraceContext::parse(TP, Some(s))
+                .unwrap()
+                .tracestate()
+                .map(str::to_string)
+        };
+        let long = format!("long={}", "x".repeat(200));
+        let fits = format!("a=1,{long},b=2");
+        assert_eq!(state(&fits), Some(fits.clone()), "a list that fits is kept");
+        let small: Vec<String> = (0..20)
+            .map(|i| format!("k{i}={}", "v".repeat(20)))
+            .collect();
+        let over = format!("first=1,{long},{}", small.join(","));
+        let cut = state(&over).unwrap();
+        assert!(cut.len() <= TRACESTATE_MAX_BYTES as usize, "{}", cut.len());
+        assert!(!cut.contains("long="), "the long member goes first: {cut}");
+        assert!(cut.starts_with("first=1,k0="), "{cut}");
+        assert!(
+            cut.ends_with("k19=vvvvvvvvvvvvvvvvvvvv"),
+            "all the small ones fit: {cut}"
+        );
+        let many: Vec<String> = (0..40).map(|i| format!("m{i}=1")).collect();
+        let cut = state(&many.join(",")).unwrap();
+        assert_eq!(cut.split(',').count(), 32, "{cut}");
+        assert!(cut.ends_with("m31=1"), "{cut}");
     }
 
     // Goal: a traceparent header is valid exactly as W3C Trace Context level 1 says, including

@@ -40,7 +40,7 @@ pub const LEASE_TENANTS_MAX: u64 = 16;
 pub const WORKER_FORGET_MS: u64 = 3_600_000;
 
 /// Longest `tracestate` a task keeps (bytes): what W3C Trace Context asks every vendor to pass
-/// on at least; a longer one loses list members from its end (`orq::trace::TraceContext`).
+/// on at least; a longer one loses list members as W3C says (`orq::trace::TraceContext`).
 pub const TRACESTATE_MAX_BYTES: u64 = 512;
 /// Longest trace context a task stores (bytes, its `trace` field): a version-00 `traceparent`
 /// (55 bytes), a comma and a `tracestate` of at most [`TRACESTATE_MAX_BYTES`]. enqueue refuses a
