@@ -16,6 +16,10 @@ type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + S
 fn init_logs(
     otlp: Option<(&str, &str)>,
 ) -> Result<Option<orq_server::telemetry::Exporting>, String> {
+    let switches = orq_server::telemetry::env_switches(|name| std::env::var(name).ok());
+    let asked = otlp.is_some();
+    let off = otlp.and(switches.off.as_deref());
+    let otlp = otlp.filter(|_| off.is_none());
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("ORQ_LOG")
@@ -75,6 +79,12 @@ fn init_logs(
         Ok(other) => {
             tracing::warn!("{LOG_FORMAT_ENV}={other:?} is unknown (json or text); logging text")
         }
+    }
+    for line in switches.ignored.iter().filter(|_| asked) {
+        tracing::warn!("{line}");
+    }
+    if let Some(why) = off {
+        tracing::info!("traces are not exported: {why}");
     }
     if let (Some((url, _)), Some(_)) = (otlp, &exporting) {
         tracing::info!(url = %orq_server::telemetry::shown(url), "exporting traces over OTLP/HTTP");

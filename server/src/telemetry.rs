@@ -7,7 +7,8 @@
 //!
 //! The exporter is opentelemetry-otlp's, behind the SDK's batch processor (its own thread; the
 //! standard `OTEL_BSP_*` variables tune it); the service name is `orq-<role>` unless
-//! `OTEL_SERVICE_NAME` says otherwise. The spans reach it through `tracing-opentelemetry`,
+//! `OTEL_SERVICE_NAME` says otherwise; `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none`
+//! turn exporting off ([`env_switches`]). The spans reach it through `tracing-opentelemetry`,
 //! enabled for the target [`orq::trace::TARGET`] only, which the logs leave out.
 
 use clap::Args;
@@ -21,7 +22,8 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 #[derive(Debug, Args, Clone, Default)]
 pub struct OtlpArgs {
     /// Export traces over OTLP/HTTP (protobuf) to this collector, e.g. http://127.0.0.1:4318
-    /// (traces are POSTed to its /v1/traces). Off when unset.
+    /// (traces are POSTed to its /v1/traces). Off when unset, or when OTEL_SDK_DISABLED=true or
+    /// OTEL_TRACES_EXPORTER=none.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = parse_endpoint)]
     pub otlp_endpoint: Option<Endpoint>,
     /// Export traces to this URL as given (no /v1/traces added), the OpenTelemetry setting for
@@ -80,6 +82,58 @@ fn parse_traces_endpoint(s: &str) -> Result<Endpoint, String> {
         );
     }
     Ok(Endpoint(Some(u.to_string())))
+}
+
+/// What the standard OpenTelemetry variables beyond the endpoint say of exporting (read by
+/// [`env_switches`]): `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` turn it off; orq
+/// exports OTLP over HTTP with protobuf only, so another exporter or protocol named is warned
+/// about and ignored, as the specification says of values an SDK does not support.
+#[derive(Debug, Default, PartialEq)]
+pub struct EnvSwitches {
+    /// Why traces are not exported although an endpoint is set (the variable and its value).
+    pub off: Option<String>,
+    /// One line each for values ignored (logged as warnings at start).
+    pub ignored: Vec<String>,
+}
+
+/// [`EnvSwitches`] from `var` (the process environment in `orq`: `std::env::var(..).ok()`).
+pub fn env_switches(var: impl Fn(&str) -> Option<String>) -> EnvSwitches {
+    let mut out = EnvSwitches::default();
+    let value = |name: &str| {
+        var(name)
+            .map(|v| v.trim().to_ascii_lowercase())
+            .filter(|v| !v.is_empty())
+    };
+    match value("OTEL_SDK_DISABLED").as_deref() {
+        None | Some("false") => {}
+        Some("true") => out.off = Some("OTEL_SDK_DISABLED=true".into()),
+        Some(other) => out.ignored.push(format!(
+            "OTEL_SDK_DISABLED={other:?} is neither true nor false; taken as false"
+        )),
+    }
+    if let Some(exporters) = value("OTEL_TRACES_EXPORTER") {
+        let names: Vec<&str> = exporters.split(',').map(str::trim).collect();
+        if names.contains(&"none") {
+            out.off
+                .get_or_insert_with(|| "OTEL_TRACES_EXPORTER=none".into());
+        } else if names.iter().any(|n| *n != "otlp") {
+            out.ignored.push(format!(
+                "OTEL_TRACES_EXPORTER={exporters:?}: orq exports traces with otlp only (or none)"
+            ));
+        }
+    }
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+    ] {
+        if let Some(p) = value(name).filter(|p| p != "http/protobuf") {
+            out.ignored.push(format!(
+                "{name}={p:?}: orq exports OTLP over http/protobuf only (a collector's HTTP \
+                 port, 4318 by default)"
+            ));
+        }
+    }
+    out
 }
 
 /// `url` with its password, if any, as `***` (for logs).
@@ -299,6 +353,56 @@ mod tests {
         ] {
             assert!(parse_endpoint(bad).is_err(), "{bad:?}");
         }
+    }
+
+    // Goal: the standard switches turn exporting off; values orq cannot honour are named, not
+    // silently taken.
+    #[test]
+    fn the_standard_variables_switch_exporting_off_or_are_named() {
+        let switches = |vars: &[(&str, &str)]| {
+            let vars: Vec<(String, String)> = vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            env_switches(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+        };
+        assert_eq!(switches(&[]), EnvSwitches::default());
+        assert_eq!(
+            switches(&[("OTEL_SDK_DISABLED", "TRUE")]).off.as_deref(),
+            Some("OTEL_SDK_DISABLED=true")
+        );
+        assert_eq!(
+            switches(&[("OTEL_SDK_DISABLED", "false")]),
+            EnvSwitches::default()
+        );
+        assert_eq!(
+            switches(&[("OTEL_SDK_DISABLED", "")]),
+            EnvSwitches::default()
+        );
+        let yes = switches(&[("OTEL_SDK_DISABLED", "yes")]);
+        assert_eq!(yes.off, None);
+        assert!(yes.ignored[0].contains("\"yes\""), "{:?}", yes.ignored);
+        assert_eq!(
+            switches(&[("OTEL_TRACES_EXPORTER", "none")]).off.as_deref(),
+            Some("OTEL_TRACES_EXPORTER=none")
+        );
+        assert_eq!(
+            switches(&[("OTEL_TRACES_EXPORTER", "otlp")]),
+            EnvSwitches::default()
+        );
+        let zipkin = switches(&[("OTEL_TRACES_EXPORTER", "zipkin")]);
+        assert_eq!(zipkin.off, None);
+        assert_eq!(zipkin.ignored.len(), 1, "{:?}", zipkin.ignored);
+        assert_eq!(
+            switches(&[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")]),
+            EnvSwitches::default()
+        );
+        let grpc = switches(&[("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc")]);
+        assert!(
+            grpc.ignored[0].contains("http/protobuf only"),
+            "{:?}",
+            grpc.ignored
+        );
     }
 
     // Goal: only one valid traceparent header makes a caller's context (a new user's try found

@@ -478,16 +478,48 @@ async fn a_worker_continues_the_callers_trace_when_the_api_exports_none() {
 }
 
 // Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and
-// the webhook gets no traceparent. Method: the same receiver, processes without the flag.
+// the webhook gets no traceparent; with an endpoint, the standard switches turn it off as well
+// (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`). Method: the same receiver, processes
+// without the flag, then processes with it and one switch each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_nothing_is_exported() {
     let (collector, got) = receiver().await;
+    exports_nothing(&collector, &got, &[], &[], &[]).await;
+    let endpoint = ["--otlp-endpoint", collector.as_str()];
+    exports_nothing(
+        &collector,
+        &got,
+        &endpoint,
+        &[("OTEL_SDK_DISABLED", "true")],
+        &[("OTEL_TRACES_EXPORTER", "none")],
+    )
+    .await;
+}
+
+/// An `orq api` and an `orq worker` with `args` and their env, on a fresh Redis, run an `http`
+/// task submitted with a traceparent: nothing reaches the receiver `got` at `collector`, and the
+/// webhook gets no traceparent.
+async fn exports_nothing(
+    collector: &str,
+    got: &Shared,
+    args: &[&str],
+    api_env: &[(&str, &str)],
+    worker_env: &[(&str, &str)],
+) {
     let redis = RedisServer::start();
     let url = redis.url();
     let listen = free_listen_addr();
     let allow = format!("{collector}/hook");
-    let clear = ["OTEL_EXPORTER_OTLP_ENDPOINT"];
-    let _api = Proc::spawn_with(
+    let clear = [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_SDK_DISABLED",
+        "OTEL_TRACES_EXPORTER",
+    ];
+    let role = |role: &[&str], env| {
+        let all: Vec<&str> = role.iter().chain(args).copied().collect();
+        Proc::spawn_with(&all, &clear, env)
+    };
+    let _api = role(
         &[
             "api",
             "--redis",
@@ -497,17 +529,16 @@ async fn without_an_endpoint_nothing_is_exported() {
             "--http-allow",
             &allow,
         ],
-        &clear,
-        &[],
+        api_env,
     );
-    let _worker = Proc::spawn_with(
+    let _worker = role(
         &["worker", "--redis", &url, "--http-allow", &allow],
-        &clear,
-        &[],
+        worker_env,
     );
     let http = reqwest::Client::new();
     let base = format!("http://{listen}/api/v1");
     wait_ready(&http, &base).await;
+    let before = got.lock().unwrap().hook_traceparents.len();
     let id = submit_with(
         &http,
         &base,
@@ -521,6 +552,13 @@ async fn without_an_endpoint_nothing_is_exported() {
     })
     .await;
     let r = got.lock().unwrap();
-    assert_eq!(r.posts, 0, "nothing exported");
-    assert_eq!(r.hook_traceparents, [String::new()], "no traceparent sent");
+    assert_eq!(
+        r.posts, 0,
+        "nothing exported ({args:?} {api_env:?} {worker_env:?})"
+    );
+    assert_eq!(
+        r.hook_traceparents[before..],
+        [String::new()],
+        "no traceparent sent ({args:?} {api_env:?} {worker_env:?})"
+    );
 }
