@@ -275,15 +275,31 @@ fn continue_stored(span: &tracing::Span, stored: &orq::trace::TraceContext) {
     }
 }
 
-/// The `traceparent` / `tracestate` headers of the current span, for an outgoing request; empty
-/// when no trace is exported. An empty `tracestate` is left out, and so is each header for
-/// which `keep(name)` is false (a header the request sets itself).
-pub fn outgoing_headers(keep: impl Fn(&str) -> bool) -> axum::http::HeaderMap {
+/// The `traceparent` / `tracestate` headers for an outgoing request made on behalf of a task:
+/// the current span's when this process exports traces; else the task's `stored` context passed
+/// on unchanged (W3C Trace Context asks a participant that does not trace to forward what it
+/// got); empty when neither is there. An empty `tracestate` is left out, and so is each header
+/// for which `keep(name)` is false (a header the request sets itself).
+pub fn outgoing_headers(
+    stored: Option<&orq::TraceContext>,
+    keep: impl Fn(&str) -> bool,
+) -> axum::http::HeaderMap {
     let mut headers = axum::http::HeaderMap::new();
     let cx = tracing::Span::current().context();
     if cx.span().span_context().is_valid() {
         TraceContextPropagator::new()
             .inject_context(&cx, &mut opentelemetry_http::HeaderInjector(&mut headers));
+    } else if let Some(stored) = stored {
+        let pairs = [
+            ("traceparent", Some(stored.traceparent())),
+            ("tracestate", stored.tracestate()),
+        ];
+        for (name, value) in pairs {
+            // A stored context is printable ASCII (`TraceContext::parse`): always a header value.
+            if let Some(v) = value.and_then(|v| axum::http::HeaderValue::from_str(v).ok()) {
+                headers.insert(name, v);
+            }
+        }
     }
     let names: Vec<_> = headers.keys().cloned().collect();
     for name in names {

@@ -8,7 +8,8 @@
 //! the `http` handler sends the handler span's `traceparent` (and the caller's `tracestate`) to
 //! the webhook. An API that exports nothing still stores the caller's context, so an exporting
 //! worker continues the caller's trace; the worker protocol hands it out with the lease. Without
-//! `--otlp-endpoint` nothing is sent.
+//! `--otlp-endpoint` (or with it and a standard switch off) nothing is sent, and the webhook gets
+//! the caller's context unchanged.
 
 mod roles;
 
@@ -478,9 +479,10 @@ async fn a_worker_continues_the_callers_trace_when_the_api_exports_none() {
 }
 
 // Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and
-// the webhook gets no traceparent; with an endpoint, the standard switches turn it off as well
-// (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`). Method: the same receiver, processes
-// without the flag, then processes with it and one switch each.
+// the webhook gets the caller's context passed on unchanged (W3C asks that of a participant that
+// does not trace), none for a task submitted without; with an endpoint, the standard switches
+// turn exporting off as well (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`). Method:
+// the same receiver, processes without the flag, then processes with it and one switch each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_nothing_is_exported() {
     let (collector, got) = receiver().await;
@@ -497,8 +499,9 @@ async fn without_an_endpoint_nothing_is_exported() {
 }
 
 /// An `orq api` and an `orq worker` with `args` and their env, on a fresh Redis, run an `http`
-/// task submitted with a traceparent: nothing reaches the receiver `got` at `collector`, and the
-/// webhook gets no traceparent.
+/// task submitted with a traceparent and one without: nothing reaches the receiver `got` at
+/// `collector`; the webhook gets the caller's `traceparent` and `tracestate` for the first, none
+/// for the second.
 async fn exports_nothing(
     collector: &str,
     got: &Shared,
@@ -539,26 +542,44 @@ async fn exports_nothing(
     let base = format!("http://{listen}/api/v1");
     wait_ready(&http, &base).await;
     let before = got.lock().unwrap().hook_traceparents.len();
-    let id = submit_with(
+    let caller = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let traced = submit_with(
         &http,
         &base,
-        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        caller,
         json!({"type": "http", "payload": {"url": allow}}),
     )
     .await;
-    wait_for("the http task to complete", async || {
-        let t = get_json(&http, &format!("{base}/tasks/{id}")).await?;
-        (t["status"] == "completed").then_some(t)
-    })
-    .await;
+    let plain: Value = http
+        .post(format!("{base}/tasks"))
+        .json(&json!({"type": "http", "payload": {"url": allow}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    for id in [traced.as_str(), plain["id"].as_str().unwrap()] {
+        wait_for("the http task to complete", async || {
+            let t = get_json(&http, &format!("{base}/tasks/{id}")).await?;
+            (t["status"] == "completed").then_some(t)
+        })
+        .await;
+    }
     let r = got.lock().unwrap();
+    let setup = format!("{args:?} {api_env:?} {worker_env:?}");
+    assert_eq!(r.posts, 0, "nothing exported ({setup})");
+    let mut calls: Vec<(&String, &Vec<String>)> = r.hook_traceparents[before..]
+        .iter()
+        .zip(&r.hook_tracestates[before..])
+        .collect();
+    calls.sort();
     assert_eq!(
-        r.posts, 0,
-        "nothing exported ({args:?} {api_env:?} {worker_env:?})"
-    );
-    assert_eq!(
-        r.hook_traceparents[before..],
-        [String::new()],
-        "no traceparent sent ({args:?} {api_env:?} {worker_env:?})"
+        calls,
+        [
+            (&String::new(), &vec![]),
+            (&caller.to_string(), &vec![STATE.to_string()])
+        ],
+        "the caller's context passed on, none without ({setup})"
     );
 }

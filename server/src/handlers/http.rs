@@ -184,7 +184,10 @@ impl Handler for Http {
         // The trace goes on to the webhook; a trace header the payload sets is its own.
         let own = |name: &str| p.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
         if !own("traceparent") {
-            req = req.headers(crate::telemetry::outgoing_headers(|name| !own(name)));
+            let stored = ctx.task.trace.as_ref();
+            req = req.headers(crate::telemetry::outgoing_headers(stored, |name| {
+                !own(name)
+            }));
         }
         for (k, v) in &p.headers {
             req = req.header(k, v);
