@@ -266,7 +266,11 @@ fn bad_files_stop_orq_naming_the_file_line_and_key() {
             ":1: config: names the config file itself",
         ),
         ("worker", "concurrency = \n", ":1:15: not valid TOML"),
-        ("worker", "lanes = 1\nlanes = 2\n", ":2:1: not valid TOML"),
+        (
+            "worker",
+            "lanes = 1\nlanes = 2\n",
+            ":2:1: not valid TOML: duplicate key lanes",
+        ),
         (
             "worker",
             "concurrency = 0\n",

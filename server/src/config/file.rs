@@ -76,7 +76,17 @@ pub fn parse(name: &str, text: &str) -> Result<File, String> {
             .span()
             .map(|s| lines.at_column(s.start))
             .unwrap_or_else(|| name.to_string());
-        format!("{at}: not valid TOML: {}", e.message().trim_end())
+        let message = e.message().trim_end();
+        // The parser names no key: a duplicate's span is the key, so name it.
+        let key = e
+            .span()
+            .and_then(|s| text.get(s))
+            .map(str::trim)
+            .filter(|k| message == "duplicate key" && !k.is_empty() && !k.contains('\n'));
+        match key {
+            Some(k) => format!("{at}: not valid TOML: duplicate key {k} (a key is set once)"),
+            None => format!("{at}: not valid TOML: {message}"),
+        }
     })?;
     let mut file = File::default();
     // In the file's order (the parsed table is sorted by key), so the first error reported is
