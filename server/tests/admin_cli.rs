@@ -280,6 +280,39 @@ async fn admin_commands_against_a_live_orq() {
     live.expect(0, &["queues", "resume", "mail"], &[]);
     assert_eq!(live.json(&["queues", "stats", "mail"])["paused"], false);
     live.expect(0, &["queues", "drain", "mail"], &[]);
+
+    // A task submitted under a trace context shows it; one without has no such rows.
+    let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let traced: Value = live
+        .http
+        .post(format!("{}/api/v1/tasks", live.url))
+        .bearer_auth(&live.admin)
+        .header("traceparent", tp)
+        .header("tracestate", "vendor=1")
+        .json(&json!({"queue": "traced", "type": "sleep", "payload": {"ms": 1}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = traced["id"].as_str().unwrap();
+    let (table, _) = live.expect(0, &["tasks", "get", id, "-q", "traced"], &[]);
+    let row = |k: &str| {
+        table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(k))
+    };
+    assert!(
+        row("traceparent").is_some_and(|l| l.contains(tp)),
+        "{table}"
+    );
+    assert!(
+        row("tracestate").is_some_and(|l| l.contains("vendor=1")),
+        "{table}"
+    );
+    let (table, _) = live.expect(0, &["tasks", "get", &ids[1], "-q", "mail"], &[]);
+    assert!(!table.contains("traceparent"), "{table}");
 }
 
 // Goal: the exit codes scripts rely on, each with the API's error code in the message.

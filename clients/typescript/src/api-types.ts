@@ -2539,7 +2539,15 @@ export interface operations {
     submit: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`: the caller's span, which the
+                 *     submit's span (or, when the API exports no traces, the stored task) continues.
+                 */
+                traceparent?: string;
+                /** @description Vendor list members (`key=value`, comma-separated) carried with the trace. */
+                tracestate?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -2580,7 +2588,15 @@ export interface operations {
     submit_batch: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`: the caller's span, which the
+                 *     submit's span (or, when the API exports no traces, the stored task) continues.
+                 */
+                traceparent?: string;
+                /** @description Vendor list members (`key=value`, comma-separated) carried with the trace. */
+                tracestate?: string;
+            };
             path?: never;
             cookie?: never;
         };

@@ -111,6 +111,12 @@ pub fn task(task: &Value) -> String {
     ] {
         t.add_row(vec![k.to_string(), cell(&task[k])]);
     }
+    // The trace context it was submitted under, when it has one.
+    for k in ["traceparent", "tracestate"] {
+        if !task[k].is_null() {
+            t.add_row(vec![k.to_string(), cell(&task[k])]);
+        }
+    }
     if let Some(lease) = task["lease"].as_object() {
         for (k, v) in lease {
             t.add_row(vec![format!("lease.{k}"), cell(v)]);

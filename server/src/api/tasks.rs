@@ -31,6 +31,7 @@ async fn spec_of(s: &AppState, body: SubmitBody) -> Result<orq::TaskSpec, ApiErr
     path = "/api/v1/tasks",
     tag = "tasks",
     security(("bearer" = [])),
+    params(TraceHeaders),
     request_body = SubmitBody,
     responses(
         (status = 201, description = "Created.", body = TaskJson),
@@ -74,6 +75,7 @@ pub(crate) async fn submit(
     path = "/api/v1/tasks/batch",
     tag = "tasks",
     security(("bearer" = [])),
+    params(TraceHeaders),
     request_body = BatchBody,
     responses(
         (
@@ -140,6 +142,22 @@ pub(crate) async fn submit_batch(
         created: Some(created),
     };
     Ok((status, Json(body)).into_response())
+}
+
+/// The W3C Trace Context headers a submit continues (README "Tracing"). Never an error: a
+/// `traceparent` that breaks the W3C rules, or two of them, is ignored (a new trace starts);
+/// several `tracestate` headers are one list, cut as W3C says (at most 32 members, 512 bytes).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // read from the HeaderMap by crate::telemetry; here for the OpenAPI document
+pub(crate) struct TraceHeaders {
+    /// `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`: the caller's span, which the
+    /// submit's span (or, when the API exports no traces, the stored task) continues.
+    #[param(value_type = String, required = false)]
+    traceparent: Option<String>,
+    /// Vendor list members (`key=value`, comma-separated) carried with the trace.
+    #[param(value_type = String, required = false)]
+    tracestate: Option<String>,
 }
 
 /// `?queue=` of by-id routes.
