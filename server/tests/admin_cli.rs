@@ -85,14 +85,19 @@ impl Live {
 
     /// POST `body` to `path` of the API with the admin key.
     async fn post(&self, path: &str, body: Value) -> Value {
-        let r = self
+        self.post_with(path, &[], body).await
+    }
+
+    /// [`Live::post`] with `headers` too.
+    async fn post_with(&self, path: &str, headers: &[(&str, &str)], body: Value) -> Value {
+        let mut req = self
             .http
             .post(format!("{}/api/v1{path}", self.url))
-            .bearer_auth(&self.admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .bearer_auth(&self.admin);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let r = req.json(&body).send().await.unwrap();
         assert!(r.status().is_success(), "{path}: {}", r.status());
         r.json().await.unwrap()
     }
@@ -283,19 +288,13 @@ async fn admin_commands_against_a_live_orq() {
 
     // A task submitted under a trace context shows it; one without has no such rows.
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
-    let traced: Value = live
-        .http
-        .post(format!("{}/api/v1/tasks", live.url))
-        .bearer_auth(&live.admin)
-        .header("traceparent", tp)
-        .header("tracestate", "vendor=1")
-        .json(&json!({"queue": "traced", "type": "sleep", "payload": {"ms": 1}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let traced = live
+        .post_with(
+            "/tasks",
+            &[("traceparent", tp), ("tracestate", "vendor=1")],
+            json!({"queue": "traced", "type": "sleep", "payload": {"ms": 1}}),
+        )
+        .await;
     let id = traced["id"].as_str().unwrap();
     let (table, _) = live.expect(0, &["tasks", "get", id, "-q", "traced"], &[]);
     let row = |k: &str| {

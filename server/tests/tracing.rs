@@ -550,16 +550,13 @@ async fn exports_nothing(
         json!({"type": "http", "payload": {"url": allow}}),
     )
     .await;
-    let plain: Value = http
-        .post(format!("{base}/tasks"))
-        .json(&json!({"type": "http", "payload": {"url": allow}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    for id in [traced.as_str(), plain["id"].as_str().unwrap()] {
+    let plain = submit_task(
+        &http,
+        &base,
+        json!({"type": "http", "payload": {"url": allow}}),
+    )
+    .await;
+    for id in [&traced, &plain] {
         wait_for("the http task to complete", async || {
             let t = get_json(&http, &format!("{base}/tasks/{id}")).await?;
             (t["status"] == "completed").then_some(t)
