@@ -163,6 +163,10 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
+        // Outermost: a cross-site write is refused before anything else looks at it.
+        .layer(axum::middleware::from_fn(
+            crate::cross_origin::refuse_cross_site,
+        ))
         .with_state(state)
 }
 

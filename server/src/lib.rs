@@ -8,6 +8,7 @@ pub mod api;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod cross_origin;
 pub mod dashboard;
 pub mod dashboard_files;
 pub mod error;

@@ -895,3 +895,105 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
         );
     }
 }
+
+// Goal: a web page on another site cannot make a visitor's browser write to orq (without API
+// keys every request acts as an admin): a write whose Fetch Metadata or Origin says it comes from
+// another site is refused with 403 naming why, before it reaches the store, on every kind of
+// write route; orq's own pages, clients that are not browsers and reads pass. Method: the
+// embedded store behind a recorder; requests with the headers a browser sends for a form post or
+// a no-cors fetch (any Content-Type), then the same from the same origin and without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cross_site_writes_are_refused_before_the_store() {
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let (app, recorder) = TestApp::embedded(false, vec![], |s| s);
+    let send = |method: Method, uri: &str, headers: &[(&str, &str)], body: &str| {
+        let mut req = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "127.0.0.1:8080");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Body::from(body.to_string())).unwrap();
+        let router = app.router.clone();
+        async move {
+            let resp = router.oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let task = r#"{"type":"sleep","payload":{"ms":1}}"#;
+    let writes: [(Method, &str, &str); 7] = [
+        (POST, "/api/v1/tasks", task),
+        (
+            POST,
+            "/api/v1/tasks/batch",
+            r#"{"tasks":[{"type":"sleep","payload":{"ms":1}}]}"#,
+        ),
+        (POST, "/api/v1/dlq/replay", ""),
+        (POST, "/api/v1/queues/default/pause", ""),
+        (
+            PUT,
+            "/api/v1/queues/default/settings",
+            r#"{"max_retries":1}"#,
+        ),
+        (Method::DELETE, "/api/v1/dlq/01ARZ3NDEKTSV4RRFFQ69G5FAV", ""),
+        (POST, "/api/v1/simulations", r#"{"seed":1}"#),
+    ];
+    let cross: [&[(&str, &str)]; 4] = [
+        &[
+            ("sec-fetch-site", "cross-site"),
+            ("origin", "https://evil.example"),
+            ("content-type", "text/plain"),
+        ],
+        &[
+            ("sec-fetch-site", "same-site"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        &[
+            ("origin", "https://evil.example"),
+            ("content-type", "text/plain"),
+        ],
+        &[("origin", "null"), ("content-type", "application/json")],
+    ];
+    let before = recorder.len();
+    for (method, uri, body) in &writes {
+        for headers in cross {
+            let (status, v) = send(method.clone(), uri, headers, body).await;
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "{method} {uri} {headers:?}: {v}"
+            );
+            assert_eq!(code(&v), "forbidden", "{v}");
+            assert!(
+                message(&v).starts_with("cross-site request refused ("),
+                "{v}"
+            );
+        }
+    }
+    assert_eq!(recorder.len(), before, "no refused write reached the store");
+    // The same submit from orq's own pages, and from a client that is not a browser.
+    let json = ("content-type", "application/json");
+    for headers in [
+        vec![
+            json,
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "http://127.0.0.1:8080"),
+        ],
+        vec![json, ("origin", "http://127.0.0.1:8080")],
+        vec![json],
+    ] {
+        let (status, v) = send(POST, "/api/v1/tasks", &headers, task).await;
+        assert_eq!(status, StatusCode::CREATED, "{headers:?}: {v}");
+    }
+    // Reads pass (a page elsewhere cannot read the answer: orq sends no CORS headers).
+    let (status, v) = send(GET, "/api/v1/queues", cross[0], "").await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}
