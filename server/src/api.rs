@@ -93,6 +93,8 @@ pub struct AppState {
     pub submit_limit: Option<SubmitLimiter>,
     /// The queue registry as last read by the worker protocol's lease calls.
     pub queues_cache: crate::pull::QueuesCache,
+    /// Answer only requests to loopback host names (a keyless loopback orq: `loopback_host.rs`).
+    pub loopback_hosts_only: bool,
 }
 
 /// The router (no socket), for `main` and for tests: the API under `/api/v1` and the dashboard
@@ -163,9 +165,14 @@ pub fn app(state: AppState) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(BODY_MAX_BYTES))
-        // Outermost: a cross-site write is refused before anything else looks at it.
+        // Outermost: a cross-site write, or a request to a name that is not loopback's on a
+        // keyless orq, is refused before anything else looks at it.
         .layer(axum::middleware::from_fn(
             crate::cross_origin::refuse_cross_site,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.loopback_hosts_only,
+            crate::loopback_host::refuse_other_hosts,
         ))
         .with_state(state)
 }
@@ -239,7 +246,15 @@ impl AppState {
                 clock.clone(),
             )),
             queues_cache: Default::default(),
+            loopback_hosts_only: false,
         }
+    }
+
+    /// Answer only requests whose `Host` is a loopback name (`loopback_host.rs`); for a keyless
+    /// orq on loopback.
+    pub fn with_loopback_hosts_only(mut self, on: bool) -> Self {
+        self.loopback_hosts_only = on;
+        self
     }
 
     /// Require the API keys of `auth` on every route but health, readiness and the dashboard.

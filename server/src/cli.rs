@@ -212,7 +212,8 @@ pub struct ListenArgs {
     pub api_keys: Option<PathBuf>,
     /// Allow listening on a non-loopback address without --api-keys: anyone who can reach the
     /// port can then submit, read, cancel and purge every task. Only behind something else
-    /// that authenticates.
+    /// that authenticates. (Without it, a keyless orq also answers only requests to loopback
+    /// host names: localhost, 127.0.0.1, [::1].)
     #[arg(long = "insecure-no-auth", conflicts_with = "api_keys")]
     pub insecure_no_auth: bool,
     /// Most submitted tasks per second per queue and tenant in this API process; beyond, 429
@@ -265,6 +266,9 @@ pub struct ApiSetup {
     pub submit_limit: Option<(u64, u64)>,
     /// Server timeouts.
     pub limits: ServeLimits,
+    /// Authentication off and no --insecure-no-auth: answer only loopback host names
+    /// (`loopback_host.rs`).
+    pub loopback_hosts_only: bool,
 }
 
 impl ListenArgs {
@@ -295,6 +299,7 @@ impl ListenArgs {
             }
         }
         Ok(ApiSetup {
+            loopback_hosts_only: matches!(auth, Auth::Off) && !self.insecure_no_auth,
             auth,
             submit_limit,
             limits: ServeLimits {
@@ -719,6 +724,7 @@ async fn serve_http(
     .with_dashboard_source(dashboard.clone())
     .with_shutdown(shutdown.clone())
     .with_auth(setup.auth.clone())
+    .with_loopback_hosts_only(setup.loopback_hosts_only)
     .with_submit_limit(limiter);
     if let Some(dir) = &web.timelines {
         state = state.with_timelines(dir.clone());

@@ -16,6 +16,7 @@ pub mod error_code;
 pub mod extract;
 pub mod handlers;
 pub mod live;
+pub mod loopback_host;
 pub mod metrics;
 pub mod model;
 pub mod names;

@@ -980,6 +980,25 @@ async fn startup_enforces_the_keys_file_and_the_loopback_rule() {
         .spawn()
         .unwrap();
     wait_ready(&format!("http://{listen}")).await;
+    // ... to loopback names only: a name that a web page's owner points at 127.0.0.1 (DNS
+    // rebinding) is refused.
+    let http = reqwest::Client::new();
+    let with_host = |base: &str, host: &str| {
+        http.get(format!("{base}/api/v1/queues"))
+            .header("host", host)
+            .send()
+    };
+    let refused = with_host(&format!("http://{listen}"), "rebind.example:8080")
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let v: Value = refused.json().await.unwrap();
+    assert!(message(&v).contains("DNS rebinding"), "{v}");
+    let port = listen.rsplit_once(':').unwrap().1;
+    let ok = with_host(&format!("http://{listen}"), &format!("localhost:{port}"))
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
     let _ = child.kill();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stderr);
@@ -998,6 +1017,11 @@ async fn startup_enforces_the_keys_file_and_the_loopback_rule() {
             .unwrap(),
     );
     wait_ready(&format!("http://127.0.0.1:{port}")).await;
+    // Something in front of it answers for the names it is reached by.
+    let proxied = with_host(&format!("http://127.0.0.1:{port}"), "orq.example")
+        .await
+        .unwrap();
+    assert_eq!(proxied.status(), StatusCode::OK);
 
     // orq key new → keys file → the key works, no key is 401.
     let made = orq(&["key", "new", "--tenant", "acme", "--name", "acme-web"])

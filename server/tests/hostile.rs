@@ -997,3 +997,80 @@ async fn cross_site_writes_are_refused_before_the_store() {
     let (status, v) = send(GET, "/api/v1/queues", cross[0], "").await;
     assert_eq!(status, StatusCode::OK, "{v}");
 }
+
+// Goal: a keyless loopback orq cannot be reached through a name a web page's owner points at
+// 127.0.0.1 (DNS rebinding: to the browser that page is then on orq's own origin): any request,
+// read or write, API or dashboard, whose Host is not a loopback name is refused with 403 before
+// the store; loopback names and requests without Host pass; an orq with the check off (keys, or
+// --insecure-no-auth) answers any Host. Method: the embedded store behind a recorder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyless_orq_answers_only_loopback_host_names() {
+    use axum::body::Body;
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let send = |router: axum::Router, method: Method, uri: &str, host: Option<&str>| {
+        let mut req = axum::http::Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("content-type", "application/json");
+        if let Some(h) = host {
+            req = req.header("host", h);
+        }
+        let body = if uri.ends_with("/tasks") {
+            r#"{"payload":1}"#
+        } else {
+            ""
+        };
+        let req = req.body(Body::from(body)).unwrap();
+        async move {
+            let resp = router.oneshot(req).await.unwrap();
+            let status = resp.status();
+            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (app, recorder) = TestApp::embedded(false, vec![], |s| s.with_loopback_hosts_only(true));
+    let before = recorder.len();
+    for host in [
+        "rebind.example:8080",
+        "rebind.example",
+        "10.0.0.5:8080",
+        "localhost.evil.example",
+    ] {
+        for (method, uri) in [(GET, "/api/v1/queues"), (POST, "/api/v1/tasks"), (GET, "/")] {
+            let (status, v) = send(app.router.clone(), method.clone(), uri, Some(host)).await;
+            assert_eq!(
+                status,
+                StatusCode::FORBIDDEN,
+                "{method} {uri} Host {host}: {v}"
+            );
+            assert!(message(&v).contains("DNS rebinding"), "{v}");
+        }
+    }
+    assert_eq!(
+        recorder.len(),
+        before,
+        "no refused request reached the store"
+    );
+    for host in [
+        Some("localhost:8080"),
+        Some("127.0.0.1:8080"),
+        Some("[::1]:8080"),
+        None,
+    ] {
+        let (status, v) = send(app.router.clone(), POST, "/api/v1/tasks", host).await;
+        assert_eq!(status, StatusCode::CREATED, "Host {host:?}: {v}");
+    }
+    let (open, _) = TestApp::embedded(false, vec![], |s| s);
+    let (status, v) = send(
+        open.router.clone(),
+        GET,
+        "/api/v1/queues",
+        Some("orq.example"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "the check off: {v}");
+}
