@@ -98,16 +98,14 @@ pub enum Command {
 }
 
 impl Command {
-    /// The collector's traces URL and the role's name, when this role exports traces
-    /// (`--otlp-endpoint`).
-    pub fn otlp(&self) -> Option<(&str, &'static str)> {
-        let (otlp, role) = match self {
-            Command::Serve(a) => (&a.otlp, "serve"),
-            Command::Api(a) => (&a.otlp, "api"),
-            Command::Worker(a) => (&a.otlp, "worker"),
-            _ => return None,
-        };
-        otlp.traces_url().map(|url| (url, role))
+    /// The role's trace export options and its name, for the roles that make spans.
+    pub fn otlp(&self) -> Option<(&crate::telemetry::OtlpArgs, &'static str)> {
+        match self {
+            Command::Serve(a) => Some((&a.otlp, "serve")),
+            Command::Api(a) => Some((&a.otlp, "api")),
+            Command::Worker(a) => Some((&a.otlp, "worker")),
+            _ => None,
+        }
     }
 
     /// The admin command this is, if it is one (they run apart from the roles, with their own
@@ -328,6 +326,13 @@ pub async fn bind_api(
     }
     if addr.ip().is_loopback() {
         tracing::info!(%addr, "no API keys (--api-keys): authentication is off, listening on loopback only");
+        if insecure_no_auth {
+            tracing::warn!(
+                %addr,
+                "--insecure-no-auth: requests to any host name are answered, not only to \
+                 loopback names (a web page on a name pointed at 127.0.0.1 can reach this orq)"
+            );
+        }
         return Ok(listener);
     }
     if insecure_no_auth {

@@ -24,6 +24,7 @@ pub async fn refuse_cross_site(req: Request, next: Next) -> Response {
     let reads = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if !reads {
         if let Err(why) = same_origin(req.headers()) {
+            tracing::info!(method = %req.method(), path = %req.uri().path(), %why, "refused: a cross-site write");
             return ApiError::new(
                 ErrorCode::Forbidden,
                 format!(
@@ -40,35 +41,44 @@ pub async fn refuse_cross_site(req: Request, next: Next) -> Response {
 /// Whether the request's browser headers show it comes from orq's own origin, or it has none
 /// (not a browser): `Err` says which header says otherwise.
 fn same_origin(h: &HeaderMap) -> Result<(), String> {
-    if let Some(site) = h.get("sec-fetch-site") {
-        return match site.as_bytes() {
-            // `none`: the user's own act (typed into the address bar, a bookmark).
-            b"same-origin" | b"none" => Ok(()),
-            other => Err(format!(
-                "Sec-Fetch-Site: {}",
-                String::from_utf8_lossy(other)
-                    .chars()
-                    .take(32)
-                    .collect::<String>()
-            )),
-        };
-    }
-    let Some(origin) = h.get(header::ORIGIN) else {
+    // Browsers send each header once; a request with several must pass on every copy.
+    let sites: Vec<_> = h.get_all("sec-fetch-site").iter().collect();
+    if !sites.is_empty() {
+        for site in sites {
+            match site.as_bytes() {
+                // `none`: the user's own act (typed into the address bar, a bookmark).
+                b"same-origin" | b"none" => {}
+                other => {
+                    return Err(format!(
+                        "Sec-Fetch-Site: {}",
+                        String::from_utf8_lossy(other)
+                            .chars()
+                            .take(32)
+                            .collect::<String>()
+                    ))
+                }
+            }
+        }
         return Ok(());
-    };
-    let origin = origin.to_str().unwrap_or("");
-    let host = h
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    // `scheme://host[:port]`; "null" (a sandboxed or file page) has no host and never matches.
-    let origin_host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
-    if !host.is_empty() && origin_host.eq_ignore_ascii_case(host) {
-        Ok(())
-    } else {
-        let shown: String = origin.chars().take(80).collect();
-        Err(format!("Origin {shown} is not this host"))
     }
+    let hosts: Vec<&str> = h
+        .get_all(header::HOST)
+        .iter()
+        .map(|v| v.to_str().unwrap_or(""))
+        .collect();
+    for origin in h.get_all(header::ORIGIN) {
+        let origin = String::from_utf8_lossy(origin.as_bytes());
+        // `scheme://host[:port]`; "null" (a sandboxed or file page) has no host and never
+        // matches.
+        let origin_host = origin.split_once("://").map(|(_, rest)| rest).unwrap_or("");
+        let matches =
+            hosts.len() == 1 && !hosts[0].is_empty() && origin_host.eq_ignore_ascii_case(hosts[0]);
+        if !matches {
+            let shown: String = origin.chars().take(80).collect();
+            return Err(format!("Origin {shown} is not this host"));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -122,6 +132,19 @@ mod tests {
             ],
         ] {
             assert!(same_origin(&headers(&bad)).is_err(), "{bad:?}");
+        }
+        // Two copies of a header: every one must pass, in either order.
+        for (name, good, evil) in [
+            ("sec-fetch-site", "same-origin", "cross-site"),
+            ("origin", "http://127.0.0.1:8080", "https://evil.example"),
+        ] {
+            for pair in [[good, evil], [evil, good]] {
+                let mut h = headers(&[host]);
+                for v in pair {
+                    h.append(name, v.parse().unwrap());
+                }
+                assert!(same_origin(&h).is_err(), "{name}: {pair:?}");
+            }
         }
     }
 }

@@ -3,7 +3,8 @@
 //! orq (authentication off, loopback only) therefore answers only requests whose `Host` is a
 //! loopback name ([`loopback_host`]): `localhost` or a name under `.localhost` (browsers resolve
 //! those to loopback themselves, RFC 6761), an IPv4 address in 127.0.0.0/8, or `[::1]`, with any
-//! port. Any other `Host` is refused with 403 `forbidden`; a request without `Host` is not a
+//! port. Any other `Host` is refused with 403 `forbidden` (so is a second `Host` that is not,
+//! and an absolute-form target naming another host); a request without `Host` is not a
 //! browser's and passes. With `--api-keys` a page has no key to send; with `--insecure-no-auth`
 //! something in front of orq answers for it; neither is checked.
 
@@ -14,20 +15,25 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-/// Middleware: when `on` (a keyless loopback orq), refuse a request whose `Host` is not a
-/// loopback name (module docs).
+/// Middleware: when `on` (a keyless loopback orq), refuse a request whose `Host` (every copy of
+/// it, and the authority of an absolute-form target) is not a loopback name (module docs).
 pub async fn refuse_other_hosts(State(on): State<bool>, req: Request, next: Next) -> Response {
     if on {
-        if let Some(host) = req.headers().get(header::HOST) {
-            let host = host.to_str().unwrap_or("");
-            if !loopback_host(host) {
+        let hosts = req.headers().get_all(header::HOST).iter();
+        let named = hosts
+            .map(|h| h.to_str().unwrap_or("").to_string())
+            .chain(req.uri().authority().map(|a| a.to_string()));
+        for host in named {
+            if !loopback_host(&host) {
                 let shown: String = host.chars().take(80).collect();
+                tracing::info!(host = %shown, path = %req.uri().path(), "refused: not a loopback host name");
                 return ApiError::new(
                     ErrorCode::Forbidden,
                     format!(
                         "Host {shown} refused: without API keys orq answers only to loopback names \
                          (localhost, 127.0.0.1, [::1]), so a web page cannot reach it through a \
-                         name of its own (DNS rebinding); pass --api-keys to serve other names"
+                         name of its own (DNS rebinding); pass --api-keys, or --insecure-no-auth \
+                         when something in front of orq authenticates, to serve other names"
                     ),
                 )
                 .into_response();

@@ -11,15 +11,20 @@ const LOG_FORMAT_ENV: &str = "ORQ_LOG_FORMAT";
 
 type Layer = Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync>;
 
-/// Logs on stderr (`ORQ_LOG` filters, `ORQ_LOG_FORMAT` shapes them) and, when `otlp` names a
-/// collector, the trace spans exported to it (`orq_server::telemetry`).
+/// Logs on stderr (`ORQ_LOG` filters, `ORQ_LOG_FORMAT` shapes them) and, when the role's trace
+/// options name a collector and no standard variable switches exporting off, the trace spans
+/// exported to it (`orq_server::telemetry`); a bad endpoint that would be used is an error.
 fn init_logs(
-    otlp: Option<(&str, &str)>,
+    role: Option<(&orq_server::telemetry::OtlpArgs, &str)>,
 ) -> Result<Option<orq_server::telemetry::Exporting>, String> {
     let switches = orq_server::telemetry::env_switches(|name| std::env::var(name).ok());
-    let asked = otlp.is_some();
-    let off = otlp.and(switches.off.as_deref());
-    let otlp = otlp.filter(|_| off.is_none());
+    // Exporting switched off: the endpoint is not used, so not checked either.
+    let asked = role.is_some_and(|(args, _)| args.traces_url() != Ok(None));
+    let off = switches.off.as_deref().filter(|_| asked);
+    let otlp = match role {
+        Some((args, role)) if off.is_none() => args.traces_url()?.map(|url| (url, role)),
+        _ => None,
+    };
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("ORQ_LOG")
@@ -104,7 +109,7 @@ async fn main() {
         Err(orq_server::config::Error::Clap(e)) => e.exit(),
         Err(orq_server::config::Error::Config(e)) => fail(e),
     };
-    let exporting = init_logs(cli.command.otlp()).unwrap_or_else(|e| fail(e));
+    let exporting = init_logs(cli.command.otlp()).unwrap_or_else(|e| fail(merged.annotate(e)));
     if let Some(admin) = cli.command.admin() {
         use std::io::Write as _;
         match orq_server::admin::run(admin).await {

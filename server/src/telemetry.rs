@@ -22,49 +22,79 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 #[derive(Debug, Args, Clone, Default)]
 pub struct OtlpArgs {
     /// Export traces over OTLP/HTTP (protobuf) to this collector, e.g. http://127.0.0.1:4318
-    /// (traces are POSTed to its /v1/traces). Off when unset, or when OTEL_SDK_DISABLED=true or
-    /// OTEL_TRACES_EXPORTER=none.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = parse_endpoint)]
+    /// (traces are POSTed to its /v1/traces; a URL that already ends with /v1/traces is used as
+    /// it is). Off when unset, or when OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL", value_parser = checked_endpoint)]
     pub otlp_endpoint: Option<Endpoint>,
     /// Export traces to this URL as given (no /v1/traces added), the OpenTelemetry setting for
     /// traces alone; it wins over --otlp-endpoint.
-    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value_name = "URL", value_parser = parse_traces_endpoint)]
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", value_name = "URL", value_parser = checked_traces_endpoint)]
     pub otlp_traces_endpoint: Option<Endpoint>,
 }
 
-/// A collector's traces URL, or none: an empty `OTEL_EXPORTER_OTLP_ENDPOINT` (or flag) means
-/// unset, as the OpenTelemetry specification says of empty variables.
+/// A collector's traces URL, none (an empty `OTEL_EXPORTER_OTLP_ENDPOINT` or flag means unset,
+/// as the OpenTelemetry specification says of empty variables), or why the value is not one.
+/// A bad value stops orq only when it would export ([`OtlpArgs::traces_url`]): with exporting
+/// switched off ([`env_switches`]) a fleet-wide variable orq cannot use is no error.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Endpoint(pub Option<String>);
+pub struct Endpoint(pub Result<Option<String>, String>);
+
+fn checked_endpoint(s: &str) -> Result<Endpoint, String> {
+    Ok(Endpoint(parse_endpoint(s).map_err(|e| invalid(s, e))))
+}
+
+fn checked_traces_endpoint(s: &str) -> Result<Endpoint, String> {
+    Ok(Endpoint(
+        parse_traces_endpoint(s).map_err(|e| invalid(s, e)),
+    ))
+}
+
+/// Why `value` is not an endpoint, with the value (its password hidden).
+fn invalid(value: &str, why: String) -> String {
+    format!("invalid value '{}': {why}", shown(value))
+}
 
 impl OtlpArgs {
-    /// The traces URL, when traces are exported.
-    pub fn traces_url(&self) -> Option<&str> {
-        fn url(e: &Option<Endpoint>) -> Option<&str> {
-            e.as_ref().and_then(|e| e.0.as_deref())
+    /// The traces URL, when one is set (the traces endpoint wins); an error, naming the flag and
+    /// its variable, when the one that would be used is not a valid URL.
+    pub fn traces_url(&self) -> Result<Option<&str>, String> {
+        let traces = (
+            &self.otlp_traces_endpoint,
+            "--otlp-traces-endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)",
+        );
+        let base = (
+            &self.otlp_endpoint,
+            "--otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)",
+        );
+        for (endpoint, name) in [traces, base] {
+            match endpoint.as_ref().map(|e| &e.0) {
+                Some(Ok(Some(url))) => return Ok(Some(url.as_str())),
+                Some(Err(e)) => return Err(format!("{name}: {e}")),
+                Some(Ok(None)) | None => {}
+            }
         }
-        url(&self.otlp_traces_endpoint).or_else(|| url(&self.otlp_endpoint))
+        Ok(None)
     }
 }
 
 /// The traces URL of a collector given as a base URL (the OTLP convention: `/v1/traces` is
 /// added unless the URL already ends with it).
-fn parse_endpoint(s: &str) -> Result<Endpoint, String> {
-    let Endpoint(Some(url)) = parse_traces_endpoint(s)? else {
-        return Ok(Endpoint(None));
+fn parse_endpoint(s: &str) -> Result<Option<String>, String> {
+    let Some(url) = parse_traces_endpoint(s)? else {
+        return Ok(None);
     };
     let url = url.trim_end_matches('/');
-    Ok(Endpoint(Some(if url.ends_with("/v1/traces") {
+    Ok(Some(if url.ends_with("/v1/traces") {
         url.to_string()
     } else {
         format!("{url}/v1/traces")
-    })))
+    }))
 }
 
 /// A traces URL used as given: http(s) with a host, without query or fragment; empty is unset.
-fn parse_traces_endpoint(s: &str) -> Result<Endpoint, String> {
+fn parse_traces_endpoint(s: &str) -> Result<Option<String>, String> {
     if s.trim().is_empty() {
-        return Ok(Endpoint(None));
+        return Ok(None);
     }
     let u = reqwest::Url::parse(s.trim()).map_err(|e| format!("not a URL: {e}"))?;
     if !matches!(u.scheme(), "http" | "https") || u.host_str().is_none() {
@@ -81,7 +111,7 @@ fn parse_traces_endpoint(s: &str) -> Result<Endpoint, String> {
                 .into(),
         );
     }
-    Ok(Endpoint(Some(u.to_string())))
+    Ok(Some(u.to_string()))
 }
 
 /// What the standard OpenTelemetry variables beyond the endpoint say of exporting (read by
@@ -317,7 +347,7 @@ mod tests {
 
     #[test]
     fn an_endpoint_is_a_collector_base_url() {
-        let url = |s: &str| parse_endpoint(s).unwrap().0;
+        let url = |s: &str| parse_endpoint(s).unwrap();
         assert_eq!(
             url("http://127.0.0.1:4318").as_deref(),
             Some("http://127.0.0.1:4318/v1/traces")
@@ -331,7 +361,7 @@ mod tests {
             Some("http://c:4318/otlp/v1/traces")
         );
         assert_eq!(url(""), None, "empty is unset");
-        let traces = |s: &str| parse_traces_endpoint(s).unwrap().0;
+        let traces = |s: &str| parse_traces_endpoint(s).unwrap();
         assert_eq!(
             traces("http://c:4318/custom/path").as_deref(),
             Some("http://c:4318/custom/path"),
@@ -339,20 +369,33 @@ mod tests {
         );
         assert!(parse_traces_endpoint("http://c/?x=1").is_err());
         let args = |e: Option<&str>, t: Option<&str>| OtlpArgs {
-            otlp_endpoint: e.map(|e| parse_endpoint(e).unwrap()),
-            otlp_traces_endpoint: t.map(|t| parse_traces_endpoint(t).unwrap()),
+            otlp_endpoint: e.map(|e| checked_endpoint(e).unwrap()),
+            otlp_traces_endpoint: t.map(|t| checked_traces_endpoint(t).unwrap()),
         };
         assert_eq!(
             args(Some("http://a:4318"), Some("http://b/t")).traces_url(),
-            Some("http://b/t"),
+            Ok(Some("http://b/t")),
             "the traces endpoint wins"
         );
         assert_eq!(
             args(Some("http://a:4318"), Some("")).traces_url(),
-            Some("http://a:4318/v1/traces"),
+            Ok(Some("http://a:4318/v1/traces")),
             "an empty traces endpoint is unset"
         );
-        assert_eq!(args(None, None).traces_url(), None);
+        assert_eq!(args(None, None).traces_url(), Ok(None));
+        let bad = args(Some("collector:4317"), None).traces_url().unwrap_err();
+        assert!(
+            bad.starts_with(
+                "--otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT): invalid value 'collector:4317': \
+                 an http://"
+            ),
+            "{bad}"
+        );
+        assert_eq!(
+            args(Some("collector:4317"), Some("http://b/t")).traces_url(),
+            Ok(Some("http://b/t")),
+            "the base endpoint is not used, so not checked"
+        );
         assert!(parse_traces_endpoint("http://u:p@c/t").is_err());
         assert_eq!(
             shown("http://u:secret@c:4318/v1/traces"),

@@ -301,6 +301,12 @@ fn bad_files_stop_orq_naming_the_file_line_and_key() {
             "insecure-no-auth = \"yes\"\n",
             ":1: insecure-no-auth: true or false",
         ),
+        (
+            "worker",
+            "otlp-endpoint = \"collector:4317\"\n",
+            "--otlp-endpoint (OTEL_EXPORTER_OTLP_ENDPOINT): invalid value 'collector:4317': an \
+             http:// or https:// URL with a host (set in ",
+        ),
     ] {
         let f = dir.file("bad.toml", text);
         let o = orq(&[role, "--config", &f, "--redis", unreachable], &[]);

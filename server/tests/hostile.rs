@@ -1064,6 +1064,21 @@ async fn a_keyless_orq_answers_only_loopback_host_names() {
         let (status, v) = send(app.router.clone(), POST, "/api/v1/tasks", host).await;
         assert_eq!(status, StatusCode::CREATED, "Host {host:?}: {v}");
     }
+    // A second Host that is not loopback's, or an absolute-form target naming another host.
+    let twice = axum::http::Request::get("/api/v1/queues")
+        .header("host", "localhost:8080")
+        .header("host", "rebind.example:8080")
+        .body(Body::empty())
+        .unwrap();
+    let absolute = axum::http::Request::get("http://rebind.example/api/v1/queues")
+        .header("host", "localhost:8080")
+        .body(Body::empty())
+        .unwrap();
+    for req in [twice, absolute] {
+        let what = format!("{:?} {:?}", req.uri(), req.headers());
+        let status = app.router.clone().oneshot(req).await.unwrap().status();
+        assert_eq!(status, StatusCode::FORBIDDEN, "{what}");
+    }
     let (open, _) = TestApp::embedded(false, vec![], |s| s);
     let (status, v) = send(
         open.router.clone(),

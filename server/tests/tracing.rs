@@ -481,8 +481,9 @@ async fn a_worker_continues_the_callers_trace_when_the_api_exports_none() {
 // Goal: tracing is off by default: a worker and an API without --otlp-endpoint send nothing, and
 // the webhook gets the caller's context passed on unchanged (W3C asks that of a participant that
 // does not trace), none for a task submitted without; with an endpoint, the standard switches
-// turn exporting off as well (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`). Method:
-// the same receiver, processes without the flag, then processes with it and one switch each.
+// turn exporting off as well (`OTEL_SDK_DISABLED=true`, `OTEL_TRACES_EXPORTER=none`), and a bad
+// endpoint is then no error. Method: the same receiver, processes without the flag, then with it
+// and one switch each, then with a switch and an endpoint that is not a URL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_endpoint_nothing_is_exported() {
     let (collector, got) = receiver().await;
@@ -494,6 +495,22 @@ async fn without_an_endpoint_nothing_is_exported() {
         &endpoint,
         &[("OTEL_SDK_DISABLED", "true")],
         &[("OTEL_TRACES_EXPORTER", "none")],
+    )
+    .await;
+    // Switched off, an endpoint orq could not use (a gRPC-style one set for other programs) is
+    // no error: it is not used.
+    exports_nothing(
+        &collector,
+        &got,
+        &[],
+        &[
+            ("OTEL_SDK_DISABLED", "true"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"),
+        ],
+        &[
+            ("OTEL_TRACES_EXPORTER", "none"),
+            ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "not a url"),
+        ],
     )
     .await;
 }
@@ -515,6 +532,7 @@ async fn exports_nothing(
     let allow = format!("{collector}/hook");
     let clear = [
         "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
         "OTEL_SDK_DISABLED",
         "OTEL_TRACES_EXPORTER",
     ];
