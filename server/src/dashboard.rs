@@ -6,7 +6,7 @@
 use crate::dashboard_files::{self, Files};
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::http::header::{self, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use std::path::{Path, PathBuf};
@@ -107,12 +107,23 @@ pub fn is_built(dir: &Path) -> bool {
 ///
 /// Directories answer their `index.html` (the export uses trailing slashes: `/tasks/` is
 /// `tasks/index.html`; `/tasks` redirects there); a missing file answers the export's
-/// `404.html` with status 404; methods other than GET and HEAD answer 405. When `dir` has no
+/// `404.html` with status 404; methods other than GET and HEAD answer a typed 405. When `dir` has no
 /// `index.html`, `/` answers a page that says how to build the dashboard (and other paths the
 /// same page with 404). Every answer carries `Cache-Control` ([`CACHE_IMMUTABLE`] under
 /// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere). A directory is served by `tower-http`'s
 /// `ServeDir` (with `Last-Modified`); other files by [`dashboard_files::serve`] (with an `ETag`).
 pub async fn serve(source: Option<&Source>, req: Request) -> Response {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        // A typed error like every other answer, not an empty 405.
+        let mut r = crate::error::ApiError::new(
+            crate::error_code::ErrorCode::MethodNotAllowed,
+            "the dashboard's files answer GET and HEAD only",
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET,HEAD"));
+        return r;
+    }
     let immutable = req.uri().path().starts_with("/_next/static/");
     let mut resp = match source.filter(|s| s.is_built()) {
         None => missing(&req),
@@ -139,11 +150,8 @@ pub async fn serve(source: Option<&Source>, req: Request) -> Response {
     resp
 }
 
-/// The "not built" page: 200 at `/`, 404 elsewhere; 405 for methods that are not GET or HEAD.
+/// The "not built" page: 200 at `/`, 404 elsewhere.
 fn missing(req: &Request) -> Response {
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return StatusCode::METHOD_NOT_ALLOWED.into_response();
-    }
     let status = if req.uri().path() == "/" {
         StatusCode::OK
     } else {

@@ -157,6 +157,9 @@ async fn dashboard_is_served_at_root_and_api_errors_stay_json() {
     )
     .await;
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(resp.headers()["allow"], "GET,HEAD");
+    let v: Value = serde_json::from_str(&text(resp).await).unwrap();
+    assert_eq!(code(&v), "method_not_allowed", "a typed error: {v}");
 
     // The API is untouched by the fallback: real routes answer, unknown ones are typed 404s.
     let (s, v) = app.call(GET, "/api/v1/queues", None).await;
