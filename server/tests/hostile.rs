@@ -905,8 +905,6 @@ async fn maxmemory_policy_that_can_evict_is_warned_about() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cross_site_writes_are_refused_before_the_store() {
     use axum::body::Body;
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let (app, recorder) = TestApp::embedded(false, vec![], |s| s);
     let send = |method: Method, uri: &str, headers: &[(&str, &str)], body: &str| {
         let mut req = axum::http::Request::builder()
@@ -918,15 +916,7 @@ async fn cross_site_writes_are_refused_before_the_store() {
         }
         let req = req.body(Body::from(body.to_string())).unwrap();
         let router = app.router.clone();
-        async move {
-            let resp = router.oneshot(req).await.unwrap();
-            let status = resp.status();
-            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-            (
-                status,
-                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
-            )
-        }
+        async move { common::send(&router, req).await }
     };
     let task = r#"{"type":"sleep","payload":{"ms":1}}"#;
     let writes: [(Method, &str, &str); 7] = [
@@ -1006,8 +996,6 @@ async fn cross_site_writes_are_refused_before_the_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keyless_orq_answers_only_loopback_host_names() {
     use axum::body::Body;
-    use http_body_util::BodyExt;
-    use tower::ServiceExt;
     let send = |router: axum::Router, method: Method, uri: &str, host: Option<&str>| {
         let mut req = axum::http::Request::builder()
             .method(method)
@@ -1022,15 +1010,7 @@ async fn a_keyless_orq_answers_only_loopback_host_names() {
             ""
         };
         let req = req.body(Body::from(body)).unwrap();
-        async move {
-            let resp = router.oneshot(req).await.unwrap();
-            let status = resp.status();
-            let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-            (
-                status,
-                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
-            )
-        }
+        async move { common::send(&router, req).await }
     };
     let (app, recorder) = TestApp::embedded(false, vec![], |s| s.with_loopback_hosts_only(true));
     let before = recorder.len();
@@ -1076,7 +1056,7 @@ async fn a_keyless_orq_answers_only_loopback_host_names() {
         .unwrap();
     for req in [twice, absolute] {
         let what = format!("{:?} {:?}", req.uri(), req.headers());
-        let status = app.router.clone().oneshot(req).await.unwrap().status();
+        let (status, _) = common::send(&app.router, req).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{what}");
     }
     let (open, _) = TestApp::embedded(false, vec![], |s| s);

@@ -282,6 +282,18 @@ impl Drop for TestApp {
 }
 
 /// The error code of an error body.
+/// Send `req` to `router` as it is (headers and all): the status and the JSON body (Null when
+/// empty or not JSON).
+pub async fn send(router: &axum::Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
 pub fn code(v: &Value) -> &str {
     v["error"]["code"].as_str().unwrap_or("")
 }
