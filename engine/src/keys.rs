@@ -14,6 +14,12 @@ pub const QUEUES_KEY: &str = "orq:queues";
 /// format with it.
 pub const FORMAT_KEY: &str = "orq:format:{orq:queues}";
 
+/// HASH in the registry's slot (hash tag `{orq:queues}`, as [`FORMAT_KEY`]): `q:<queue>` = the
+/// tenant whose key created the queue, `t:<tenant>` = how many queues that tenant created that
+/// still exist; written by `queues.lua` modes `create` and `remove` (the per-tenant queue
+/// allowance of tenant keys, design note 67).
+pub const CREATORS_KEY: &str = "orq:creators:{orq:queues}";
+
 /// The Redis pub/sub channel `queues.lua` publishes a new queue's name on (design note 27).
 pub const QUEUES_WAKE_CHANNEL: &str = "orq:queues:wake";
 

@@ -1,11 +1,21 @@
 -- configure: change a queue's settings (pause, resume, starvation bound) or a tenant's share and
--- limits. Not a task transition; it emits one event so that dashboards see the change.
+-- limits, or drop an unused queue's keys. Not a task transition; it emits one event so that
+-- dashboards see the change (mode drop emits none: it deletes the stream).
 --
 -- Transition: none for tasks. Pausing stops leasing (submits, promotion and reaping go on);
--- resuming lets leasing go on. A tenant's new rate limit starts with a full bucket.
+-- resuming lets leasing go on. A tenant's new rate limit starts with a full bucket. Dropping
+-- deletes a queue that holds no queued, scheduled, retrying, leased or dead task: its finished
+-- (completed, cancelled) tasks, at most ARGV[2] a call, then its tenants' hashes, then the queue's
+-- own keys. Idempotency keys are left to their TTL.
 --
 -- KEYS: the queue key set (lib/keys.lua); this script uses
+--   KEYS[1]  orq:{q}:task:          prefix of HASH orq:{q}:task:<id> (mode drop)
 --   KEYS[3]  orq:{q}:tenants        ZSET tenants with ready work
+--   KEYS[4]  orq:{q}:scheduled      ZSET scheduled and retrying tasks (mode drop)
+--   KEYS[5]  orq:{q}:leases         ZSET leased tasks (mode drop)
+--   KEYS[6]  orq:{q}:dead           ZSET dead tasks (mode drop)
+--   KEYS[7]  orq:{q}:completed      ZSET completed tasks (mode drop)
+--   KEYS[8]  orq:{q}:cancelled      ZSET cancelled tasks (mode drop)
 --   KEYS[10] orq:{q}:tenant:        prefix of HASH orq:{q}:tenant:<tenant> (weight, max_inflight,
 --                                   max_queued, rate_per_s, burst, tokens, tokens_at)
 --   KEYS[11] orq:{q}:stats          HASH counters, capped (tenants with a max_queued, lib/capped.lua)
@@ -13,6 +23,7 @@
 --   KEYS[13] orq:{q}:known_tenants  ZSET tenant names
 --   KEYS[14] orq:{q}:config         HASH paused (0|1), aging_step_ms, defaults (JSON)
 --   KEYS[15] orq:{q}:parked         ZSET tenants held back by a limit (a tenant change unparks)
+--   KEYS[16] orq:{q}:workers        ZSET workers seen (mode drop)
 --
 -- ARGV, mode queue:
 --   ARGV[1]  'queue'
@@ -31,9 +42,17 @@
 --   ARGV[5]  integer  max_queued 0..1000000000 waiting tasks, '' keep, '-' no cap
 --   ARGV[6]  number   rate_per_s in (0, 1000000] leases per second, '' keep, '-' no limit
 --   ARGV[7]  integer  burst 1..1000000 tokens, '' keep, '-' default (max(1, ceil(rate_per_s)))
+-- ARGV, mode drop:
+--   ARGV[1]  'drop'
+--   ARGV[2]  integer  bound 1..10000: most finished tasks (and then tenant hashes) deleted by
+--                     this call
 --
 -- Returns: {now_ms, fields} with the queue's config hash or the tenant's hash after the change,
---   flat (HGETALL).
+--   flat (HGETALL). Mode drop: {now_ms, 'dropped', deleted} when the queue's keys are gone;
+--   {now_ms, 'more', deleted} when it deleted `bound` finished tasks or tenant hashes and more
+--   are left (call again); {now_ms, 'busy', {queued, scheduled, retrying, leased, dead}} (the
+--   stats hash's counts; nothing deleted) when it holds a task that is not finished, or a dead
+--   one. `deleted` counts the finished tasks this call deleted.
 -- Errors: INVALID <field ...> (nothing written); CORRUPT <key> (a key it would read or write holds another Redis type than orq's; nothing
 --   written).
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
@@ -66,6 +85,57 @@ end
 
 local bad = check_keys(c, {3, 11, 12, 13, 14, 15})
 if bad then return bad end
+
+-- Mode drop's phases: refuse a queue that holds work, delete a bounded batch of finished tasks,
+-- then of tenant hashes, then the queue's keys.
+local function drop_busy()
+  local held = redis.call('ZCARD', c.K_TENANTS) + redis.call('ZCARD', c.K_PARKED)
+    + redis.call('ZCARD', c.K_SCHEDULED) + redis.call('ZCARD', c.K_LEASES)
+    + redis.call('ZCARD', c.K_DEAD)
+  if held == 0 then return nil end
+  local n = redis.call('HMGET', c.K_STATS, 'n:queued', 'n:scheduled', 'n:retrying', 'n:leased',
+    'n:dead')
+  for i = 1, 5 do n[i] = num(n[i], 0) end
+  return {now, 'busy', n}
+end
+
+local function drop_finished(bound)
+  local deleted = 0
+  for _, index in ipairs({c.K_COMPLETED, c.K_CANCELLED}) do
+    local ids = redis.call('ZRANGE', index, '0', istr(bound - deleted - 1))
+    for i = 1, #ids do
+      redis.call('DEL', task_key(c, ids[i]))
+    end
+    if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
+    deleted = deleted + #ids
+    if deleted >= bound then break end
+  end
+  return deleted
+end
+
+local function drop_tenants(bound)
+  local names = redis.call('ZRANGE', c.K_KNOWN, '0', istr(bound - 1))
+  for i = 1, #names do
+    redis.call('DEL', tenant_key(c, names[i]))
+  end
+  if #names > 0 then redis.call('ZREM', c.K_KNOWN, unpack(names)) end
+  return #names
+end
+
+if mode == 'drop' then
+  local bound, e = arg_int(ARGV[2], 'bound', 1, 10000)
+  if not bound then return redis.error_reply(e) end
+  bad = check_keys(c, {4, 5, 6, 7, 8, 16})
+  if bad then return bad end
+  local busy = drop_busy()
+  if busy then return busy end
+  local deleted = drop_finished(bound)
+  if deleted >= bound then return {now, 'more', deleted} end
+  if drop_tenants(bound - deleted) >= bound - deleted then return {now, 'more', deleted} end
+  redis.call('DEL', c.K_TENANTS, c.K_SCHEDULED, c.K_LEASES, c.K_DEAD, c.K_COMPLETED,
+    c.K_CANCELLED, c.K_STATS, c.K_EVENTS, c.K_KNOWN, c.K_CONFIG, c.K_PARKED, c.K_WORKERS)
+  return {now, 'dropped', deleted}
+end
 
 if mode == 'queue' then
   local paused = ARGV[2] or ''
@@ -145,4 +215,4 @@ elseif mode == 'tenant' then
   emit(c, now, 'tenant_configured', '', tenant, 0)
   return {now, redis.call('HGETALL', key)}
 end
-return redis.error_reply('INVALID mode must be queue or tenant')
+return redis.error_reply('INVALID mode must be queue, tenant or drop')

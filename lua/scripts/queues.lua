@@ -1,18 +1,27 @@
--- queues: the registry of queue names and the data-format version (the two keys outside every
--- queue's slot; both in the registry's slot, so a call may declare both on Redis Cluster).
+-- queues: the registry of queue names, who created each, and the data-format version (the keys
+-- outside every queue's slot; all in the registry's slot, so a call may declare them together on
+-- Redis Cluster).
 --
 -- Transition: none. A script of its own keys, so it is cluster-safe and the simulator covers it.
 -- Unlike the transition scripts it does not take the queue key set.
 --
 -- KEYS:
 --   KEYS[1]  orq:queues               SET of queue names
---   KEYS[2]  orq:format:{orq:queues}  STRING the data-format version (mode format only)
+--   KEYS[2]  mode format: orq:format:{orq:queues}  STRING the data-format version
+--            modes create and remove: orq:creators:{orq:queues}  HASH q:<queue> = the tenant
+--            whose key created it, t:<tenant> = how many queues that tenant created that exist
 --
 -- ARGV:
---   ARGV[1]  string  'add', 'list', 'probe' or 'format'
---   ARGV[2]  string  queue name to add (mode add; validated by the caller)
+--   ARGV[1]  string  'add', 'create', 'remove', 'list', 'probe' or 'format'
+--   ARGV[2]  string  queue name (modes add, create, remove; validated by the caller)
+--   ARGV[3]  string  mode create: the tenant creating it (validated by the caller)
+--   ARGV[4]  integer mode create: the most queues that tenant may have created (1..)
 --
 -- Returns: mode add: {now_ms, 1 when the name was new else 0};
+--   mode create: {now_ms, 1 created | 0 it existed | -1 refused: the tenant has created ARGV[4]
+--   queues already, count} with count the queues the tenant has created (after this call);
+--   mode remove: {now_ms, 1 when the name was there else 0, creator} with creator the tenant
+--   that created it ('' when an admin or a worker serving it did);
 --   mode list: {now_ms, {name, ...}} sorted by name;
 --   mode probe: {now_ms, 1}: the store accepts writes (readiness). It adds and removes the empty
 --   name (never a queue name), so it changes nothing, but Redis refuses its SADD as it would any
@@ -22,21 +31,23 @@
 --   first set to FACTS.data_format, so a fresh Redis gets this orq's format (only then does it
 --   write: a replica or a full Redis answers a stored version).
 -- Errors: INVALID; CORRUPT (orq:queues holds another Redis type than a SET; in mode format, KEYS[2]
---   another type than a STRING); Redis's own refusals of a write (OOM, READONLY, ...) in modes
---   probe and format.
+--   another type than a STRING; in modes create and remove, another type than a HASH); Redis's
+--   own refusals of a write (OOM, READONLY, ...) in modes probe, format, create and remove.
 -- Emits: nothing. Publishes: the queue's name on `<KEYS[1]>:wake` (orq:queues:wake) when mode add
---   recorded a new name (design note 27).
+--   or create recorded a new name (design note 27).
 --
 -- Uses: format, keys
 
 local now = now_ms()
-local want_keys = ARGV[1] == 'format' and 2 or 1
+local mode = ARGV[1]
+local two_keys = mode == 'format' or mode == 'create' or mode == 'remove'
+local want_keys = two_keys and 2 or 1
 if #KEYS ~= want_keys then
   return redis.error_reply('INVALID expected ' .. want_keys .. ' keys, got ' .. #KEYS)
 end
 local bad = type_error(KEYS[1], 'set')
 if bad then return bad end
-if ARGV[1] == 'format' then
+if mode == 'format' then
   bad = type_error(KEYS[2], 'string')
   if bad then return bad end
   -- GET first: a store that holds a version is not written to, so a replica or a full Redis
@@ -48,7 +59,42 @@ if ARGV[1] == 'format' then
   end
   return {now, stored}
 end
-if ARGV[1] == 'add' then
+if mode == 'create' or mode == 'remove' then
+  bad = type_error(KEYS[2], 'hash')
+  if bad then return bad end
+  local queue = ARGV[2]
+  if not queue or queue == '' then return redis.error_reply('INVALID queue name is required') end
+  if mode == 'remove' then
+    local removed = redis.call('SREM', KEYS[1], queue)
+    local creator = redis.call('HGET', KEYS[2], 'q:' .. queue)
+    if creator then
+      redis.call('HDEL', KEYS[2], 'q:' .. queue)
+      if redis.call('HINCRBY', KEYS[2], 't:' .. creator, -1) <= 0 then
+        redis.call('HDEL', KEYS[2], 't:' .. creator)
+      end
+    end
+    return {now, removed, creator or ''}
+  end
+  local tenant = ARGV[3]
+  if not tenant or tenant == '' then return redis.error_reply('INVALID tenant is required') end
+  local cap = tonumber(ARGV[4])
+  if not cap or cap < 1 or cap ~= math.floor(cap) then
+    return redis.error_reply('INVALID the most queues a tenant may create must be an integer >= 1')
+  end
+  local count = tonumber(redis.call('HGET', KEYS[2], 't:' .. tenant) or '0') or 0
+  if redis.call('SISMEMBER', KEYS[1], queue) == 1 then
+    return {now, 0, count}
+  end
+  if count >= cap then
+    return {now, -1, count}
+  end
+  redis.call('SADD', KEYS[1], queue)
+  redis.call('HSET', KEYS[2], 'q:' .. queue, tenant)
+  count = redis.call('HINCRBY', KEYS[2], 't:' .. tenant, 1)
+  redis.call('PUBLISH', KEYS[1] .. ':wake', queue)
+  return {now, 1, count}
+end
+if mode == 'add' then
   if not ARGV[2] or ARGV[2] == '' then return redis.error_reply('INVALID queue name is required') end
   local added = redis.call('SADD', KEYS[1], ARGV[2])
   if added == 1 then
@@ -56,13 +102,13 @@ if ARGV[1] == 'add' then
     redis.call('PUBLISH', KEYS[1] .. ':wake', ARGV[2])
   end
   return {now, added}
-elseif ARGV[1] == 'probe' then
+elseif mode == 'probe' then
   redis.call('SADD', KEYS[1], '')
   redis.call('SREM', KEYS[1], '')
   return {now, 1}
-elseif ARGV[1] == 'list' then
+elseif mode == 'list' then
   local names = redis.call('SMEMBERS', KEYS[1])
   table.sort(names)
   return {now, names}
 end
-return redis.error_reply('INVALID mode must be add, list, probe or format')
+return redis.error_reply('INVALID mode must be add, create, remove, list, probe or format')

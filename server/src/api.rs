@@ -23,15 +23,16 @@ use crate::extract::{
 use crate::handlers::{check_payload, HttpAllow};
 use crate::live::{self, Live};
 use crate::model::{
-    BatchBody, BulkReplayBody, CountsJson, DrainedJson, HealthJson, PausedJson, PurgedJson,
-    QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson, SubmitBody,
-    TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson, TenantsJson,
+    BatchBody, BulkReplayBody, CountsJson, DeletedQueueJson, DrainedJson, HealthJson, PausedJson,
+    PurgedJson, QueueDefaults, QueueSettingsBody, QueueStatsJson, QueuesJson, ReplayedJson,
+    SubmitBody, TaskJson, TasksJson, TenantBody, TenantEntryJson, TenantJson, TenantNameJson,
+    TenantsJson,
 };
 use crate::names::Name;
 use crate::openapi::{QueueName, TaskId, TenantName, Unavailable};
 use crate::openapi_errors::{
-    BodyErrors, KeyErrors, PurgeErrors, QueueErrors, QueueLookupErrors, SubmitErrors,
-    TaskChangeErrors, TaskErrors,
+    BodyErrors, KeyErrors, PurgeErrors, QueueDeleteErrors, QueueErrors, QueueLookupErrors,
+    SubmitErrors, TaskChangeErrors, TaskErrors,
 };
 use crate::ratelimit::SubmitLimiter;
 use crate::{dashboard, simulations, timelines};
@@ -52,6 +53,8 @@ use tokio_util::sync::CancellationToken;
 pub const BODY_MAX_BYTES: usize = 16 << 20;
 /// Largest body of a single submit (bytes): a 1 MiB payload plus the other fields.
 pub const SUBMIT_BODY_MAX_BYTES: usize = (1 << 20) + 64 * 1024;
+/// Default of `--tenant-queues-max`: the queues one tenant's keys may bring into existence.
+pub const TENANT_QUEUES_MAX_DEFAULT: u64 = 20;
 /// Default page size of listings.
 pub const LIST_LIMIT_DEFAULT: u32 = 50;
 /// Default number of tasks a bulk DLQ replay puts back.
@@ -89,12 +92,16 @@ pub struct AppState {
     pub shutdown: CancellationToken,
     /// API keys, or none (every request is an admin).
     pub auth: Auth,
-    /// The per-(queue, tenant) submit rate limit (`None`: unlimited).
+    /// The per-tenant submit rate limit, across queues (`None`: unlimited).
     pub submit_limit: Option<SubmitLimiter>,
     /// The queue registry as last read by the worker protocol's lease calls.
     pub queues_cache: crate::pull::QueuesCache,
     /// Answer only requests to loopback host names (a keyless loopback orq: `loopback_host.rs`).
     pub loopback_hosts_only: bool,
+    /// Lease calls waiting for work, per key ([`crate::key_slots::LEASE_WAITS_PER_KEY_MAX`]).
+    pub lease_waits: crate::key_slots::KeySlots,
+    /// Most queues one tenant's keys may create (`--tenant-queues-max`).
+    pub tenant_queues_max: u64,
 }
 
 /// The router (no socket), for `main` and for tests: the API under `/api/v1` and the dashboard
@@ -112,7 +119,10 @@ pub fn app(state: AppState) -> Router {
         .route("/api/v1/dlq/{id}/replay", post(replay_one))
         .route("/api/v1/dlq/{id}", axum::routing::delete(purge_one))
         .route("/api/v1/queues", get(list_queues))
-        .route("/api/v1/queues/{queue}", get(queue_stats))
+        .route(
+            "/api/v1/queues/{queue}",
+            get(queue_stats).delete(delete_queue),
+        )
         .route("/api/v1/queues/{queue}/tenants", get(list_tenants))
         .route(
             "/api/v1/queues/{queue}/tenants/{tenant}",
@@ -247,6 +257,8 @@ impl AppState {
             )),
             queues_cache: Default::default(),
             loopback_hosts_only: false,
+            lease_waits: crate::key_slots::KeySlots::new(crate::key_slots::LEASE_WAITS_PER_KEY_MAX),
+            tenant_queues_max: TENANT_QUEUES_MAX_DEFAULT,
         }
     }
 
@@ -263,31 +275,73 @@ impl AppState {
         self
     }
 
-    /// Limit submits per (queue, tenant) with `limiter` (`None`: no limit).
+    /// Limit submits per tenant, across queues, with `limiter` (`None`: no limit).
     pub fn with_submit_limit(mut self, limiter: Option<SubmitLimiter>) -> Self {
         self.submit_limit = limiter;
         self
     }
 
-    /// Spend the submit rate tokens of `specs` (one per task, per queue and tenant), all or
-    /// none: 429 with `Retry-After` when a (queue, tenant) is over its rate.
+    /// Let at most `n` queues be created by one tenant's keys.
+    pub fn with_tenant_queues_max(mut self, n: u64) -> Self {
+        self.tenant_queues_max = n;
+        self
+    }
+
+    /// The queue rules of a submit to `queue` by `caller`: a tenant key that may use every
+    /// queue creates a queue that does not exist yet within its tenant's allowance
+    /// ([`AppState::tenant_queues_max`]; 403 beyond it). An admin's submit, and a tenant key's
+    /// to a queue its `queues` list names, create queues as they always did (at their first
+    /// task). The registry is read through the worker protocol's cache, so a submit to a known
+    /// queue costs no store call.
+    pub(crate) async fn admit_queue(&self, caller: &Caller, queue: &str) -> Result<(), ApiError> {
+        let crate::auth::Scope::Tenant {
+            tenant,
+            queues: None,
+        } = &caller.scope
+        else {
+            return Ok(());
+        };
+        if !is_valid_name(queue)
+            || self
+                .queues_cache
+                .knows(&self.client, &*self.clock, queue)
+                .await?
+        {
+            return Ok(());
+        }
+        match self
+            .client
+            .create_queue(queue, tenant, self.tenant_queues_max)
+            .await?
+        {
+            orq::client::Created::Refused { count } => Err(ApiError::forbidden(format!(
+                "queue: no queue named {queue}, and tenant {tenant} has created {count} queues, \
+                 the most its keys may (--tenant-queues-max); submit to an existing queue, or \
+                 ask an admin to create this one or delete unused ones"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Spend the submit rate tokens of `specs` (one per task, per tenant across its queues), all
+    /// or none: 429 with `Retry-After` when a tenant is over its rate.
     fn admit(&self, specs: &[orq::TaskSpec]) -> Result<(), ApiError> {
         let Some(limiter) = &self.submit_limit else {
             return Ok(());
         };
-        let mut counts: std::collections::BTreeMap<(&str, &str), u64> = Default::default();
+        let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
         for sp in specs {
-            *counts.entry((&sp.queue, &sp.tenant)).or_default() += 1;
+            *counts.entry(&sp.tenant).or_default() += 1;
         }
-        let wants: Vec<(&str, &str, u64)> = counts.iter().map(|(&(q, t), &n)| (q, t, n)).collect();
+        let wants: Vec<(&str, u64)> = counts.iter().map(|(&t, &n)| (t, n)).collect();
         limiter.take_all(&wants).map_err(|wait_ms| {
             let who = match counts.keys().next() {
-                Some((q, t)) if counts.len() == 1 => format!("tenant {t} in queue {q}"),
+                Some(t) if counts.len() == 1 => format!("tenant {t}"),
                 _ => "a tenant of this batch".to_string(),
             };
             ApiError::limited(
                 format!(
-                    "{who} is submitting faster than {} tasks/s (burst {}); retry later",
+                    "{who} is submitting faster than {} tasks/s (burst {}) across its queues; retry later",
                     limiter.rate_per_s(),
                     limiter.burst()
                 ),

@@ -209,6 +209,18 @@ impl Caller {
         }
     }
 
+    /// The tenants whose tasks a worker key limited to some tenants may lease and report on
+    /// (`None`: every tenant, or not a worker key). Reports are checked against them as leases
+    /// are: a report on another tenant's task answers as if the task did not exist.
+    pub fn report_tenants(&self) -> Option<&BTreeSet<String>> {
+        match &self.scope {
+            Scope::Worker {
+                tenants: Some(ts), ..
+            } => Some(ts),
+            _ => None,
+        }
+    }
+
     /// True when the caller may see the task of `tenant` in `queue`. A tenant key sees only its
     /// own tenant's tasks in its queues; by-id routes answer 404 for the others, exactly as for a
     /// task that does not exist.

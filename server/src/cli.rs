@@ -214,8 +214,8 @@ pub struct ListenArgs {
     /// host names: localhost, 127.0.0.1, [::1].)
     #[arg(long = "insecure-no-auth", conflicts_with = "api_keys")]
     pub insecure_no_auth: bool,
-    /// Most submitted tasks per second per queue and tenant in this API process; beyond, 429
-    /// with Retry-After. 0 turns the limit off.
+    /// Most submitted tasks per second per tenant, all its queues together, in this API process;
+    /// beyond, 429 with Retry-After. 0 turns the limit off.
     #[arg(
         long = "submit-rate-per-tenant",
         env = "ORQ_SUBMIT_RATE_PER_TENANT",
@@ -223,8 +223,8 @@ pub struct ListenArgs {
         default_value_t = crate::ratelimit::RATE_PER_S_DEFAULT
     )]
     pub submit_rate_per_tenant: u64,
-    /// Burst of the submit rate limit: tasks a queue and tenant may submit at once (at least
-    /// 1000, a full batch).
+    /// Burst of the submit rate limit: tasks a tenant may submit at once, across its queues (at
+    /// least 1000, a full batch).
     #[arg(
         long = "submit-burst-per-tenant",
         env = "ORQ_SUBMIT_BURST_PER_TENANT",
@@ -232,6 +232,18 @@ pub struct ListenArgs {
         default_value_t = crate::ratelimit::BURST_DEFAULT
     )]
     pub submit_burst_per_tenant: u64,
+    /// Most queues one tenant's keys may bring into existence (a tenant key without a queues
+    /// list that submits to a queue that does not exist creates it, counted against its tenant
+    /// until an admin deletes it: DELETE /api/v1/queues/{queue}); beyond, 403. Queues an admin
+    /// creates, and those a tenant key's queues list names, are not counted.
+    #[arg(
+        long = "tenant-queues-max",
+        env = "ORQ_TENANT_QUEUES_MAX",
+        value_name = "N",
+        default_value_t = crate::api::TENANT_QUEUES_MAX_DEFAULT,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
+    pub tenant_queues_max: u64,
     /// Time a client has to send a request's headers (and longest an idle keep-alive connection
     /// stays open), ms.
     #[arg(
@@ -262,6 +274,8 @@ pub struct ApiSetup {
     pub auth: Auth,
     /// `(rate_per_s, burst)` of the submit limit, `None` when off.
     pub submit_limit: Option<(u64, u64)>,
+    /// Most queues one tenant's keys may create (--tenant-queues-max).
+    pub tenant_queues_max: u64,
     /// Server timeouts.
     pub limits: ServeLimits,
     /// Authentication off and no --insecure-no-auth: answer only loopback host names
@@ -300,6 +314,7 @@ impl ListenArgs {
             loopback_hosts_only: matches!(auth, Auth::Off) && !self.insecure_no_auth,
             auth,
             submit_limit,
+            tenant_queues_max: self.tenant_queues_max,
             limits: ServeLimits {
                 header_timeout_ms: self.header_timeout_ms,
                 body_timeout_ms: self.body_timeout_ms,
@@ -730,7 +745,8 @@ async fn serve_http(
     .with_shutdown(shutdown.clone())
     .with_auth(setup.auth.clone())
     .with_loopback_hosts_only(setup.loopback_hosts_only)
-    .with_submit_limit(limiter);
+    .with_submit_limit(limiter)
+    .with_tenant_queues_max(setup.tenant_queues_max);
     if let Some(dir) = &web.timelines {
         state = state.with_timelines(dir.clone());
     }

@@ -15,6 +15,7 @@ pub mod error;
 pub mod error_code;
 pub mod extract;
 pub mod handlers;
+pub mod key_slots;
 pub mod live;
 pub mod loopback_host;
 pub mod metrics;

@@ -12,6 +12,7 @@ use crate::api::AppState;
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorCode};
 use crate::extract::{ApiQuery, NoQuery, QueuePath};
+use crate::key_slots::{KeySlot, KeySlots, SSE_CLIENTS_PER_KEY_MAX};
 use crate::names::Name;
 use crate::openapi::QueueName;
 use crate::openapi_errors::{QueueErrors, QueueLookupErrors};
@@ -61,6 +62,8 @@ pub const BROADCAST_CAPACITY: usize = 4096;
 pub const SSE_CLIENTS_MAX: usize = 256;
 /// Interval of the SSE keep-alive comment (s).
 pub const KEEP_ALIVE_S: u64 = 15;
+/// Longest event id part of a `Last-Event-ID` (bytes): a sealed id is about 200 hex digits.
+pub const LAST_EVENT_ID_MAX_BYTES: usize = 256;
 /// Most entries resent after a `Last-Event-ID`.
 pub const RESEND_MAX: usize = 1000;
 /// Width of one metrics bucket (ms).
@@ -139,6 +142,16 @@ struct LiveInner {
     tx: broadcast::Sender<Arc<LiveEvent>>,
     metrics: Mutex<BTreeMap<String, QueueMetrics>>,
     clients: Arc<Semaphore>,
+    /// The per-key cap below [`SSE_CLIENTS_MAX`] (`crate::key_slots`).
+    per_key: KeySlots,
+}
+
+/// What an open event stream holds: one of the process's [`SSE_CLIENTS_MAX`] slots and one of
+/// its key's [`SSE_CLIENTS_PER_KEY_MAX`]; both are given back when the stream ends.
+#[derive(Debug)]
+pub struct ClientSlot {
+    _global: OwnedSemaphorePermit,
+    _key: KeySlot,
 }
 
 impl Live {
@@ -155,6 +168,7 @@ impl Live {
                 tx,
                 metrics: Mutex::default(),
                 clients: Arc::new(Semaphore::new(SSE_CLIENTS_MAX)),
+                per_key: KeySlots::new(SSE_CLIENTS_PER_KEY_MAX),
             }),
         }
     }
@@ -203,9 +217,27 @@ impl Live {
         }
     }
 
-    /// An SSE client slot, or `None` when [`SSE_CLIENTS_MAX`] clients are connected.
-    pub fn client_slot(&self) -> Option<OwnedSemaphorePermit> {
-        self.inner.clients.clone().try_acquire_owned().ok()
+    /// An SSE client slot for `caller`, or the reason there is none: [`SSE_CLIENTS_MAX`]
+    /// clients are connected, or `caller`'s key holds [`SSE_CLIENTS_PER_KEY_MAX`] streams.
+    pub fn client_slot(&self, caller: &Caller) -> Result<ClientSlot, String> {
+        let key = self.inner.per_key.take(caller).ok_or_else(|| {
+            format!(
+                "this key has {SSE_CLIENTS_PER_KEY_MAX} event streams open, the most one key may; \
+                 close one or retry later"
+            )
+        })?;
+        let global = self
+            .inner
+            .clients
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                format!("too many event stream clients (at most {SSE_CLIENTS_MAX}); retry later")
+            })?;
+        Ok(ClientSlot {
+            _global: global,
+            _key: key,
+        })
     }
 }
 
@@ -287,21 +319,36 @@ pub struct EventsParams {
     queue: Option<Name>,
 }
 
-/// `Last-Event-ID: <queue>/<stream-id>`, validated.
-fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiError> {
+/// `Last-Event-ID: <queue>/<event id>`, validated: a stream id `<ms>-<n>`, or an event id as
+/// `caller` received it (sealed for a tenant key: `to_event_for`), opened with `auth`.
+fn last_event_id(
+    headers: &HeaderMap,
+    auth: &crate::auth::Auth,
+    caller: &Caller,
+) -> Result<Option<(String, String)>, ApiError> {
     let Some(v) = headers.get("last-event-id") else {
         return Ok(None);
     };
-    let bad = || ApiError::bad_request("Last-Event-ID: must be <queue>/<ms>-<n>");
+    let bad = || ApiError::bad_request("Last-Event-ID: must be an event's id (<queue>/<ms>-<n>)");
     let v = v.to_str().map_err(|_| bad())?.trim();
     if v.is_empty() {
         return Ok(None);
     }
     let (queue, id) = v.split_once('/').ok_or_else(bad)?;
-    if !orq::keys::is_valid_name(queue) || parse_stream_id(id).is_none() {
+    if !orq::keys::is_valid_name(queue) || id.len() > LAST_EVENT_ID_MAX_BYTES {
         return Err(bad());
     }
-    Ok(Some((queue.to_string(), id.to_string())))
+    // A stream id in the clear is taken from anyone (it names a point in time, and tells its
+    // sender nothing); any other id must be one sealed for this caller.
+    let id = if parse_stream_id(id).is_some() {
+        id.to_string()
+    } else {
+        auth.cursor_in(caller, id.to_string()).map_err(|_| bad())?
+    };
+    if parse_stream_id(&id).is_none() {
+        return Err(bad());
+    }
+    Ok(Some((queue.to_string(), id)))
 }
 
 /// `GET /api/v1/events?queue=` → `text/event-stream` of the queues' transitions as they happen
@@ -326,9 +373,10 @@ fn last_event_id(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiErr
         (
             "Last-Event-ID" = Option<String>,
             Header,
-            description = "`<queue>/<stream-id>`: first resend that queue's entries after it \
-                (empty: none).",
-            pattern = "^([A-Za-z0-9._-]{1,64}/[0-9]{1,20}-[0-9]{1,20})?$",
+            description = "`<queue>/<event id>`, an event's `id` as received (a stream id \
+                `<ms>-<n>`; sealed, in hex, for a tenant key): first resend that queue's \
+                entries after it (empty: none).",
+            pattern = "^([A-Za-z0-9._-]{1,64}/([0-9]{1,20}-[0-9]{1,20}|[0-9a-f]{56,256}))?$",
         ),
     ),
     responses(
@@ -353,7 +401,7 @@ pub async fn events(
     if let Some(queue) = &p.queue {
         caller.check_queue(queue)?;
     }
-    let last = last_event_id(&headers)?;
+    let last = last_event_id(&headers, &s.auth, &caller)?;
     if let Some((lq, _)) = &last {
         caller.check_queue(lq)?;
     }
@@ -364,12 +412,10 @@ pub async fn events(
             )));
         }
     }
-    let slot = s.live.client_slot().ok_or_else(|| {
-        ApiError::new(
-            ErrorCode::Unavailable,
-            format!("too many event stream clients (at most {SSE_CLIENTS_MAX}); retry later"),
-        )
-    })?;
+    let slot = s
+        .live
+        .client_slot(&caller)
+        .map_err(|why| ApiError::new(ErrorCode::Unavailable, why))?;
     // Subscribe before reading the resend, so nothing falls between the two.
     let rx = s.live.subscribe();
     let resent = match &last {
@@ -384,10 +430,13 @@ pub async fn events(
     };
     let filter = EventFilter {
         queue: p.queue.map(String::from),
-        caller,
+        caller: caller.clone(),
     };
     let stream = messages(resent, rx, filter, s.shutdown.clone(), Some(slot));
-    let stream = futures_util::StreamExt::map(stream, |m| Ok::<_, Infallible>(m.to_event()));
+    let auth = s.auth.clone();
+    let stream = futures_util::StreamExt::map(stream, move |m| {
+        Ok::<_, Infallible>(m.to_event_for(&auth, &caller))
+    });
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(KEEP_ALIVE_S)))
         .into_response())

@@ -71,6 +71,7 @@ pub async fn openapi_json(_: NoQuery) -> Response {
         api::purge_one,
         api::list_queues,
         api::queue_stats,
+        api::delete_queue,
         api::list_tenants,
         api::put_tenant,
         api::pause_queue,

@@ -73,6 +73,10 @@ error_set!(
     QueueLookupErrors: BadRequest, Unauthorized, Forbidden, NotFound, StoreUnavailable
 );
 error_set!(
+    /// Deleting a queue: [`QueueLookupErrors`] and 409 (it holds work).
+    QueueDeleteErrors: BadRequest, Unauthorized, Forbidden, NotFound, Conflict, StoreUnavailable
+);
+error_set!(
     /// A queue's route with a JSON body: [`QueueErrors`] and 408, 413.
     BodyErrors: BadRequest, Unauthorized, Forbidden, RequestTimeout, PayloadTooLarge,
         StoreUnavailable

@@ -35,6 +35,50 @@ type QueuesRead = (u64, BTreeSet<String>);
 pub struct QueuesCache(Arc<Mutex<Option<QueuesRead>>>);
 
 impl QueuesCache {
+    /// The registry as cached, read again when the copy is older than [`QUEUES_CACHE_MS`] or
+    /// lacks one of `want` (so a queue created meanwhile is looked up before it is refused).
+    async fn known_with(
+        &self,
+        client: &Client,
+        clock: &dyn Clock,
+        want: &[&str],
+    ) -> Result<BTreeSet<String>, ApiError> {
+        let now = clock.now_ms();
+        if let Some((at, known)) = &*self.0.lock().unwrap() {
+            if now.saturating_sub(*at) < QUEUES_CACHE_MS && want.iter().all(|q| known.contains(*q))
+            {
+                return Ok(known.clone());
+            }
+        }
+        let known: BTreeSet<String> = client.queues().await?.into_iter().collect();
+        *self.0.lock().unwrap() = Some((now, known.clone()));
+        Ok(known)
+    }
+
+    /// Whether the registry holds `queue` (read as [`QueuesCache::check`] reads it).
+    pub async fn knows(
+        &self,
+        client: &Client,
+        clock: &dyn Clock,
+        queue: &str,
+    ) -> Result<bool, ApiError> {
+        let now = clock.now_ms();
+        if let Some((at, known)) = &*self.0.lock().unwrap() {
+            if now.saturating_sub(*at) < QUEUES_CACHE_MS && known.contains(queue) {
+                return Ok(true); // the common case: no copy, no store call
+            }
+        }
+        Ok(self
+            .known_with(client, clock, &[queue])
+            .await?
+            .contains(queue))
+    }
+
+    /// Forget the cached copy (after a queue was deleted).
+    pub fn forget(&self) {
+        *self.0.lock().unwrap() = None;
+    }
+
     /// 404 naming the first of `queues` the registry does not hold. Reads the registry when the
     /// cached copy is older than [`QUEUES_CACHE_MS`] or lacks one of them.
     pub async fn check(
@@ -44,17 +88,16 @@ impl QueuesCache {
         queues: &[Name],
     ) -> Result<(), ApiError> {
         let now = clock.now_ms();
-        let missing =
-            |known: &BTreeSet<String>| queues.iter().find(|q| !known.contains(q.as_str())).cloned();
         if let Some((at, known)) = &*self.0.lock().unwrap() {
-            if now.saturating_sub(*at) < QUEUES_CACHE_MS && missing(known).is_none() {
-                return Ok(());
+            if now.saturating_sub(*at) < QUEUES_CACHE_MS
+                && queues.iter().all(|q| known.contains(q.as_str()))
+            {
+                return Ok(()); // the common case: no copy, no store call
             }
         }
-        let known: BTreeSet<String> = client.queues().await?.into_iter().collect();
-        let gone = missing(&known);
-        *self.0.lock().unwrap() = Some((now, known));
-        match gone {
+        let want: Vec<&str> = queues.iter().map(|q| q.as_str()).collect();
+        let known = self.known_with(client, clock, &want).await?;
+        match queues.iter().find(|q| !known.contains(q.as_str())) {
             None => Ok(()),
             Some(q) => Err(ApiError::not_found(format!(
                 "queues: no queue named {q} (a queue exists once a task was submitted to it)"

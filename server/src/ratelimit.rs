@@ -1,5 +1,6 @@
-//! The per-tenant submit rate limit of one API process: a token bucket per (queue, tenant), so a
-//! flood of submits from one tenant is answered 429 with `Retry-After` before it reaches the
+//! The per-tenant submit rate limit of one API process: a token bucket per tenant, across every
+//! queue (a bucket per queue and tenant let a tenant multiply its rate by naming new queues), so
+//! a flood of submits from one tenant is answered 429 with `Retry-After` before it reaches the
 //! store, and other tenants' submits go on.
 //!
 //! This is a process-local guard against floods, not a quota: with several API processes each
@@ -15,13 +16,13 @@ use orq::Clock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-/// Default sustained submit rate per (queue, tenant), tasks per second: above what one Redis
+/// Default sustained submit rate per tenant (all its queues together), tasks per second: above what one Redis
 /// runs end to end (see docs/measurements.md), so it only stops floods.
 pub const RATE_PER_S_DEFAULT: u64 = 10_000;
-/// Default bucket size per (queue, tenant), tasks: twenty full batches at once.
+/// Default bucket size per tenant, tasks: twenty full batches at once.
 pub const BURST_DEFAULT: u64 = 20_000;
-/// Most (queue, tenant) buckets kept. Beyond, full buckets (idle tenants) are dropped first; if
-/// every bucket is in use, a new pair is let through unmetered rather than evict a limited one.
+/// Most tenant buckets kept. Beyond, full buckets (idle tenants) are dropped first; if every
+/// bucket is in use, a new tenant is let through unmetered rather than evict a limited one.
 pub const BUCKETS_MAX: usize = 100_000;
 
 #[derive(Debug, Clone, Copy)]
@@ -30,13 +31,13 @@ struct Bucket {
     at_ms: u64,
 }
 
-/// Token buckets keyed by (queue, tenant). Cheap to clone (shared).
+/// Token buckets keyed by tenant. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct SubmitLimiter {
     rate_per_s: u64,
     burst: u64,
     clock: Arc<dyn Clock>,
-    buckets: Arc<Mutex<HashMap<(String, String), Bucket>>>,
+    buckets: Arc<Mutex<HashMap<String, Bucket>>>,
 }
 
 impl std::fmt::Debug for SubmitLimiter {
@@ -76,23 +77,23 @@ impl SubmitLimiter {
         self.burst
     }
 
-    /// Take `n` tokens from the bucket of (`queue`, `tenant`): `Ok` when they were there (and
-    /// are now spent), else `Err(ms)` until they will be, with nothing spent. A request of more
-    /// than the burst can never pass: `Err` with the time a full bucket takes.
-    pub fn take(&self, queue: &str, tenant: &str, n: u64) -> Result<(), u64> {
-        self.take_all(&[(queue, tenant, n)])
+    /// Take `n` tokens from the bucket of `tenant`: `Ok` when they were there (and are now
+    /// spent), else `Err(ms)` until they will be, with nothing spent. A request of more than the
+    /// burst can never pass: `Err` with the time a full bucket takes.
+    pub fn take(&self, tenant: &str, n: u64) -> Result<(), u64> {
+        self.take_all(&[(tenant, n)])
     }
 
     /// Take tokens from several buckets at once, all or none (a batch that spans tenants):
     /// `Err` with the longest wait among the buckets short of tokens.
-    pub fn take_all(&self, wants: &[(&str, &str, u64)]) -> Result<(), u64> {
+    pub fn take_all(&self, wants: &[(&str, u64)]) -> Result<(), u64> {
         let now = self.clock.now_ms();
         let (rate, burst) = (self.rate_per_s as f64, self.burst as f64);
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         let mut wait_ms = 0u64;
         let mut keys = Vec::with_capacity(wants.len());
-        for &(queue, tenant, n) in wants {
-            let key = (queue.to_string(), tenant.to_string());
+        for &(tenant, n) in wants {
+            let key = tenant.to_string();
             if !buckets.contains_key(&key) && buckets.len() >= BUCKETS_MAX {
                 buckets.retain(|_, b| refilled(b, now, rate, burst) < burst);
                 if buckets.len() >= BUCKETS_MAX {
@@ -148,34 +149,29 @@ mod tests {
         }
     }
 
-    // Goal: a bucket lets `burst` through at once, then refills at the rate; other tenants and
-    // queues have their own buckets; the wait it answers is when the tokens will be there.
+    // Goal: a bucket lets `burst` through at once, then refills at the rate; other tenants have
+    // their own buckets; the wait it answers is when the tokens will be there.
     #[test]
-    fn bucket_allows_burst_then_rate_per_tenant_and_queue() {
+    fn bucket_allows_burst_then_rate_per_tenant() {
         let clock = Arc::new(ManualClock::default());
         clock.0.store(1_000_000, Ordering::SeqCst);
         let l = SubmitLimiter::new(10, 5, clock.clone());
         for _ in 0..5 {
-            assert_eq!(l.take("q", "a", 1), Ok(()));
+            assert_eq!(l.take("a", 1), Ok(()));
         }
-        assert_eq!(l.take("q", "a", 1), Err(100), "one token every 100 ms");
-        assert_eq!(l.take("q", "a", 3), Err(300));
-        assert_eq!(l.take("q", "b", 5), Ok(()), "another tenant");
-        assert_eq!(l.take("other", "a", 5), Ok(()), "another queue");
+        assert_eq!(l.take("a", 1), Err(100), "one token every 100 ms");
+        assert_eq!(l.take("a", 3), Err(300));
+        assert_eq!(l.take("b", 5), Ok(()), "another tenant");
         clock.0.fetch_add(250, Ordering::SeqCst);
-        assert_eq!(l.take("q", "a", 2), Ok(()));
-        assert_eq!(l.take("q", "a", 1), Err(50), "half a token left");
-        assert_eq!(l.take("q", "a", 6), Err(500), "more than the burst");
+        assert_eq!(l.take("a", 2), Ok(()));
+        assert_eq!(l.take("a", 1), Err(50), "half a token left");
+        assert_eq!(l.take("a", 6), Err(500), "more than the burst");
         clock.0.fetch_add(10_000, Ordering::SeqCst);
-        assert_eq!(
-            l.take("q", "a", 5),
-            Ok(()),
-            "refilled to the burst, not beyond"
-        );
-        assert_eq!(l.take("q", "a", 1), Err(100));
+        assert_eq!(l.take("a", 5), Ok(()), "refilled to the burst, not beyond");
+        assert_eq!(l.take("a", 1), Err(100));
         // All or none across buckets.
-        assert_eq!(l.take_all(&[("q", "c", 5), ("q", "a", 1)]), Err(100));
-        assert_eq!(l.take("q", "c", 5), Ok(()), "nothing was spent from c");
+        assert_eq!(l.take_all(&[("c", 5), ("a", 1)]), Err(100));
+        assert_eq!(l.take("c", 5), Ok(()), "nothing was spent from c");
     }
 
     // Goal: a refused take spends nothing, and a clock stepping back refills nothing.
@@ -184,11 +180,11 @@ mod tests {
         let clock = Arc::new(ManualClock::default());
         clock.0.store(5_000, Ordering::SeqCst);
         let l = SubmitLimiter::new(1, 2, clock.clone());
-        assert_eq!(l.take("q", "a", 2), Ok(()));
+        assert_eq!(l.take("a", 2), Ok(()));
         clock.0.store(1_000, Ordering::SeqCst);
-        assert!(l.take("q", "a", 1).is_err());
+        assert!(l.take("a", 1).is_err());
         clock.0.store(6_000, Ordering::SeqCst);
-        assert_eq!(l.take("q", "a", 1), Ok(()));
-        assert!(l.take("q", "a", 1).is_err());
+        assert_eq!(l.take("a", 1), Ok(()));
+        assert!(l.take("a", 1).is_err());
     }
 }

@@ -262,6 +262,13 @@ async fn every_route_answers_each_key_as_its_rights_say() {
             same("/api/v1/queues/default".into(), None),
             [401, 401, 200, 200, 200, 403],
         ),
+        // Admin only; `default` holds work, so the admin's delete is a conflict.
+        row(
+            delete.clone(),
+            "/api/v1/queues/{queue}",
+            same("/api/v1/queues/default".into(), None),
+            [401, 401, 409, 403, 403, 403],
+        ),
         row(
             get.clone(),
             "/api/v1/queues/{queue}/tenants",
@@ -888,6 +895,328 @@ async fn tenant_key_never_sees_another_tenants_events_on_the_stream() {
         )
         .await;
     assert_eq!(s, StatusCode::OK);
+}
+
+/// An app on the embedded store (no worker) with the test keys, a tenant allowance of 3 queues.
+fn app_with_allowance() -> TestApp {
+    let (app, _) = TestApp::embedded(false, vec![], |s| {
+        s.with_auth(keys()).with_tenant_queues_max(3)
+    });
+    app
+}
+
+/// Send as `key`; the status and the JSON body.
+async fn send(
+    app: &TestApp,
+    key: &str,
+    method: Method,
+    uri: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let body = body.map(|b| b.to_string());
+    let (s, v, _) = app.call_as(Some(key), method, uri, body.as_deref()).await;
+    (s, v)
+}
+
+// Goal: a tenant key that may use every queue brings at most --tenant-queues-max queues into
+// existence (403 beyond, nothing stored, for a single submit and a batch alike); submits to
+// queues that exist cost nothing of it, each tenant has its own allowance; an admin deletes a
+// queue only when it holds no work (409 naming the counts), which frees the tenant's allowance,
+// and a queue deleted then submitted to again is a fresh, visible queue. Method: the embedded
+// store with an allowance of 3 (the spray attack of issue 42, item 1, at small scale).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_keys_create_queues_within_an_allowance_and_admins_delete_unused_ones() {
+    let app = app_with_allowance();
+    let task = |q: &str| json!({"queue": q, "payload": 1, "delay_ms": 600_000});
+    submit_as(&app, ADMIN, task("shared")).await;
+    let mut ids = Vec::new();
+    for q in ["spray0", "spray1", "spray2"] {
+        ids.push(submit_as(&app, KEY_A, task(q)).await);
+    }
+    let (s, e) = send(
+        &app,
+        KEY_A,
+        Method::POST,
+        "/api/v1/tasks",
+        Some(task("spray3")),
+    )
+    .await;
+    assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    assert!(message(&e).contains("--tenant-queues-max"), "{e}");
+    assert!(message(&e).contains("3 queues"), "{e}");
+    let batch = json!({"tasks": [task("spray1"), task("spray4")]});
+    let (s, e) = send(
+        &app,
+        KEY_A,
+        Method::POST,
+        "/api/v1/tasks/batch",
+        Some(batch),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    for q in ["spray3", "spray4"] {
+        let (s, _) = send(
+            &app,
+            ADMIN,
+            Method::GET,
+            &format!("/api/v1/queues/{q}"),
+            None,
+        )
+        .await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{q} was never created");
+    }
+    let (_, st) = send(&app, ADMIN, Method::GET, "/api/v1/queues/spray1", None).await;
+    assert_eq!(
+        st["counts"]["scheduled"], 1,
+        "nothing of the refused batch: {st}"
+    );
+    // Queues that exist are free: the admin's, and its own.
+    submit_as(&app, KEY_A, task("shared")).await;
+    submit_as(&app, KEY_A, task("spray0")).await;
+    // Another tenant has an allowance of its own.
+    submit_as(&app, KEY_B, task("bolt0")).await;
+
+    // Deleting: admin only, refused while the queue holds work.
+    let (s, _) = send(&app, KEY_A, Method::DELETE, "/api/v1/queues/spray1", None).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, e) = send(&app, ADMIN, Method::DELETE, "/api/v1/queues/spray1", None).await;
+    assert_eq!((s, code(&e)), (StatusCode::CONFLICT, "conflict"), "{e}");
+    assert!(message(&e).contains("1 scheduled"), "{e}");
+    let (s, _) = send(&app, ADMIN, Method::DELETE, "/api/v1/queues/nosuch", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    // Cancelled, the task is finished: the queue holds no work and goes, its task with it.
+    let (s, _) = send(
+        &app,
+        KEY_A,
+        Method::POST,
+        &format!("/api/v1/tasks/{}/cancel", ids[1]),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, d) = send(&app, ADMIN, Method::DELETE, "/api/v1/queues/spray1", None).await;
+    assert_eq!(s, StatusCode::OK, "{d}");
+    assert_eq!(
+        d,
+        json!({"queue": "spray1", "deleted": true, "finished_deleted": 1})
+    );
+    let (s, _) = send(&app, ADMIN, Method::GET, "/api/v1/queues/spray1", None).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "deleted");
+    let (s, _) = send(
+        &app,
+        ADMIN,
+        Method::GET,
+        &format!("/api/v1/tasks/{}", ids[1]),
+        None,
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "its finished task went with it");
+    let (_, qs) = send(&app, ADMIN, Method::GET, "/api/v1/queues", None).await;
+    let names: Vec<&str> = qs["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| q["queue"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bolt0", "shared", "spray0", "spray2"], "{qs}");
+    // The allowance is acme's again, and the deleted name is a fresh queue.
+    let again = submit_as(&app, KEY_A, task("spray1")).await;
+    let (s, e) = send(
+        &app,
+        KEY_A,
+        Method::POST,
+        "/api/v1/tasks",
+        Some(task("spray3")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    let (s, st) = send(&app, KEY_A, Method::GET, "/api/v1/queues/spray1", None).await;
+    assert_eq!(
+        (s, &st["counts"]["scheduled"]),
+        (StatusCode::OK, &json!(1)),
+        "{st}"
+    );
+    let (s, t) = send(
+        &app,
+        KEY_A,
+        Method::GET,
+        &format!("/api/v1/tasks/{again}"),
+        None,
+    )
+    .await;
+    assert_eq!((s, &t["queue"]), (StatusCode::OK, &json!("spray1")), "{t}");
+}
+
+// Goal: to a tenant key, a queue only other tenants use is exactly a queue that does not exist
+// (the same 404 and message, and not listed); a key with a queues list sees its queues with
+// its own counts whether or not they exist yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_only_other_tenants_use_is_a_missing_queue_to_a_tenant_key() {
+    let app = app_with_allowance();
+    submit_as(
+        &app,
+        KEY_B,
+        json!({"queue": "bolts", "payload": 1, "delay_ms": 600_000}),
+    )
+    .await;
+    let (s1, e1) = send(&app, KEY_A, Method::GET, "/api/v1/queues/bolts", None).await;
+    let (s2, e2) = send(&app, KEY_A, Method::GET, "/api/v1/queues/nosuch", None).await;
+    assert_eq!(
+        (s1, s2),
+        (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND),
+        "{e1} {e2}"
+    );
+    assert_eq!(
+        message(&e1).replace("bolts", "Q"),
+        message(&e2).replace("nosuch", "Q"),
+        "the two answers cannot be told apart"
+    );
+    let (_, qs) = send(&app, KEY_A, Method::GET, "/api/v1/queues", None).await;
+    assert_eq!(qs["queues"], json!([]), "{qs}");
+    let (s, st) = send(&app, KEY_B, Method::GET, "/api/v1/queues/bolts", None).await;
+    assert_eq!(
+        (s, &st["counts"]["scheduled"]),
+        (StatusCode::OK, &json!(1)),
+        "{st}"
+    );
+    // A key limited to `jobs` sees `jobs` (no task of anyone's in it yet) with zero counts.
+    let (s, st) = send(&app, KEY_A_JOBS, Method::GET, "/api/v1/queues/jobs", None).await;
+    assert_eq!(
+        (s, &st["counts"]["scheduled"]),
+        (StatusCode::OK, &json!(0)),
+        "{st}"
+    );
+    let (_, qs) = send(&app, KEY_A_JOBS, Method::GET, "/api/v1/queues", None).await;
+    assert_eq!(qs["queues"][0]["queue"], "jobs", "{qs}");
+}
+
+// Goal: a by-id lookup without `?queue=` searches at most orq::client::LOOKUP_QUEUES_MAX queues:
+// beyond, a 400 asking for the queue (and with it, the task is found); a tenant key with a
+// queues list searches only its own queues. Method: the admin makes one more queue than the
+// bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_without_a_queue_is_bounded() {
+    let app = app_with_allowance();
+    let jobs = submit_as(
+        &app,
+        KEY_A_JOBS,
+        json!({"queue": "jobs", "payload": 1, "delay_ms": 600_000}),
+    )
+    .await;
+    let mut last = String::new();
+    for i in 0..orq::client::LOOKUP_QUEUES_MAX {
+        last = submit_as(
+            &app,
+            ADMIN,
+            json!({"queue": format!("q{i:03}"), "payload": 1, "delay_ms": 600_000}),
+        )
+        .await;
+    }
+    let (s, e) = send(
+        &app,
+        ADMIN,
+        Method::GET,
+        &format!("/api/v1/tasks/{last}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, code(&e)),
+        (StatusCode::BAD_REQUEST, "bad_request"),
+        "{e}"
+    );
+    assert!(message(&e).contains("?queue="), "{e}");
+    let uri = format!(
+        "/api/v1/tasks/{last}?queue=q{:03}",
+        orq::client::LOOKUP_QUEUES_MAX - 1
+    );
+    let (s, t) = send(&app, ADMIN, Method::GET, &uri, None).await;
+    assert_eq!((s, &t["id"]), (StatusCode::OK, &json!(last)), "{t}");
+    let (s, t) = send(
+        &app,
+        KEY_A_JOBS,
+        Method::GET,
+        &format!("/api/v1/tasks/{jobs}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (s, &t["id"]),
+        (StatusCode::OK, &json!(jobs)),
+        "only its own queue is searched: {t}"
+    );
+}
+
+// Goal: one key cannot take every event stream: past key_slots::SSE_CLIENTS_PER_KEY_MAX open
+// streams its next is a 503 naming the per-key cap, while other keys (the admin's too) still
+// open theirs; a stream that closes gives its slot back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_cannot_take_every_event_stream() {
+    let app = app_with_allowance();
+    let mut held = Vec::new();
+    for _ in 0..orq_server::key_slots::SSE_CLIENTS_PER_KEY_MAX {
+        held.push(open_stream(&app, KEY_A, None).await);
+    }
+    let (s, e) = send(&app, KEY_A, Method::GET, "/api/v1/events", None).await;
+    assert_eq!(
+        (s, code(&e)),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        "{e}"
+    );
+    assert!(message(&e).contains("this key has"), "{e}");
+    let _b = open_stream(&app, KEY_B, None).await;
+    let _admin = open_stream(&app, ADMIN, None).await;
+    held.pop();
+    let _again = open_stream(&app, KEY_A, None).await;
+}
+
+// Goal: a tenant key's event ids reveal nothing of other tenants' events (a stream id's sequence
+// counts every event of the queue): its `id:` and `stream_id` are sealed, and sent back as
+// Last-Event-ID they resume the stream after that event; the admin's are stream ids.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_keys_event_ids_are_sealed_and_resume_its_stream() {
+    let app = app_with_allowance();
+    let mut sa = open_stream(&app, KEY_A, None).await;
+    let mut sadmin = open_stream(&app, ADMIN, None).await;
+    let first = submit_as(&app, KEY_A, json!({"payload": 1})).await;
+    let mut buf = String::new();
+    let got = read_until(&mut sa, &mut buf, |m| m.2["task_id"] == first.as_str()).await;
+    let (_, id, data) = got.last().unwrap().clone();
+    let (queue, event_id) = id.split_once('/').unwrap();
+    assert_eq!(queue, "default");
+    assert!(
+        event_id.len() > 40 && event_id.bytes().all(|b| b.is_ascii_hexdigit()),
+        "sealed, not <ms>-<n>: {id}"
+    );
+    assert_eq!(data["stream_id"], event_id, "{data}");
+    let mut abuf = String::new();
+    let got = read_until(&mut sadmin, &mut abuf, |m| m.2["task_id"] == first.as_str()).await;
+    let admin_id = &got.last().unwrap().1;
+    assert!(
+        orq_server::live::parse_stream_id(admin_id.split_once('/').unwrap().1).is_some(),
+        "{admin_id}"
+    );
+    // Resumed after the sealed id: the next task's events, not the first's again.
+    let second = submit_as(&app, KEY_A, json!({"payload": 2})).await;
+    let mut resumed = open_stream(&app, KEY_A, Some(&id)).await;
+    let mut buf = String::new();
+    let got = read_until(&mut resumed, &mut buf, |m| {
+        m.2["task_id"] == second.as_str()
+    })
+    .await;
+    assert!(
+        got.iter().all(|m| m.2["task_id"] != first.as_str()),
+        "{got:?}"
+    );
+    // A sealed id is the key's tenant's only: bolt's key cannot open acme's.
+    let req = Request::builder()
+        .uri("/api/v1/events")
+        .header("authorization", format!("Bearer {KEY_B}"))
+        .header("last-event-id", id.as_str())
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.router.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 }
 
 /// An `orq` child process, killed and reaped when dropped.

@@ -483,7 +483,8 @@ impl Clock for ManualClock {
 }
 
 // Goal: a flood of submits from one tenant is answered 429 with Retry-After once its bucket is
-// empty, stores nothing more, and does not slow other tenants or other queues; the bucket
+// empty, in every queue it names (one bucket per tenant, across queues), stores nothing more,
+// and does not slow other tenants; the bucket
 // refills with time; a batch counts one token per task and is refused whole. Method: a limiter
 // of 2 tasks/s with a burst of 5 on a clock the test moves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -522,18 +523,16 @@ async fn a_flood_of_submits_from_one_tenant_gets_429_with_retry_after() {
         )
         .await;
     assert_eq!(s, StatusCode::CREATED, "another tenant is not slowed");
-    let (s, _) = app
-        .call(
-            POST,
-            "/api/v1/tasks",
-            Some(r#"{"payload": 1, "tenant": "flood", "queue": "other"}"#),
-        )
-        .await;
-    assert_eq!(
-        s,
-        StatusCode::CREATED,
-        "the same tenant in another queue has its own bucket"
-    );
+    // The bucket is the tenant's across queues: naming new queues does not sidestep it.
+    for q in ["other", "r1", "r2", "r3"] {
+        let body = json!({"payload": 1, "tenant": "flood", "queue": q}).to_string();
+        let (s, e, _) = app.call_as(None, POST, "/api/v1/tasks", Some(&body)).await;
+        assert_eq!(
+            s,
+            StatusCode::TOO_MANY_REQUESTS,
+            "queue {q}: the same tenant in another queue shares its bucket: {e}"
+        );
+    }
     // calm has 4 tokens: a batch of 5 of calm's is refused whole; one of 4 passes.
     let batch = |n: usize| {
         let tasks: Vec<Value> = (0..n)

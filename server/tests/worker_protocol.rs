@@ -964,9 +964,9 @@ async fn leases_limited_to_tenants(app: &TestApp) {
     assert_eq!((s, code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
     assert!(message(&e).contains("initech"), "{e}");
     // The key's own list narrowed: acme's only.
-    let (s, v) = call(WORKER_TWO_TENANTS, body(json!(["acme", "acme"]))).await;
-    assert_eq!(s, StatusCode::OK, "{v}");
-    assert_eq!(tenants_of(&v), ["acme"; 3], "{v}");
+    let (s, acme) = call(WORKER_TWO_TENANTS, body(json!(["acme", "acme"]))).await;
+    assert_eq!(s, StatusCode::OK, "{acme}");
+    assert_eq!(tenants_of(&acme), ["acme"; 3], "{acme}");
     // No list: the key's tenants, so globex's, never initech's.
     let (s, v) = call(WORKER_TWO_TENANTS, body(Value::Null)).await;
     assert_eq!(s, StatusCode::OK, "{v}");
@@ -977,10 +977,76 @@ async fn leases_limited_to_tenants(app: &TestApp) {
     let (s, v) = call(ADMIN, body(json!(["initech", "nobody"]))).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(tenants_of(&v), ["initech"; 3], "{v}");
+
+    // Reports are held to the key's tenants as leases are: with initech's lease token in hand,
+    // the key limited to acme and globex can neither heartbeat, complete, fail nor release
+    // initech's task; each answers 404 as if the task did not exist, and the task stays leased.
+    let initech = &v["tasks"][0];
+    let (id, token) = (initech["id"].as_str().unwrap(), initech["token"].clone());
+    for what in ["heartbeat", "complete", "fail", "release"] {
+        let mut b = json!({"queue": "q", "token": token});
+        if what == "fail" {
+            b["error"] = json!("x");
+        }
+        let (s, e, _) = app
+            .call_as(
+                Some(WORKER_TWO_TENANTS),
+                POST,
+                &format!("/api/v1/leases/{id}/{what}"),
+                Some(&b.to_string()),
+            )
+            .await;
+        assert_eq!(
+            (s, code(&e)),
+            (StatusCode::NOT_FOUND, "not_found"),
+            "{what}: {e}"
+        );
+        assert_eq!(message(&e), format!("no task with id {id}"), "{what}: {e}");
+    }
+    // The batched completions: initech's refused on its own, acme's (its own lease) applied.
+    let own = &acme["tasks"][0];
+    let batch = json!({"queue": "q", "completions": [
+        {"id": id, "token": token, "result": 1},
+        {"id": own["id"], "token": own["token"], "result": 2},
+    ]});
+    let (s, r, _) = app
+        .call_as(
+            Some(WORKER_TWO_TENANTS),
+            POST,
+            "/api/v1/leases/complete",
+            Some(&batch.to_string()),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["reports"][0]["error"]["code"], "not_found", "{r}");
+    assert_eq!(r["reports"][1]["reported"], "applied", "{r}");
+    let (_, t, _) = app
+        .call_as(
+            Some(ADMIN),
+            GET,
+            &format!("/api/v1/tasks/{id}?queue=q"),
+            None,
+        )
+        .await;
+    assert_eq!(t["status"], "leased", "nothing reached initech's task: {t}");
+    let (s, r, _) = app
+        .call_as(
+            Some(ADMIN),
+            POST,
+            &format!("/api/v1/leases/{id}/complete"),
+            Some(&json!({"queue": "q", "token": token}).to_string()),
+        )
+        .await;
+    assert_eq!(
+        (s, &r["reported"]),
+        (StatusCode::OK, &json!("applied")),
+        "{r}"
+    );
 }
 
-// Goal: a worker key limited to some tenants leases only their tasks, and a lease body's
-// `tenants` narrows any lease; bad lists are typed 4xx. On the embedded store and on Redis.
+// Goal: a worker key limited to some tenants leases only their tasks and reports only on theirs
+// (another tenant's task is a 404 even with its lease token), and a lease body's `tenants`
+// narrows any lease; bad lists are typed 4xx. On the embedded store and on Redis.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_limited_to_tenants_take_only_theirs_embedded() {
     let (app, _) = TestApp::embedded(false, vec![], |s| s.with_auth(tenant_keys()));

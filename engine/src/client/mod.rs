@@ -11,10 +11,12 @@
 
 mod admin;
 mod coalesce;
+mod lifecycle;
 mod reads;
 mod submit;
 mod types;
 
+pub use lifecycle::{Created, Deleted, DROP_BOUND, DROP_ROUNDS_MAX};
 pub use types::{
     BulkReplay, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, StatsQuery, Submitted,
     TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
@@ -108,6 +110,27 @@ pub(crate) async fn eval(
     };
     metrics().store_call(name, started.elapsed().as_secs_f64(), refused);
     reply.map_err(|e| Error::unreachable(op, e.0))
+}
+
+/// Most queues a by-id lookup without a queue searches ([`Client::get`] with `queue: None`,
+/// cancel, replay, purge): beyond, it is refused and asks for the queue. Each queue searched is
+/// one script call, so an unbounded search let one caller's lookups slow every tenant's calls.
+pub const LOOKUP_QUEUES_MAX: usize = 64;
+
+/// `Invalid` asking for the queue when a lookup would search `n` queues, more than
+/// [`LOOKUP_QUEUES_MAX`].
+fn check_lookup_width(op: &'static str, n: usize) -> Result<()> {
+    if n <= LOOKUP_QUEUES_MAX {
+        return Ok(());
+    }
+    Err(Error::invalid(
+        op,
+        format!(
+            "queue: required here: a lookup without a queue searches at most \
+             {LOOKUP_QUEUES_MAX} queues and {n} may hold this task; name the task's queue \
+             (?queue=)"
+        ),
+    ))
 }
 
 fn check_queue(op: &'static str, queue: &str) -> Result<()> {

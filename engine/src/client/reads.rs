@@ -2,10 +2,10 @@
 //! workers and leases of a queue, and a queue's stats.
 
 use super::{
-    arg, call, check_id, check_queue, Client, Held, ListQuery, OldestReady, Page, QueueEvent,
-    QueueStats, StatsQuery, TenantStats, WorkerInfo, WorkerLease, Workers, EVENTS_PAGE_MAX,
-    LIST_LIMIT_MAX, LIST_SCAN_MAX, PARKED_CAPPED, STATS_OFFSET_MAX, STATS_OLDEST_AMONG_MAX,
-    STATS_TENANTS_MAX, WORKERS_MAX,
+    arg, call, check_id, check_lookup_width, check_queue, Client, Held, ListQuery, OldestReady,
+    Page, QueueEvent, QueueStats, StatsQuery, TenantStats, WorkerInfo, WorkerLease, Workers,
+    EVENTS_PAGE_MAX, LIST_LIMIT_MAX, LIST_SCAN_MAX, PARKED_CAPPED, STATS_OFFSET_MAX,
+    STATS_OLDEST_AMONG_MAX, STATS_TENANTS_MAX, WORKERS_MAX,
 };
 use crate::decode::{self, array_at, int_at, items, str_at};
 use crate::error::{Error, Result};
@@ -15,7 +15,9 @@ use crate::task::{Status, Task};
 use std::collections::BTreeMap;
 
 impl Client {
-    /// The queues to search for a by-id operation: the one given, or every known queue.
+    /// The queues to search for a by-id operation: the one given, or every known queue when
+    /// there are at most [`LOOKUP_QUEUES_MAX`] (else `Invalid`, asking for the queue: a lookup's
+    /// cost grows with the queues searched, and one caller's lookups must not slow everyone's).
     pub(super) async fn queues_for(
         &self,
         op: &'static str,
@@ -26,8 +28,24 @@ impl Client {
                 check_queue(op, q)?;
                 Ok(vec![q.to_string()])
             }
-            None => self.queues().await,
+            None => {
+                let all = self.queues().await?;
+                check_lookup_width(op, all.len())?;
+                Ok(all)
+            }
         }
+    }
+
+    /// Find task `id` in one of `queues` (at most [`LOOKUP_QUEUES_MAX`]: `Invalid` beyond),
+    /// looked up concurrently. Errors: `NotFound`, `Invalid`, `Unavailable`.
+    pub async fn get_among(&self, queues: &[String], id: &str) -> Result<Task> {
+        let op = "get";
+        check_id(op, id)?;
+        check_lookup_width(op, queues.len())?;
+        for q in queues {
+            check_queue(op, q)?;
+        }
+        self.find(op, queues, id).await
     }
 
     /// Find which queue holds task `id` (checking `queue` only, when given).
@@ -39,6 +57,11 @@ impl Client {
     ) -> Result<Task> {
         check_id(op, id)?;
         let queues = self.queues_for(op, queue).await?;
+        self.find(op, &queues, id).await
+    }
+
+    /// Task `id` in the first of `queues` that holds it.
+    async fn find(&self, op: &'static str, queues: &[String], id: &str) -> Result<Task> {
         let lookups = queues.iter().map(|q| {
             let store = self.store.clone();
             let id = id.to_string();
@@ -47,7 +70,7 @@ impl Client {
         for (reply, q) in futures::future::join_all(lookups)
             .await
             .into_iter()
-            .zip(&queues)
+            .zip(queues)
         {
             let reply = reply?;
             let it = items("get", &reply, id)?;

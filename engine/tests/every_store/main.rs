@@ -42,6 +42,7 @@ mod lifecycle;
 mod list;
 mod observe;
 mod pool;
+mod queues;
 mod recovery;
 mod retries;
 mod shutdown;
@@ -58,6 +59,7 @@ fn main() {
         ("retries", retries::cases()),
         ("recovery", recovery::cases()),
         ("cancel", cancel::cases()),
+        ("queues", queues::cases()),
         ("tenancy", tenancy::cases()),
         ("list", list::cases()),
         ("observe", observe::cases()),

@@ -190,6 +190,13 @@ enum QueuesCommand {
         /// The queue.
         queue: String,
     },
+    /// Delete a queue that holds no work (nothing queued, scheduled, retrying, leased or dead):
+    /// its finished tasks and settings go with it (admin keys only; exit code 1 when it holds
+    /// work).
+    Delete {
+        /// The queue.
+        queue: String,
+    },
     /// Wait until a queue has nothing left to run (exit code 6 when the wait ends first).
     Drain {
         /// The queue.
@@ -492,6 +499,21 @@ async fn queues(api: &Api, out: Output, cmd: &QueuesCommand) -> Result<String, F
                         "resumed"
                     }
                 )
+            }))
+        }
+        QueuesCommand::Delete { queue } => {
+            let v = api
+                .call(Method::DELETE, &format!("/queues/{}", enc(queue)), None, 0)
+                .await?;
+            Ok(pick(out, &v, || {
+                let n = show::cell(&v["finished_deleted"]);
+                if v["deleted"] == Value::Bool(true) {
+                    format!("queue {queue} deleted ({n} finished task(s) with it)")
+                } else {
+                    format!(
+                        "queue {queue} partly deleted ({n} finished task(s)); run the command again for the rest"
+                    )
+                }
             }))
         }
         QueuesCommand::Drain { queue, timeout_ms } => {

@@ -80,6 +80,22 @@ pub(crate) async fn lease(
     }
     let tenants = caller.lease_tenants(&asked)?;
     s.queues_cache.check(&s.client, &*s.clock, &queues).await?;
+    // A waiting call holds one of its key's slots until it answers; a key at its cap gets a 429
+    // (no wait is ever refused to a call that does not wait).
+    let _waiting = if wait_ms > 0 {
+        Some(s.lease_waits.take(&caller).ok_or_else(|| {
+            ApiError::limited(
+                format!(
+                    "wait_ms: this key has {} lease calls waiting for work, the most one key may; \
+                     retry later or lease without waiting",
+                    s.lease_waits.max()
+                ),
+                1,
+            )
+        })?)
+    } else {
+        None
+    };
     let req = PullRequest {
         worker: &body.worker,
         queues: &queues,
@@ -133,7 +149,7 @@ pub(crate) async fn heartbeat(
     TaskIdPath(id): TaskIdPath,
     ApiJson(body): ApiJson<HeartbeatBody, LEASE_BODY_MAX_BYTES>,
 ) -> ApiResult {
-    caller.check_queue(&body.queue)?;
+    authorize_report(&s, &caller, &body.queue, &id).await?;
     let extend_ms = body.extend_ms.unwrap_or(0);
     if body.extend_ms.is_some() && !(LEASE_MS_MIN..=LEASE_MS_MAX).contains(&extend_ms) {
         return Err(ApiError::bad_request(format!(
@@ -188,6 +204,7 @@ pub(crate) async fn complete(
 ) -> ApiResult {
     caller.check_queue(&body.queue)?;
     let result = checked_result("result", body.result.as_deref())?;
+    authorize_report(&s, &caller, &body.queue, &id).await?;
     let store = &**s.client.store();
     let r = ops::complete(store, &body.queue, &id, &body.token, result).await?;
     reported(id, r)
@@ -236,28 +253,64 @@ pub(crate) async fn complete_many(
             result: result.to_string(),
         });
     }
-    let store = &**s.client.store();
-    let (_, results) = ops::complete_batch(store, &body.queue, &batch).await?;
-    let reports = batch
+    // A key limited to some tenants: the completions of other tenants' tasks are answered
+    // `not_found` each (as their own `/complete` would be) and never reach the store.
+    let refused: Vec<Option<ApiError>> = futures_util::future::join_all(
+        batch
+            .iter()
+            .map(|c| authorize_report(&s, &caller, &body.queue, &c.id)),
+    )
+    .await
+    .into_iter()
+    .map(Result::err)
+    .collect();
+    // A store failure of a check is the call's, as any store failure is (nothing applied).
+    if let Some(e) = refused
+        .iter()
+        .flatten()
+        .find(|e| e.code != ErrorCode::NotFound)
+    {
+        return Err(e.clone());
+    }
+    let (allowed, denied): (Vec<_>, Vec<_>) = batch
         .into_iter()
-        .zip(results)
+        .zip(refused)
+        .enumerate()
+        .partition(|(_, (_, r))| r.is_none());
+    let allowed: Vec<(usize, ops::Completion)> =
+        allowed.into_iter().map(|(i, (c, _))| (i, c)).collect();
+    let sent: Vec<ops::Completion> = allowed.iter().map(|(_, c)| c.clone()).collect();
+    let store = &**s.client.store();
+    let results = if sent.is_empty() {
+        Vec::new()
+    } else {
+        ops::complete_batch(store, &body.queue, &sent).await?.1
+    };
+    let mut answers: Vec<Option<(ops::Completion, Result<ops::Reported, ApiError>)>> =
+        (0..n).map(|_| None).collect();
+    for ((i, c), r) in allowed.into_iter().zip(results) {
+        answers[i] = Some((c, r.map_err(ApiError::from)));
+    }
+    for (i, (c, e)) in denied {
+        answers[i] = Some((c, Err(e.expect("partitioned on refusals"))));
+    }
+    let reports = answers
+        .into_iter()
+        .map(|a| a.expect("every completion is answered"))
         .map(|(c, r)| match r {
             Ok(r) => ItemReportJson {
                 id: c.id,
                 reported: Some(r.into()),
                 error: None,
             },
-            Err(e) => {
-                let e = ApiError::from(e);
-                ItemReportJson {
-                    id: c.id,
-                    reported: None,
-                    error: Some(ErrorDetail {
-                        code: e.code,
-                        message: e.message,
-                    }),
-                }
-            }
+            Err(e) => ItemReportJson {
+                id: c.id,
+                reported: None,
+                error: Some(ErrorDetail {
+                    code: e.code,
+                    message: e.message,
+                }),
+            },
         })
         .collect();
     Ok(Json(CompleteManyJson { reports }).into_response())
@@ -296,6 +349,7 @@ pub(crate) async fn fail(
             "error: longer than {ERROR_MAX_BYTES} bytes"
         )));
     }
+    authorize_report(&s, &caller, &body.queue, &id).await?;
     let store = &**s.client.store();
     let jitter = s.client.entropy().unit();
     let r = ops::fail(
@@ -333,10 +387,33 @@ pub(crate) async fn release(
     TaskIdPath(id): TaskIdPath,
     ApiJson(body): ApiJson<ReleaseBody, LEASE_BODY_MAX_BYTES>,
 ) -> ApiResult {
-    caller.check_queue(&body.queue)?;
+    authorize_report(&s, &caller, &body.queue, &id).await?;
     let store = &**s.client.store();
     let r = ops::release(store, &body.queue, &id, &body.token).await?;
     reported(id, r)
+}
+
+/// The queue and tenant rules of a report (heartbeat, complete, fail, release) on task `id` of
+/// `queue`: the same as a lease's. A key limited to some queues is refused the others (403); a
+/// key limited to some tenants reports only on their tasks, and a report on another tenant's
+/// task answers 404 exactly as for a task that does not exist (the token alone does not say
+/// whose task it is). The tenant is read from the task (a task's tenant never changes), one
+/// store call for keys with a tenant limit only.
+async fn authorize_report(
+    s: &AppState,
+    caller: &Caller,
+    queue: &str,
+    id: &str,
+) -> Result<(), ApiError> {
+    caller.check_queue(queue)?;
+    let Some(allowed) = caller.report_tenants() else {
+        return Ok(());
+    };
+    match s.client.get(Some(queue), id).await {
+        Ok(task) if allowed.contains(&task.tenant) => Ok(()),
+        Ok(_) | Err(orq::Error::NotFound { .. }) => Err(ApiError::task_not_found(id)),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The answer of a complete, fail or release of task `id` that ended as `r`.

@@ -60,6 +60,22 @@ fn stats_view(st: &orq::QueueStats, caller: &Caller) -> QueueStatsJson {
     v
 }
 
+/// Whether `caller` may know that the queue of `st` exists: an admin always; a tenant key with
+/// a queues list for every queue it names (its queues, whether or not they exist yet: `st` of a
+/// queue it may not use never reaches here); a tenant key without one only where its tenant is
+/// known (it submitted there, or an admin set its limits there). So a tenant key cannot tell a
+/// queue only other tenants use from one that does not exist.
+fn tenant_sees(caller: &Caller, st: &orq::QueueStats) -> bool {
+    match &caller.scope {
+        crate::auth::Scope::Admin => true,
+        crate::auth::Scope::Tenant { tenant, queues } => {
+            queues.is_some() || st.tenants.iter().any(|t| t.tenant == *tenant)
+        }
+        // Refused before any handler (`auth::authenticate`); sees nothing if it came here.
+        crate::auth::Scope::Worker { .. } => false,
+    }
+}
+
 /// A tenant's own entry, as a tenant key sees it (`share` null).
 fn own_tenant_json(t: &orq::TenantStats) -> TenantJson {
     let mut v = TenantJson::from(t);
@@ -351,20 +367,19 @@ pub(crate) async fn list_queues(
     caller: Caller,
     _: NoQuery,
 ) -> ApiResult {
-    let mut names = s.client.queues().await?;
-    names.retain(|n| caller.may_use_queue(n));
-    let stats = stats_of_queues(&s.client, &names, &query_for(&caller, 0, 0)).await?;
-    let listed = |st: &&orq::QueueStats| match &caller.scope {
-        crate::auth::Scope::Admin => true,
-        crate::auth::Scope::Tenant { tenant, queues } => {
-            queues.is_some() || st.tenants.iter().any(|t| t.tenant == *tenant)
-        }
-        // Refused before any handler (`auth::authenticate`); listed nothing if it came here.
-        crate::auth::Scope::Worker { .. } => false,
+    // A tenant key with a queues list has exactly those queues (whether they exist yet or not,
+    // so the answer tells nothing of other tenants); one without sees the queues where its
+    // tenant is known.
+    let names = match &caller.scope {
+        crate::auth::Scope::Tenant {
+            queues: Some(own), ..
+        } => own.iter().cloned().collect(),
+        _ => s.client.queues().await?,
     };
+    let stats = stats_of_queues(&s.client, &names, &query_for(&caller, 0, 0)).await?;
     let queues: Vec<_> = stats
         .iter()
-        .filter(listed)
+        .filter(|st| tenant_sees(&caller, st))
         .map(|st| stats_view(st, &caller))
         .collect();
     Ok(Json(QueuesJson { queues }).into_response())
@@ -412,12 +427,79 @@ pub(crate) async fn queue_stats(
     QueuePath(queue): QueuePath,
 ) -> ApiResult {
     caller.check_queue(&queue)?;
-    if !s.client.queues().await?.iter().any(|q| q == queue.as_str()) {
-        return Err(ApiError::not_found(format!("no queue named {queue}")));
+    let missing = || ApiError::not_found(format!("no queue named {queue}"));
+    let named = matches!(
+        &caller.scope,
+        crate::auth::Scope::Tenant {
+            queues: Some(_),
+            ..
+        }
+    );
+    if !named && !s.client.queues().await?.iter().any(|q| q == queue.as_str()) {
+        return Err(missing());
     }
     let st = s
         .client
         .stats_with(&queue, &query_for(&caller, TENANTS_PAGE_DEFAULT, 0))
         .await?;
+    // A queue only other tenants use is, to a tenant key, exactly like one that does not exist.
+    if !tenant_sees(&caller, &st) {
+        return Err(missing());
+    }
     Ok(Json(stats_view(&st, &caller)).into_response())
+}
+
+/// Delete a queue that holds no work (admin keys only): no queued, scheduled, retrying, leased
+/// or dead task (purge or replay the DLQ first). Its finished tasks, its tenants' settings and
+/// its keys are deleted and it leaves the queue list; a queue a tenant key created no longer
+/// counts against that tenant's `--tenant-queues-max`. A submit racing the delete either keeps
+/// the queue (409) or creates it anew.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/queues/{queue}",
+    tag = "queues",
+    security(("bearer" = [])),
+    params(QueueName),
+    responses(
+        (status = 200, description = "Deleted (or, with `deleted` false, partly: ask again).",
+            body = DeletedQueueJson),
+        QueueDeleteErrors,
+    ),
+)]
+pub(crate) async fn delete_queue(
+    State(s): State<AppState>,
+    caller: Caller,
+    _: NoQuery,
+    QueuePath(queue): QueuePath,
+) -> ApiResult {
+    caller.require_admin("deleting a queue")?;
+    let answer = |deleted, finished| {
+        Json(DeletedQueueJson {
+            queue: queue.to_string(),
+            deleted,
+            finished_deleted: finished,
+        })
+        .into_response()
+    };
+    let r = s.client.delete_queue(&queue).await;
+    s.queues_cache.forget();
+    s.defaults_cache.lock().unwrap().remove(queue.as_str());
+    match r? {
+        orq::client::Deleted::Deleted { finished } => Ok(answer(true, finished)),
+        orq::client::Deleted::More { finished } => Ok(answer(false, finished)),
+        orq::client::Deleted::NotFound => {
+            Err(ApiError::not_found(format!("no queue named {queue}")))
+        }
+        orq::client::Deleted::Busy {
+            queued,
+            scheduled,
+            retrying,
+            leased,
+            dead,
+        } => Err(ApiError::conflict(format!(
+            "queue {queue} holds work: {queued} queued, {scheduled} scheduled, {retrying} \
+             retrying, {leased} leased, {dead} dead; cancel or drain it and purge or replay its \
+             dead tasks first"
+        ))),
+    }
 }

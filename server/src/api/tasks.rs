@@ -53,6 +53,7 @@ pub(crate) async fn submit(
     let body = authorize_submit(&caller, body)?;
     let mut spec = spec_of(&s, body).await?;
     s.admit(std::slice::from_ref(&spec))?;
+    s.admit_queue(&caller, &spec.queue).await?;
     // Disabled (a no-op) unless this process exports traces (crate::telemetry).
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit",
         otel.kind = "server", orq.queue = %spec.queue, orq.tenant = %spec.tenant,
@@ -120,6 +121,13 @@ pub(crate) async fn submit_batch(
         })?);
     }
     s.admit(&specs)?;
+    // Each queue a tenant key brings into existence is counted (a refusal after another queue
+    // of the batch was created leaves that one, empty and counted, for an admin to delete).
+    let queues: std::collections::BTreeSet<&str> =
+        specs.iter().map(|sp| sp.queue.as_str()).collect();
+    for q in queues {
+        s.admit_queue(&caller, q).await?;
+    }
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit_batch",
         otel.kind = "server", orq.tasks = specs.len());
     crate::telemetry::continue_trace(&span, &headers);
@@ -165,7 +173,8 @@ pub(crate) struct TraceHeaders {
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ById {
-    /// The task's queue (without it, every known queue is searched).
+    /// The task's queue (without it, the queues the key may use are searched, at most 64: more
+    /// is a 400 asking for it).
     #[param(value_type = Option<String>, pattern = "^[A-Za-z0-9._-]{1,64}$")]
     queue: Option<Name>,
 }
@@ -181,7 +190,21 @@ async fn visible_task(
     if queue.is_some_and(|q| !caller.may_use_queue(q)) {
         return Err(ApiError::task_not_found(id));
     }
-    let task = s.client.get(queue, id).await?;
+    // Without a queue, only the queues the caller may use are searched (a tenant key with a
+    // queues list: those), at most orq::client::LOOKUP_QUEUES_MAX (400 asking for the queue
+    // beyond).
+    let task = match (queue, &caller.scope) {
+        (
+            None,
+            crate::auth::Scope::Tenant {
+                queues: Some(own), ..
+            },
+        ) => {
+            let among: Vec<String> = own.iter().cloned().collect();
+            s.client.get_among(&among, id).await?
+        }
+        _ => s.client.get(queue, id).await?,
+    };
     if caller.sees(&task.queue, &task.tenant) {
         Ok(task)
     } else {

@@ -14,6 +14,27 @@ pub enum Message {
 }
 
 impl Message {
+    /// The SSE event as `caller` receives it under `auth`: [`Message::to_event`], except that a
+    /// tenant key's event ids (the `id:` line and `data`'s `stream_id`) are sealed
+    /// ([`Auth::cursor_out`]): a stream id's sequence part counts every tenant's events in the
+    /// queue. Its `Last-Event-ID` is opened again by [`Auth::cursor_in`].
+    pub fn to_event_for(&self, auth: &crate::auth::Auth, caller: &Caller) -> Event {
+        let Message::Entry(e) = self else {
+            return self.to_event();
+        };
+        if caller.tenant().is_none() || !matches!(auth, crate::auth::Auth::Keys(_)) {
+            return self.to_event();
+        }
+        let sealed = auth.cursor_out(caller, e.stream_id.clone());
+        let mut data: serde_json::Value =
+            serde_json::from_str(&e.data).unwrap_or_else(|_| json!({}));
+        data["stream_id"] = json!(sealed);
+        Event::default()
+            .id(format!("{}/{}", e.queue, sealed))
+            .event(e.class)
+            .data(data.to_string())
+    }
+
     /// The SSE event: `id: <queue>/<stream-id>`, `event: task|queue`, `data: <LiveEvent data>`;
     /// or `event: lagged`, `data: {"skipped": n|null}`.
     pub fn to_event(&self) -> Event {
@@ -70,7 +91,7 @@ pub fn messages(
     rx: broadcast::Receiver<Arc<LiveEvent>>,
     filter: EventFilter,
     shutdown: CancellationToken,
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Option<super::ClientSlot>,
 ) -> impl Stream<Item = Message> + Send + 'static {
     struct St {
         pending: VecDeque<Message>,
@@ -79,7 +100,7 @@ pub fn messages(
         /// The last entry resent: (queue, stream id). Broadcast entries up to it are skipped.
         resent_upto: Option<(String, (u64, u64))>,
         shutdown: CancellationToken,
-        _slot: Option<OwnedSemaphorePermit>,
+        _slot: Option<super::ClientSlot>,
     }
     let resent_upto = resent
         .last()

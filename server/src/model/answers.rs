@@ -430,6 +430,19 @@ pub struct PausedJson {
     pub paused: bool,
 }
 
+/// `DELETE /queues/{queue}`.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = DeletedQueue)]
+pub struct DeletedQueueJson {
+    /// Queue name.
+    pub queue: String,
+    /// True when the queue is gone; false when it still held more finished tasks than one
+    /// call deletes (it holds no work: ask again to delete the rest).
+    pub deleted: bool,
+    /// Finished (completed, cancelled) tasks this call deleted with the queue.
+    pub finished_deleted: u64,
+}
+
 /// `POST /queues/{queue}/drain`.
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = Drained)]

@@ -1,0 +1,107 @@
+//! A queue's life on every deployment: created within a tenant's allowance (counted in the
+//! registry's slot), deleted only when it holds no work, its finished tasks and keys with it,
+//! and a deleted name that is a fresh queue when used again.
+
+use crate::common::{spec, Env};
+use orq::client::{Created, Deleted};
+use orq::Status;
+
+// Goal: a tenant creates at most its allowance of queues; an existing queue is not counted
+// again, and another tenant has its own allowance.
+// Method: an allowance of 2; three creates by acme, one by bolt, one of an existing queue.
+async fn queues_are_created_within_a_tenants_allowance(env: Env) {
+    let c = &env.client;
+    assert_eq!(
+        c.create_queue("a1", "acme", 2).await.unwrap(),
+        Created::Created { count: 1 }
+    );
+    assert_eq!(
+        c.create_queue("a1", "acme", 2).await.unwrap(),
+        Created::Existed { count: 1 }
+    );
+    assert_eq!(
+        c.create_queue("a2", "acme", 2).await.unwrap(),
+        Created::Created { count: 2 }
+    );
+    assert_eq!(
+        c.create_queue("a3", "acme", 2).await.unwrap(),
+        Created::Refused { count: 2 }
+    );
+    assert_eq!(
+        c.create_queue("b1", "bolt", 2).await.unwrap(),
+        Created::Created { count: 1 }
+    );
+    let queues = c.queues().await.unwrap();
+    assert_eq!(
+        queues,
+        ["a1", "a2", "b1"],
+        "a refused queue is not registered"
+    );
+}
+
+// Goal: a queue that holds work is not deleted (nothing is); once its tasks are finished it is
+// deleted with them, its allowance is given back, and the name used again is a fresh queue that
+// workers serving every queue see.
+// Method: a scheduled task blocks the delete; cancelled, the delete removes queue and task;
+// acme can then create another; a submit to the deleted name registers it again.
+async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
+    let c = &env.client;
+    assert_eq!(
+        c.create_queue("q", "acme", 1).await.unwrap(),
+        Created::Created { count: 1 }
+    );
+    let sub = c
+        .submit(spec("q", "echo", "{}").delay_ms(600_000))
+        .await
+        .unwrap();
+    let done = c
+        .submit(spec("q", "echo", "{}").delay_ms(600_000))
+        .await
+        .unwrap();
+    c.cancel(Some("q"), &done.task.id).await.unwrap();
+    match c.delete_queue("q").await.unwrap() {
+        Deleted::Busy { scheduled, .. } => assert_eq!(scheduled, 1),
+        other => panic!("a queue with a scheduled task was deleted: {other:?}"),
+    }
+    assert_eq!(c.queues().await.unwrap(), ["q"], "back in the registry");
+    assert_eq!(env.get("q", &sub.task.id).await.status, Status::Scheduled);
+    assert_eq!(
+        c.create_queue("r", "acme", 1).await.unwrap(),
+        Created::Refused { count: 1 }
+    );
+
+    c.cancel(Some("q"), &sub.task.id).await.unwrap();
+    assert_eq!(
+        c.delete_queue("q").await.unwrap(),
+        Deleted::Deleted { finished: 2 }
+    );
+    assert_eq!(c.delete_queue("q").await.unwrap(), Deleted::NotFound);
+    assert!(c.queues().await.unwrap().is_empty());
+    assert!(matches!(
+        c.get(Some("q"), &sub.task.id).await,
+        Err(orq::Error::NotFound { .. })
+    ));
+    let stats = env.stats("q").await;
+    assert_eq!(
+        stats.counts[&Status::Cancelled],
+        0,
+        "the queue's counters went too"
+    );
+    assert_eq!(
+        c.create_queue("r", "acme", 1).await.unwrap(),
+        Created::Created { count: 1 }
+    );
+
+    // Another client (another process) that recorded `q` before: its next submit finds the
+    // queue new to the store and records it again.
+    let again = c.submit(spec("q", "echo", "{}")).await.unwrap();
+    assert_eq!(c.queues().await.unwrap(), ["q", "r"]);
+    assert_eq!(env.lease("q", "w-1", 10).await.tasks[0].id, again.task.id);
+}
+
+pub fn cases() -> Vec<crate::deployment::Case> {
+    cases![
+        queues_are_created_within_a_tenants_allowance,
+        a_queue_is_deleted_only_when_it_holds_no_work,
+    ]
+}
