@@ -279,7 +279,14 @@ export interface paths {
         get: operations["queue_stats"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Delete a queue that holds no work (admin keys only): no queued, scheduled, retrying, leased
+         *     or dead task (purge or replay the DLQ first). Its finished tasks, its tenants' settings and
+         *     its keys are deleted and it leaves the queue list; a queue a tenant key created no longer
+         *     counts against that tenant's `--tenant-queues-max`. A submit racing the delete either keeps
+         *     the queue (409) or creates it anew.
+         */
+        delete: operations["delete_queue"];
         options?: never;
         head?: never;
         patch?: never;
@@ -807,6 +814,21 @@ export interface components {
             queued: number;
             retrying: number;
             scheduled: number;
+        };
+        /** @description `DELETE /queues/{queue}`. */
+        DeletedQueue: {
+            /**
+             * @description True when the queue is gone; false when it still held more finished tasks than one
+             *     call deletes (it holds no work: ask again to delete the rest).
+             */
+            deleted: boolean;
+            /**
+             * Format: int64
+             * @description Finished (completed, cancelled) tasks this call deleted with the queue.
+             */
+            finished_deleted: number;
+            /** @description Queue name. */
+            queue: string;
         };
         /** @description `POST /queues/{queue}/drain`. */
         Drained: {
@@ -1797,7 +1819,10 @@ export interface operations {
     purge_one: {
         parameters: {
             query?: {
-                /** @description The task's queue (without it, every known queue is searched). */
+                /**
+                 * @description The task's queue (without it, the queues the key may use are searched, at most 64: more
+                 *     is a 400 asking for it).
+                 */
                 queue?: string;
             };
             header?: never;
@@ -1829,7 +1854,10 @@ export interface operations {
     replay_one: {
         parameters: {
             query?: {
-                /** @description The task's queue (without it, every known queue is searched). */
+                /**
+                 * @description The task's queue (without it, the queues the key may use are searched, at most 64: more
+                 *     is a 400 asking for it).
+                 */
                 queue?: string;
             };
             header?: never;
@@ -1864,7 +1892,7 @@ export interface operations {
                 queue?: string;
             };
             header?: {
-                /** @description `<queue>/<stream-id>`: first resend that queue's entries after it (empty: none). */
+                /** @description `<queue>/<event id>`, an event's `id` as received (a stream id `<ms>-<n>`; sealed, in hex, for a tenant key): first resend that queue's entries after it (empty: none). */
                 "Last-Event-ID"?: string | null;
             };
             path?: never;
@@ -2179,6 +2207,35 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    delete_queue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Queue name. */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted (or, with `deleted` false, partly: ask again). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeletedQueue"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             503: components["responses"]["Unavailable"];
         };
     };
@@ -2637,7 +2694,10 @@ export interface operations {
     get_task: {
         parameters: {
             query?: {
-                /** @description The task's queue (without it, every known queue is searched). */
+                /**
+                 * @description The task's queue (without it, the queues the key may use are searched, at most 64: more
+                 *     is a 400 asking for it).
+                 */
                 queue?: string;
             };
             header?: never;
@@ -2667,7 +2727,10 @@ export interface operations {
     cancel_task: {
         parameters: {
             query?: {
-                /** @description The task's queue (without it, every known queue is searched). */
+                /**
+                 * @description The task's queue (without it, the queues the key may use are searched, at most 64: more
+                 *     is a 400 asking for it).
+                 */
                 queue?: string;
             };
             header?: never;
