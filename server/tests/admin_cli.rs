@@ -286,6 +286,24 @@ async fn admin_commands_against_a_live_orq() {
     assert_eq!(live.json(&["queues", "stats", "mail"])["paused"], false);
     live.expect(0, &["queues", "drain", "mail"], &[]);
 
+    // Deleting a queue: refused (1) while it holds work, then done; gone from the list (3).
+    let spare = live
+        .post(
+            "/tasks",
+            json!({"queue": "spare", "payload": 1, "delay_ms": 600_000}),
+        )
+        .await;
+    let (_, err) = live.expect(1, &["queues", "delete", "spare"], &[]);
+    assert!(err.contains("1 scheduled"), "{err}");
+    let spare_id = spare["id"].as_str().unwrap();
+    live.json(&["tasks", "cancel", spare_id, "--queue", "spare"]);
+    let (out, _) = live.expect(0, &["queues", "delete", "spare"], &[]);
+    assert!(
+        out.contains("queue spare deleted (1 finished task(s) with it)"),
+        "{out}"
+    );
+    live.expect(3, &["queues", "stats", "spare"], &[]);
+
     // A task submitted under a trace context shows it; one without has no such rows.
     let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let traced = live
