@@ -109,14 +109,13 @@ impl Client {
     pub async fn delete_queue(&self, queue: &str) -> Result<Deleted> {
         let op = "delete_queue";
         check_queue(op, queue)?;
-        if !self.queues().await?.iter().any(|q| q == queue) {
-            return Ok(Deleted::NotFound);
-        }
-        // Out of the registry first (design note 67 has the race this order closes).
-        let creator = self.unregister_queue(queue).await?;
+        // Out of the registry first (design note 67 has the race this order closes). A name
+        // that was not there is a queue that does not exist, unless an earlier delete stopped
+        // half-way (its name out, its keys still there): the drop calls below finish that one.
+        let (was_registered, creator) = self.unregister_queue(queue).await?;
         self.registered.lock().unwrap().remove(queue);
         let mut finished = 0u64;
-        for _ in 0..DROP_ROUNDS_MAX {
+        for round in 0..DROP_ROUNDS_MAX {
             let reply = call(
                 &*self.store,
                 "configure",
@@ -141,6 +140,9 @@ impl Client {
             match str_at(op, it, 1)? {
                 "dropped" => {
                     finished += int_at(op, it, 2)?.max(0) as u64;
+                    if !was_registered && round == 0 && finished == 0 {
+                        return Ok(Deleted::NotFound);
+                    }
                     return Ok(Deleted::Deleted { finished });
                 }
                 "more" => finished += int_at(op, it, 2)?.max(0) as u64,
@@ -166,8 +168,9 @@ impl Client {
         Ok(Deleted::More { finished })
     }
 
-    /// Take `queue` out of the registry; returns the tenant that created it ('' for none).
-    async fn unregister_queue(&self, queue: &str) -> Result<String> {
+    /// Take `queue` out of the registry; returns whether it was there and the tenant that
+    /// created it ('' for none).
+    async fn unregister_queue(&self, queue: &str) -> Result<(bool, String)> {
         let op = "delete_queue";
         let reply = eval(
             &*self.store,
@@ -178,7 +181,7 @@ impl Client {
         )
         .await?;
         let it = items(op, &reply, "")?;
-        Ok(str_at(op, it, 2)?.to_string())
+        Ok((int_at(op, it, 1)? == 1, str_at(op, it, 2)?.to_string()))
     }
 
     /// Put `queue` back in the registry after a delete that did not finish, counted against

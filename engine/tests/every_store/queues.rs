@@ -99,9 +99,54 @@ async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
     assert_eq!(env.lease("q", "w-1", 10).await.tasks[0].id, again.task.id);
 }
 
+// Goal: a delete that stopped half-way (its name out of the registry, as after a crash between
+// the two steps) is finished or undone by asking again: a queue that still holds work is put
+// back in the registry, so workers serving every queue see its tasks again.
+// Method: take the name out with the registry script alone, then ask for the delete.
+async fn a_delete_stopped_half_way_is_undone_by_asking_again(env: Env) {
+    let c = &env.client;
+    let sub = c
+        .submit(spec("q", "echo", "{}").delay_ms(600_000))
+        .await
+        .unwrap();
+    let keys = [
+        orq::keys::QUEUES_KEY.to_string(),
+        orq::keys::CREATORS_KEY.to_string(),
+    ];
+    env.store
+        .eval(
+            orq_lua::script("queues"),
+            &keys,
+            &[b"remove".to_vec(), b"q".to_vec()],
+        )
+        .await
+        .unwrap();
+    assert!(c.queues().await.unwrap().is_empty(), "the crash's half");
+    assert!(matches!(
+        c.delete_queue("q").await.unwrap(),
+        Deleted::Busy { scheduled: 1, .. }
+    ));
+    assert_eq!(c.queues().await.unwrap(), ["q"], "back in the registry");
+    c.cancel(Some("q"), &sub.task.id).await.unwrap();
+    env.store
+        .eval(
+            orq_lua::script("queues"),
+            &keys,
+            &[b"remove".to_vec(), b"q".to_vec()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        c.delete_queue("q").await.unwrap(),
+        Deleted::Deleted { finished: 1 }
+    );
+    assert_eq!(c.delete_queue("q").await.unwrap(), Deleted::NotFound);
+}
+
 pub fn cases() -> Vec<crate::deployment::Case> {
     cases![
         queues_are_created_within_a_tenants_allowance,
         a_queue_is_deleted_only_when_it_holds_no_work,
+        a_delete_stopped_half_way_is_undone_by_asking_again,
     ]
 }
