@@ -1,10 +1,10 @@
-//! The dashboard: the Next.js static export served at `/` from a directory or from the copy
-//! embedded in the binary ([`Source`], [`crate::dashboard_files`]), with cache headers, a page that
+//! The dashboard: the Next.js static export served at `/` from a directory (its regular files
+//! only: `dashboard/dir.rs`) or from the copy embedded in the binary ([`Source`],
+//! [`crate::dashboard_files`]), with cache headers, a page that
 //! says how to build it when it is missing, and the npm build `orq serve` runs when the export is
 //! missing but its sources are there.
 
 use crate::dashboard_files::{self, Files};
-use axum::body::Body;
 use axum::extract::Request;
 use axum::http::header::{self, CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
-use tower::ServiceExt;
-use tower_http::services::{ServeDir, ServeFile};
+
+mod dir;
 
 /// The source checkout's `dashboard/out` (a compile-time path, next to this crate): the directory
 /// served when no `--dashboard` is given and the binary embeds no dashboard.
@@ -110,8 +110,9 @@ pub fn is_built(dir: &Path) -> bool {
 /// `404.html` with status 404; methods other than GET and HEAD answer a typed 405. When `dir` has no
 /// `index.html`, `/` answers a page that says how to build the dashboard (and other paths the
 /// same page with 404). Every answer carries `Cache-Control` ([`CACHE_IMMUTABLE`] under
-/// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere). A directory is served by `tower-http`'s
-/// `ServeDir` (with `Last-Modified`); other files by [`dashboard_files::serve`] (with an `ETag`).
+/// `/_next/static/`, [`CACHE_REVALIDATE`] elsewhere). A directory serves only the regular files
+/// inside it, no dotfiles and nothing a symbolic link leads out to (`dashboard/dir.rs`, with
+/// `Last-Modified`); other files are served by [`dashboard_files::serve`] (with an `ETag`).
 pub async fn serve(source: Option<&Source>, req: Request) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         // A typed error like every other answer, not an empty 405.
@@ -128,15 +129,7 @@ pub async fn serve(source: Option<&Source>, req: Request) -> Response {
     let mut resp = match source.filter(|s| s.is_built()) {
         None => missing(&req),
         Some(Source::Files(files)) => dashboard_files::serve(files.as_ref(), &req),
-        Some(Source::Dir(dir)) => {
-            let files = ServeDir::new(dir)
-                .append_index_html_on_directories(true)
-                .not_found_service(ServeFile::new(dir.join("404.html")));
-            match files.oneshot(req).await {
-                Ok(r) => r.map(Body::new),
-                Err(never) => match never {},
-            }
-        }
+        Some(Source::Dir(dir)) => dir::serve(dir, req).await,
     };
     // A 304 carries the header too: it replaces the one the browser stored with the file.
     let cache =
@@ -277,6 +270,7 @@ async fn run_npm(npm: &Path, project: &Path, args: &[&str]) -> Result<(), String
 mod tests {
     use super::*;
     use crate::dashboard_files::MemFiles;
+    use axum::body::Body;
 
     #[test]
     fn an_explicit_dir_wins_then_the_embedded_export_then_the_default_dir() {

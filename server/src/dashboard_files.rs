@@ -86,9 +86,12 @@ impl Files for MemFiles {
 }
 
 /// The export's path of a request path (`/tasks/` → `tasks/index.html`, `/` → `index.html`),
-/// percent-decoded; `None` for a path that cannot name a file in the export (`..`, `.`, empty
-/// segments inside it, a backslash or NUL, bad UTF-8).
-fn export_path(uri_path: &str) -> Option<String> {
+/// percent-decoded; `None` for a path that cannot name a file in the export: a segment that
+/// starts with a dot (`..`, `.`, and every dotfile or dot directory: `.env`, `.git/config`,
+/// `.well-known/`, which a static export never holds and a directory given with `--dashboard`
+/// may), empty segments inside it, a backslash or NUL, bad UTF-8. Shared by both sources, the
+/// directory's ([`crate::dashboard`]) and [`Files`].
+pub(crate) fn export_path(uri_path: &str) -> Option<String> {
     let decoded = percent_encoding::percent_decode_str(uri_path)
         .decode_utf8()
         .ok()?;
@@ -97,7 +100,7 @@ fn export_path(uri_path: &str) -> Option<String> {
         Some((d, n)) => (Some(d), n),
         None => (None, rel),
     };
-    let ok = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['\\', '\0']);
+    let ok = |s: &str| !s.is_empty() && !s.starts_with('.') && !s.contains(['\\', '\0']);
     if dir.is_some_and(|d| !d.split('/').all(ok)) || !(name.is_empty() || ok(name)) {
         return None;
     }
@@ -217,6 +220,11 @@ mod tests {
             ("_next/static/chunks/a1.js", b"let a = 1;"),
             ("favicon.ico", b"\0\0\x01\0"),
             ("data.unknownext", b"?"),
+            // What a static export never holds and a copied directory may: never served.
+            (".env", b"SECRET=1"),
+            (".git/config", b"[remote]"),
+            (".well-known/security.txt", b"Contact: x"),
+            ("tasks/.hidden", b"x"),
         ])
     }
 
@@ -285,6 +293,12 @@ mod tests {
             "/a%5cb",
             "/%00",
             "/%ff",
+            "/.env",
+            "/%2eenv",
+            "/.git/config",
+            "/.git/",
+            "/.well-known/security.txt",
+            "/tasks/.hidden",
         ] {
             let r = serve(&f, &req(Method::GET, uri));
             assert_eq!(r.status(), StatusCode::NOT_FOUND, "{uri}");

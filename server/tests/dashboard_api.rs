@@ -3,9 +3,10 @@
 //! the event stream (SSE), the workers and metrics views, and the simulation timelines; with the
 //! bad inputs of each (a typed 4xx, never a 500).
 //!
-//! Why this file is long (about 970 lines): it covers the four things the dashboard uses (static
-//! files and their build with npm, about 300 lines; the event stream, about 190; workers and
-//! metrics, about 200; timelines, about 135) plus the real `orq api` process that wires them.
+//! Why this file is long (about 1,070 lines): it covers the four things the dashboard uses
+//! (static files, what a directory may not serve, and their build with npm, about 400 lines; the
+//! event stream, about 190; workers and metrics, about 200; timelines, about 135) plus the real
+//! `orq api` process that wires them.
 //! Each file under `tests/` is its own binary linking the whole server, so they stay together
 //! instead of adding binaries.
 
@@ -202,6 +203,94 @@ async fn missing_dashboard_says_how_to_build_it_and_the_api_still_works() {
         let (s, v) = app.call(GET, "/api/v1/nope", None).await;
         assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, "not_found"));
     }
+}
+
+// Goal: `--dashboard DIR` serves only regular files inside DIR. A symbolic link to a file
+// outside, a linked directory that leads out (the system's `etc`, as the issue found it), a
+// dotfile, a dot directory and a link inside DIR to a dotfile each answer the 404 page like a
+// missing file, however the path is spelled and whatever the method, while the ordinary files
+// and a link that stays inside are served. Method: a temporary export holding each of them,
+// through the router on the embedded store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dashboard_directory_serves_only_regular_files_inside_it() {
+    let root = tempfile::tempdir().unwrap();
+    let out = fake_export(root.path());
+    let outside = root.path().join("etc");
+    write(&outside.join("passwd"), "root:x:0:0:SECRET");
+    write(&out.join(".env"), "TOKEN=SECRET");
+    write(&out.join(".git/config"), "[remote] SECRET");
+    write(&out.join(".well-known/security.txt"), "SECRET");
+    write(&out.join("tasks/.hidden"), "SECRET");
+    let link = |to: &Path, at: &str| std::os::unix::fs::symlink(to, out.join(at)).unwrap();
+    link(&root.path().join("secret.txt"), "notes.txt");
+    link(&outside, "etc");
+    link(&out.join(".env"), "env.txt");
+    link(&out.join(".git"), "git");
+    link(&out.join("tasks/index.html"), "also-tasks.html");
+    let (app, _) = TestApp::embedded(false, vec![], |s| s.with_dashboard(out.clone()));
+    let r = &app.router;
+
+    for uri in [
+        "/notes.txt",
+        "/etc/passwd",
+        "/etc/",
+        "/etc",
+        "/.env",
+        "/%2eenv",
+        "/%2Eenv",
+        "/.git/config",
+        "/.git/",
+        "/.well-known/security.txt",
+        "/tasks/.hidden",
+        "/env.txt",
+        "/git/config",
+    ] {
+        for method in [GET, Method::HEAD] {
+            let req = Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap();
+            let resp = send(r, req).await;
+            let status = resp.status();
+            let body = text(resp).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {uri}: {body}");
+            assert!(
+                !body.contains("SECRET") && !body.contains("do not serve"),
+                "{uri}: {body}"
+            );
+            if method == GET {
+                assert_eq!(body, "<html>custom not found</html>", "{uri}");
+            }
+        }
+    }
+    // A conditional request for a missing file still gets the whole 404 page.
+    let req = Request::builder()
+        .uri("/.env")
+        .header(header::IF_MODIFIED_SINCE, "Sat, 01 Jan 2100 00:00:00 GMT")
+        .body(Body::empty())
+        .unwrap();
+    let resp = send(r, req).await;
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    assert_eq!(text(resp).await, "<html>custom not found</html>");
+
+    // Ordinary files, and a link that stays inside DIR, are served as before.
+    for (uri, want) in [
+        ("/", "<html>queues home</html>"),
+        ("/tasks/", "<html>tasks page</html>"),
+        ("/also-tasks.html", "<html>tasks page</html>"),
+        ("/_next/static/chunks/app-3f9a.js", "console.log('app')"),
+    ] {
+        let resp = send(r, get(uri)).await;
+        assert_eq!(resp.status(), StatusCode::OK, "{uri}");
+        assert!(!header_of(&resp, header::LAST_MODIFIED).is_empty(), "{uri}");
+        assert_eq!(text(resp).await, want, "{uri}");
+    }
+    let resp = send(r, get("/also-tasks.html")).await;
+    assert!(header_of(&resp, header::CONTENT_TYPE).starts_with("text/html"));
+    let resp = send(r, get("/tasks?x=1")).await;
+    assert_eq!(resp.status(), StatusCode::TEMPORARY_REDIRECT);
+    assert_eq!(header_of(&resp, header::LOCATION), "/tasks/?x=1");
 }
 
 /// One parsed SSE message.
