@@ -184,6 +184,7 @@ pub fn app(state: AppState) -> Router {
             state.loopback_hosts_only,
             crate::loopback_host::refuse_other_hosts,
         ))
+        .layer(axum::middleware::from_fn(crate::security_headers::add)) // on every answer
         .with_state(state)
 }
 

@@ -35,10 +35,13 @@ pub const NPM_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// Lines of npm's output logged when a build step fails (its tail says why).
 pub const NPM_LOG_LINES_MAX: usize = 30;
 
-/// The page answered when the dashboard directory holds no `index.html`.
+/// The page answered when the dashboard directory holds no `index.html`. Its style is a `<style>`
+/// element, which the page's Content-Security-Policy lists by its hash (`security_headers.rs`);
+/// a `style` attribute would be blocked.
 const MISSING_HTML: &str = "<!doctype html>
-<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orq: dashboard not built</title></head>
-<body style=\"font-family: sans-serif; max-width: 40em; margin: 3em auto\">
+<html lang=\"en\"><head><meta charset=\"utf-8\"><title>orq: dashboard not built</title>
+<style>body { font-family: sans-serif; max-width: 40em; margin: 3em auto }</style></head>
+<body>
 <h1>orq: the dashboard is not built</h1>
 <p>The API is running at <a href=\"/api/v1/queues\"><code>/api/v1</code></a>; only the web
 dashboard is missing. Build it from the repository's root with</p>

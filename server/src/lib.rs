@@ -26,6 +26,7 @@ pub mod openapi_errors;
 pub mod pull;
 pub mod ratelimit;
 pub mod redis_checks;
+pub mod security_headers;
 pub mod serve;
 pub mod simulations;
 pub mod telemetry;

@@ -1,10 +1,11 @@
 //! Hostile input: names that could break out of a Redis key, ids that are not ULIDs, bodies too
 //! large, too deep or not UTF-8, numbers and times out of range, clients that send slowly, a
 //! flood of submits from one tenant, handler errors too long to store, an `http` task redirected
-//! outside its allow-list, and a Redis that may evict orq's keys. Every answer must be the typed
-//! 4xx the README promises (the fixture fails on any 5xx but 503).
+//! outside its allow-list, a Redis that may evict orq's keys, and web pages that would write
+//! cross-site, rebind a name to orq or frame it. Every answer must be the typed 4xx the README
+//! promises (the fixture fails on any 5xx but 503).
 //!
-//! Why this file is long (about 890 lines): each kind of hostile input is its own test with its own
+//! Why this file is long (about 1,330 lines): each kind of hostile input is its own test with its own
 //! table of inputs (the names test alone is about 150 lines). Each file under `tests/` is its own
 //! binary linking the whole server, so they stay together instead of adding binaries.
 
@@ -1075,4 +1076,258 @@ async fn a_keyless_orq_answers_only_loopback_host_names() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "the check off: {v}");
+}
+
+/// An answer's status and headers, and its body unless it is an event stream (which never ends).
+async fn answer(
+    router: &axum::Router,
+    req: axum::http::Request<axum::body::Body>,
+) -> (StatusCode, axum::http::HeaderMap, String) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let resp = router.clone().oneshot(req).await.unwrap();
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let stream = headers
+        .get("content-type")
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if stream {
+        return (status, headers, String::new());
+    }
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+/// `'sha256-<base64>'` of `text`: a CSP hash source, computed here rather than by the server.
+fn csp_hash(text: &str) -> String {
+    use base64::prelude::{Engine as _, BASE64_STANDARD};
+    use sha2::Digest;
+    format!(
+        "'sha256-{}'",
+        BASE64_STANDARD.encode(sha2::Sha256::digest(text.as_bytes()))
+    )
+}
+
+/// Asserts that `h` (of an answer to `what` with `status`) carries the headers that keep web pages
+/// from framing, sniffing or following orq, and returns its Content-Security-Policy ("" on a 304,
+/// which has none: the browser keeps the one it stored with the page).
+fn guarded(what: &str, status: StatusCode, h: &axum::http::HeaderMap) -> String {
+    let one = |name: &str| {
+        let all: Vec<_> = h.get_all(name).iter().collect();
+        assert_eq!(all.len(), 1, "{what} ({status}): one {name}: {h:?}");
+        all[0].to_str().unwrap().to_string()
+    };
+    assert_eq!(one("x-frame-options"), "DENY", "{what}");
+    assert_eq!(one("x-content-type-options"), "nosniff", "{what}");
+    assert_eq!(one("referrer-policy"), "same-origin", "{what}");
+    if status == StatusCode::NOT_MODIFIED {
+        assert!(h.get("content-security-policy").is_none(), "{what}: {h:?}");
+        return String::new();
+    }
+    let csp = one("content-security-policy");
+    for directive in [
+        "frame-ancestors 'none'",
+        "default-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+    ] {
+        assert!(
+            csp.split(';').any(|d| d.trim() == directive),
+            "{what}: {directive} in {csp}"
+        );
+    }
+    assert!(!csp.contains("unsafe"), "{what}: {csp}");
+    csp
+}
+
+// Goal: no page can frame orq's answers, have them sniffed as another type or learn a dashboard
+// address from the Referer: every answer carries X-Frame-Options DENY, nosniff, Referrer-Policy
+// same-origin and a Content-Security-Policy with frame-ancestors 'none' (and no 'unsafe-*'),
+// whatever it is: dashboard pages, files, the 404 page, the redirect, the typed 405, the page
+// that says the dashboard is not built, every route the router declares (whatever it answers,
+// the event stream included), unknown API routes, 401 and 403 from keys, the cross-site and Host
+// refusals. An HTML page's policy allows exactly its own inline scripts and styles by hash; a 304
+// carries the headers but no policy (the browser keeps the page's). Method: routers on the
+// embedded store; a fake export whose pages hold inline scripts and a style, hashed here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_answer_refuses_framing_and_sniffing_and_carries_the_policy() {
+    use axum::body::Body;
+    use axum::http::Request;
+    use orq_server::auth::{toml_entry, ApiKeys, Auth, Scope};
+    let root = tempfile::tempdir().unwrap();
+    let out = root.path().join("out");
+    let write = |p: &str, text: &str| {
+        let p = out.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let (home_js, home_css, lost_js) = ("self.x=1", "p{color:red}", "lost()");
+    write(
+        "index.html",
+        &format!(
+            "<html><head><script src=\"/_next/static/a.js\"></script><script>{home_js}</script>\
+             <style>{home_css}</style></head><body>home</body></html>"
+        ),
+    );
+    write("tasks/index.html", "<html>tasks</html>");
+    write(
+        "404.html",
+        &format!("<html><script>{lost_js}</script></html>"),
+    );
+    write("_next/static/a.js", "console.log(1)");
+    let (app, _) = TestApp::embedded(false, vec![], |s| s.with_dashboard(out.clone()));
+    let r = &app.router;
+    let get = |uri: &str| Request::get(uri).body(Body::empty()).unwrap();
+
+    // Dashboard pages: each policy lists its own inline elements, and only those.
+    let (s, h, body) = answer(r, get("/")).await;
+    assert_eq!((s, body.contains("home")), (StatusCode::OK, true));
+    let csp = guarded("GET /", s, &h);
+    assert!(
+        csp.ends_with(&format!(
+            "; script-src 'self' {}; style-src 'self' {}",
+            csp_hash(home_js),
+            csp_hash(home_css)
+        )),
+        "{csp}"
+    );
+    let (s, h, body) = answer(r, get("/nope")).await;
+    assert_eq!((s, body.contains(lost_js)), (StatusCode::NOT_FOUND, true));
+    let csp = guarded("GET /nope", s, &h);
+    assert!(
+        csp.ends_with(&format!("; script-src 'self' {}", csp_hash(lost_js))),
+        "{csp}"
+    );
+    // Files, the redirect, the typed 405: the policy without hashes.
+    let post = Request::post("/").body(Body::empty()).unwrap();
+    for (what, req, want) in [
+        ("asset", get("/_next/static/a.js"), StatusCode::OK),
+        ("redirect", get("/tasks"), StatusCode::TEMPORARY_REDIRECT),
+        ("405", post, StatusCode::METHOD_NOT_ALLOWED),
+        ("a dotfile", get("/.env"), StatusCode::NOT_FOUND),
+    ] {
+        let (s, h, _) = answer(r, req).await;
+        assert_eq!(s, want, "{what}");
+        let csp = guarded(what, s, &h);
+        assert!(
+            !csp.contains("sha256") || what == "a dotfile",
+            "{what}: {csp}"
+        );
+    }
+    // Revalidations: 304 with the headers, without a policy.
+    for uri in ["/", "/_next/static/a.js"] {
+        let (_, h, _) = answer(r, get(uri)).await;
+        let modified = h["last-modified"].clone();
+        let req = Request::get(uri)
+            .header("if-modified-since", modified)
+            .body(Body::empty())
+            .unwrap();
+        let (s, h, _) = answer(r, req).await;
+        assert_eq!(s, StatusCode::NOT_MODIFIED, "{uri}");
+        guarded(uri, s, &h);
+    }
+
+    // Every route the router declares, whatever it answers to an empty request.
+    for (method, path) in common::declared_routes() {
+        let uri = path
+            .replace("{id}", "01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{queue}", "hdrq")
+            .replace("{tenant}", "t")
+            .replace("{name}", "x.jsonl");
+        let req = Request::builder()
+            .method(method.as_str())
+            .uri(&uri)
+            .header("content-type", "application/json")
+            .body(Body::empty())
+            .unwrap();
+        let (s, h, body) = answer(r, req).await;
+        guarded(&format!("{method} {uri}"), s, &h);
+        assert!(
+            s.as_u16() < 500 || s.as_u16() == 503,
+            "{method} {uri}: {s} {body}"
+        );
+    }
+    // Unknown API routes, a method a route does not take, a malformed body.
+    for (what, req) in [
+        ("unknown route", get("/api/v1/nope")),
+        (
+            "405 on the API",
+            Request::delete("/api/v1/tasks")
+                .body(Body::empty())
+                .unwrap(),
+        ),
+        (
+            "400",
+            Request::post("/api/v1/tasks")
+                .header("content-type", "application/json")
+                .body(Body::from("{"))
+                .unwrap(),
+        ),
+        (
+            "cross-site refusal",
+            Request::post("/api/v1/tasks")
+                .header("sec-fetch-site", "cross-site")
+                .body(Body::from(r#"{"payload":1}"#))
+                .unwrap(),
+        ),
+    ] {
+        let (s, h, _) = answer(r, req).await;
+        assert!(s.is_client_error(), "{what}: {s}");
+        guarded(what, s, &h);
+    }
+
+    // The page that says the dashboard is not built: its style is allowed by hash.
+    let (bare, _) = TestApp::embedded(false, vec![], |s| s);
+    let (s, h, body) = answer(&bare.router, get("/")).await;
+    assert_eq!(s, StatusCode::OK);
+    let style = body
+        .split_once("<style>")
+        .and_then(|(_, rest)| rest.split_once("</style>"))
+        .map(|(css, _)| css)
+        .expect("the page's style element");
+    let csp = guarded("not built", s, &h);
+    assert!(
+        csp.ends_with(&format!("; style-src 'self' {}", csp_hash(style))),
+        "{csp}"
+    );
+
+    // Keys: 401 without one, 403 for a key without the right; the Host refusal.
+    const ADMIN: &str = "orq_headers_test_admin";
+    const TENANT: &str = "orq_headers_test_tenant";
+    let keys = [
+        toml_entry("ops", ADMIN, &Scope::Admin),
+        toml_entry(
+            "acme",
+            TENANT,
+            &Scope::Tenant {
+                tenant: "acme".into(),
+                queues: None,
+            },
+        ),
+    ]
+    .join("\n");
+    let auth = Auth::Keys(Arc::new(ApiKeys::parse(&keys).unwrap()));
+    let (keyed, _) = TestApp::embedded(false, vec![], |s| s.with_auth(auth));
+    let (s, h, _) = answer(&keyed.router, get("/api/v1/queues")).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    guarded("401", s, &h);
+    let req = Request::post("/api/v1/queues/hdrq/pause")
+        .header("authorization", format!("Bearer {TENANT}"))
+        .body(Body::empty())
+        .unwrap();
+    let (s, h, _) = answer(&keyed.router, req).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    guarded("403", s, &h);
+    let (loopback, _) = TestApp::embedded(false, vec![], |s| s.with_loopback_hosts_only(true));
+    let req = Request::get("/")
+        .header("host", "rebind.example")
+        .body(Body::empty())
+        .unwrap();
+    let (s, h, _) = answer(&loopback.router, req).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    guarded("Host refusal", s, &h);
 }

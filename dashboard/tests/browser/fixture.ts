@@ -209,7 +209,7 @@ export async function startWorld(opts: WorldOptions = {}): Promise<World> {
   return { base, timelinesDir, browser, orq, key, tenantKey, log: () => output, api, stop };
 }
 
-/** A page that records console errors and uncaught exceptions. */
+/** A page that records console errors, uncaught exceptions and Content-Security-Policy violations. */
 export interface TestPage {
   page: Page;
   context: BrowserContext;
@@ -219,6 +219,13 @@ export interface TestPage {
 
 export async function newPage(world: World): Promise<TestPage> {
   const context = await world.browser.newContext({ viewport: { width: 1440, height: 1000 }, baseURL: world.base });
+  // A violation of orq's Content-Security-Policy (server/src/security_headers.rs) fails the test
+  // like a console error: every view must work under the policy as it is.
+  await context.addInitScript(() => {
+    document.addEventListener("securitypolicyviolation", (e) => {
+      console.error(`CSP violation: ${e.effectiveDirective} blocked ${e.blockedURI || "an inline script or style"} at ${e.sourceFile}:${e.lineNumber}`);
+    });
+  });
   const page = await context.newPage();
   page.setDefaultTimeout(WAIT_MS);
   const errors: string[] = [];

@@ -45,7 +45,11 @@ async function downloaded(page: Page, seed: number): Promise<Array<Record<string
   assert.equal(await link.getAttribute("download"), `seed-${seed}.jsonl`);
   const href = (await link.getAttribute("href")) ?? "";
   assert.match(href, /^blob:/);
-  const text = await page.evaluate(async (u) => (await fetch(u)).text(), href);
+  // As a user gets it: a click and the file the browser saves (orq's Content-Security-Policy lets
+  // a page connect to orq only, so a fetch of the blob from the page is refused).
+  const [file] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  assert.equal(file.suggestedFilename(), `seed-${seed}.jsonl`);
+  const text = readFileSync(await file.path(), "utf8");
   return text
     .split("\n")
     .filter((l) => l !== "")
