@@ -8,7 +8,8 @@
 // the dashboard. Then each view is opened with the fixture's listener for
 // `securitypolicyviolation` events (a violation fails the page like a console error): its
 // document carries the policy with its inline scripts' hashes, it shows its content, the event
-// stream connects, a write from the page lands, and the links between views navigate.
+// stream connects, a write from the page lands, and the links between views navigate; and a page
+// revalidated with a 304 (which carries no policy) runs under the policy stored with it.
 
 import assert from "node:assert/strict";
 import { copyFileSync } from "node:fs";
@@ -16,7 +17,8 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { newPage, startWorld, waitFor, waitTaskStatus, withPage, type World } from "./fixture";
+import { chromium } from "playwright-core";
+import { CHROMIUM, newPage, startWorld, waitFor, waitTaskStatus, withPage, type World } from "./fixture";
 
 interface TaskJson {
   id: string;
@@ -155,5 +157,45 @@ describe("orq in a web page's frame, and the dashboard under its policy", { time
         await page.locator(ready).first().waitFor();
       }
     });
+  });
+
+  test("a page revalidated with a 304 keeps its policy and runs", async () => {
+    // orq's 304 carries no policy (it has no body to hash): the browser must keep the one it
+    // stored with the page, hashes included, or the page's inline scripts would be blocked at
+    // its next load. The fixture's browser drops its cache at once (playwright's
+    // --aggressive-cache-discard), so this one keeps it, as a user's does.
+    await submit({ queue: "revalidated", payload: 1 });
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"],
+      ignoreDefaultArgs: ["--aggressive-cache-discard"],
+    });
+    try {
+      const p = await newPage({ ...world, browser });
+      const cdp = await p.context.newCDPSession(p.page);
+      await cdp.send("Network.enable");
+      const documents: string[] = [];
+      const revalidated = new Set<string>();
+      cdp.on("Network.responseReceived", (e) => {
+        if (e.type === "Document") documents.push(e.requestId);
+      });
+      cdp.on("Network.responseReceivedExtraInfo", (e) => {
+        if (e.statusCode === 304) revalidated.add(e.requestId);
+      });
+      const live = () => waitFor("the event stream live", async () => ((await p.page.getByTestId("live-mode").textContent()) ?? "").includes("Live"));
+      await p.page.goto("/?queue=revalidated");
+      await p.page.getByTestId("queue-row-revalidated").waitFor();
+      await live();
+      await p.page.reload();
+      // The page runs again, or the browser says why not (a violation) first.
+      const row = p.page.getByTestId("queue-row-revalidated");
+      await waitFor("the page after the reload", async () => p.errors.length > 0 || (await row.count()) > 0);
+      assert.deepEqual(p.errors, [], "no violation, no console error after the reload");
+      await live();
+      assert.deepEqual(documents.map((d) => revalidated.has(d)), [false, true], "the reload was answered 304");
+    } finally {
+      await browser.close();
+    }
   });
 });
