@@ -23,13 +23,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// What one receiver saw: the request target and the `Host` header of each request.
+/// One request's header lines as (name, value), in the order they arrived.
+type Headers = Vec<(String, String)>;
+
+/// What one receiver saw: the request target and the `Host` header of each request, and each
+/// request's header lines.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<(String, String)>>>);
+struct Seen(Arc<Mutex<Vec<(String, String)>>>, Arc<Mutex<Vec<Headers>>>);
 
 impl Seen {
     fn take(&self) -> Vec<(String, String)> {
         std::mem::take(&mut *self.0.lock().unwrap())
+    }
+
+    fn take_headers(&self) -> Vec<Headers> {
+        std::mem::take(&mut *self.1.lock().unwrap())
     }
 }
 
@@ -72,8 +80,10 @@ async fn receiver() -> (u16, Seen) {
                     .to_string();
                 let mut host = String::new();
                 let mut length = 0usize;
+                let mut headers = Vec::new();
                 for l in lines {
                     let (k, v) = l.split_once(':').unwrap_or((l, ""));
+                    headers.push((k.trim().to_string(), v.trim().to_string()));
                     match k.trim().to_ascii_lowercase().as_str() {
                         "host" => host = v.trim().to_string(),
                         "content-length" => length = v.trim().parse().unwrap_or(0),
@@ -81,6 +91,7 @@ async fn receiver() -> (u16, Seen) {
                     }
                 }
                 record.0.lock().unwrap().push((target, host));
+                record.1.lock().unwrap().push(headers);
                 let mut body = buf.len() - head_end - 4;
                 while body < length {
                     match sock.read(&mut chunk).await {
@@ -585,5 +596,128 @@ fn the_judge_refuses_what_leaves_the_prefix() {
         "http://127.0.0.1/api/x",
     ] {
         assert!(judge(bad).is_err(), "{bad}");
+    }
+}
+
+/// The headers a proxy, CDN or gateway sets and its servers trust that issue 42 found passing
+/// through (and their neighbours): each must be refused at submit.
+const PROXY_TRUSTED_HEADERS: &[&str] = &[
+    "X-Client-IP",
+    "True-Client-IP",
+    "CF-Connecting-IP",
+    "X-Real-IP",
+    "Fastly-Client-IP",
+    "X-Cluster-Client-IP",
+    "X-Forwarded-For",
+    "X-Forwarded-Proto",
+    "X-Forwarded-Scheme",
+    "X-Forwarded-Host",
+    "X-HTTP-Method-Override",
+    "X-Original-Method",
+    "X-Original-URL",
+    "Via",
+    "Forwarded",
+    "X-Remote-User",
+    "X-Orq-Epoch",
+];
+
+// Goal: through the API, every header a proxy trusts is refused at submit with 422 naming it,
+// in any case and with `_` for `-`, and nothing is stored; the ordinary headers a webhook needs
+// are accepted. Method: submits over the router against a private Redis, then the queue's
+// count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_trusted_headers_are_refused_at_submit_naming_the_header() {
+    let app = TestApp::start(false, vec!["http://127.0.0.1:9/".to_string()]).await;
+    let submit = |headers: Value| {
+        json!({"type": "http", "queue": "hooks",
+            "payload": {"url": "http://127.0.0.1:9/h", "headers": headers}})
+        .to_string()
+    };
+    for name in PROXY_TRUSTED_HEADERS {
+        for variant in [
+            name.to_string(),
+            name.to_ascii_lowercase(),
+            name.to_ascii_uppercase(),
+            name.replace('-', "_"),
+        ] {
+            let body = submit(json!({"Authorization": "Bearer t", &variant: "1.2.3.4"}));
+            let (s, e) = app
+                .call(axum::http::Method::POST, "/api/v1/tasks", Some(&body))
+                .await;
+            assert_eq!(s.as_u16(), 422, "{variant}: {e}");
+            assert_eq!(e["error"]["code"], "unprocessable", "{variant}: {e}");
+            let msg = e["error"]["message"].as_str().unwrap();
+            assert!(msg.starts_with("payload.headers: "), "{variant}: {msg}");
+            assert!(msg.contains(&variant), "{variant}: {msg}");
+        }
+    }
+    let (s, q) = app
+        .call(axum::http::Method::GET, "/api/v1/queues/hooks", None)
+        .await;
+    assert_eq!(s.as_u16(), 404, "a refused submit stores nothing: {q}");
+    let ordinary = json!({
+        "Authorization": "Bearer t",
+        "Content-Type": "application/cloudevents+json",
+        "Accept": "application/json",
+        "Accept-Language": "en",
+        "User-Agent": "acme-hooks/1",
+        "Idempotency-Key": "k-1",
+        "If-Match": "\"v1\"",
+        "If-None-Match": "*",
+        "Cache-Control": "no-cache",
+        "x-signature": "sha256=ab",
+        "X-Hub-Signature-256": "sha256=cd",
+    });
+    let (s, t) = app
+        .call(
+            axum::http::Method::POST,
+            "/api/v1/tasks",
+            Some(&submit(ordinary)),
+        )
+        .await;
+    assert_eq!(s.as_u16(), 201, "{t}");
+}
+
+// Goal: exactly one Content-Type reaches the webhook: the payload's, in any case, replaces the
+// default `application/json`, and without one the default is sent once. Method: a real worker
+// runs http tasks against a raw local listener that records every header line it receives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_receives_exactly_one_content_type() {
+    let (port, seen) = receiver().await;
+    let app = TestApp::start(true, vec![format!("http://127.0.0.1:{port}/hooks/")]).await;
+    for (headers, expected) in [
+        (json!({}), "application/json"),
+        (
+            json!({"Content-Type": "application/cloudevents+json"}),
+            "application/cloudevents+json",
+        ),
+        (json!({"content-type": "text/plain"}), "text/plain"),
+        (
+            json!({"CONTENT-TYPE": "application/x-ndjson"}),
+            "application/x-ndjson",
+        ),
+    ] {
+        let body = json!({"type": "http", "payload": {
+            "url": format!("http://127.0.0.1:{port}/hooks/in"),
+            "headers": headers, "body": {"a": 1}}})
+        .to_string();
+        let (s, t) = app
+            .call(axum::http::Method::POST, "/api/v1/tasks", Some(&body))
+            .await;
+        assert_eq!(s.as_u16(), 201, "{t}");
+        let id = t["id"].as_str().unwrap().to_string();
+        let done = app
+            .wait_task(&id, "completed", |t| t["status"] == "completed")
+            .await;
+        assert_eq!(done["result"]["status"], 200, "{done}");
+        let requests = seen.take_headers();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        let types: Vec<&str> = requests[0]
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(types, vec![expected], "{headers}: {:?}", requests[0]);
+        seen.take();
     }
 }

@@ -11,6 +11,7 @@ use super::http_allow::HttpAllow;
 use super::parse;
 use async_trait::async_trait;
 use orq::{Handler, HandlerError, TaskContext};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::Value;
@@ -29,48 +30,136 @@ pub const HTTP_HEADERS_MAX: usize = 32;
 /// Most bytes of header names and values an `http` task may set, all together.
 pub const HTTP_HEADER_BYTES_MAX: usize = 8 * 1024;
 
-/// Headers an `http` task may not set: routing, framing and connection headers belong to the
-/// HTTP client (a `Host` header could route around the allow-list behind a proxy), and the
-/// headers proxies and frameworks trust to rewrite a request's host, path, scheme or method.
-/// Names are compared in lower case with `_` read as `-` (WSGI servers and some proxies treat
-/// the two alike). See also [`FORBIDDEN_HEADER_PREFIXES`].
-pub const FORBIDDEN_HEADERS: &[&str] = &[
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "upgrade",
-    "te",
-    "trailer",
-    "expect",
-    "forwarded",
-    "front-end-https",
-    "x-host",
-    "x-original-url",
-    "x-original-uri",
-    "x-original-host",
-    "x-rewrite-url",
-    "x-http-method",
-    "x-http-method-override",
-    "x-method-override",
-    "x-real-ip",
-    "x-client-ip",
-    "true-client-ip",
+/// The standard request headers an `http` task may set, in lower case: credentials, the body's
+/// media type, content negotiation, the client's name, a retry's key, conditional requests,
+/// caching and the W3C trace context (a payload's own `traceparent` replaces the worker's).
+/// Everything that routes, frames or rewrites the request (`Host`, `Content-Length`,
+/// `Transfer-Encoding`, `Connection`, `Expect`, `Forwarded`, `Via`, `Proxy-*`), and every header
+/// a proxy or CDN sets and its servers trust (`True-Client-IP`, `CF-Connecting-IP`,
+/// `Fastly-Client-IP`, ...), is absent, so it is refused without being named: an allow-list has
+/// no gaps for a new proxy's header to slip through. Application headers:
+/// [`HTTP_APP_HEADER_PREFIX`].
+pub const HTTP_HEADERS_ALLOWED: &[&str] = &[
+    "accept",
+    "accept-language",
+    "authorization",
+    "cache-control",
+    "content-type",
+    "idempotency-key",
+    "if-match",
+    "if-modified-since",
+    "if-none-match",
+    "if-unmodified-since",
+    "traceparent",
+    "tracestate",
+    "user-agent",
 ];
 
-/// Prefixes of header names an `http` task may not set (compared as [`FORBIDDEN_HEADERS`]):
-/// `proxy-*`, every `x-forwarded-*`, Envoy's `x-envoy-*`, and `x-orq-*` (orq sets
-/// `x-orq-task-id`, `x-orq-attempt`, `x-orq-epoch`).
-pub const FORBIDDEN_HEADER_PREFIXES: &[&str] = &["proxy-", "x-forwarded-", "x-envoy-", "x-orq-"];
+/// The prefix of the application headers an `http` task may set besides
+/// [`HTTP_HEADERS_ALLOWED`] (`X-Signature`, `X-Api-Key`, `X-Hub-Signature-256`, `X-Request-Id`):
+/// `x-` and then words of lower-case letters and digits joined by single dashes (names compared
+/// in any case), none of them in [`HTTP_APP_HEADER_WORDS_REFUSED`]. A webhook's own header needs
+/// no change to orq, and a name with `_` or `.` is refused (WSGI servers and some proxies read
+/// `_` as `-`, so `X_Forwarded_For` would arrive as `X-Forwarded-For`).
+pub const HTTP_APP_HEADER_PREFIX: &str = "x-";
 
-/// True when a payload may not set the header `name`.
-pub fn header_forbidden(name: &str) -> bool {
-    let name = name.to_ascii_lowercase().replace('_', "-");
-    FORBIDDEN_HEADERS.contains(&name.as_str())
-        || FORBIDDEN_HEADER_PREFIXES
-            .iter()
-            .any(|p| name.starts_with(p))
+/// Words no application header may contain, because proxies, load balancers and authenticating
+/// gateways build the `X-` headers they set and their servers trust from them. A worker sends
+/// from inside the network, past those proxies, so a server would believe what such a header
+/// claims: the client's address (`X-Real-IP`, `X-Client-IP`, `X-Cluster-Client-IP`,
+/// `X-Originating-IP`, `X-Remote-Addr`), the request's forwarding, host, scheme, port, path or
+/// method (`X-Forwarded-*`, `X-Host`, `X-Scheme`, `X-Url-Scheme`, `X-Original-URL`,
+/// `X-Rewrite-URL`, `X-HTTP-Method-Override`), the user a gateway authenticated (`X-Remote-User`,
+/// `X-WebAuth-User`, `X-Auth-Request-Email`, `X-Authenticated-Userid`, `X-SSL-Client-Cert`), and
+/// the families of Envoy, AWS, Google, App Engine, Azure, IIS ARR and orq itself (orq sets
+/// `X-Orq-Task-Id`, `X-Orq-Attempt` and `X-Orq-Epoch`). Refusing by word, not by name, also
+/// refuses the variants no list names (`X-Forwarded-Client-IP`, `X-Original-Remote-Addr`).
+pub const HTTP_APP_HEADER_WORDS_REFUSED: &[&str] = &[
+    // The client's address and connection.
+    "ip",
+    "addr",
+    "address",
+    "client",
+    "real",
+    "remote",
+    "originating",
+    "connecting",
+    "socket",
+    // Forwarding, and the host, scheme, port, path and method a proxy rewrites.
+    "forwarded",
+    "forward",
+    "proxy",
+    "via",
+    "host",
+    "proto",
+    "protocol",
+    "scheme",
+    "ssl",
+    "https",
+    "port",
+    "prefix",
+    "path",
+    "url",
+    "uri",
+    "original",
+    "rewrite",
+    "method",
+    "override",
+    // The identity an authenticating gateway asserts.
+    "user",
+    "userid",
+    "username",
+    "email",
+    "principal",
+    "authenticated",
+    "identity",
+    "groups",
+    "cert",
+    // Families whose every header their servers trust.
+    "envoy",
+    "amzn",
+    "goog",
+    "appengine",
+    "azure",
+    "arr",
+    "ms",
+    "orq",
+];
+
+/// Why a payload may not set the header `name`, or `None` when it may: a name in
+/// [`HTTP_HEADERS_ALLOWED`], or an application header ([`HTTP_APP_HEADER_PREFIX`]) without a
+/// word of [`HTTP_APP_HEADER_WORDS_REFUSED`]. Names are compared in lower case.
+pub fn header_refusal(name: &str) -> Option<String> {
+    let lower = name.to_ascii_lowercase();
+    if HTTP_HEADERS_ALLOWED.contains(&lower.as_str()) {
+        return None;
+    }
+    let Some(rest) = lower.strip_prefix(HTTP_APP_HEADER_PREFIX) else {
+        return Some(format!(
+            "{name} is not a header an http task may set (the standard ones allowed are {}; \
+             application headers start with X-)",
+            HTTP_HEADERS_ALLOWED.join(", ")
+        ));
+    };
+    let words: Vec<&str> = rest.split('-').collect();
+    let well_formed = words.iter().all(|w| {
+        !w.is_empty()
+            && w.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    });
+    if !well_formed {
+        return Some(format!(
+            "{name} is not a header an http task may set (an application header is X- and then \
+             words of letters and digits joined by single dashes)"
+        ));
+    }
+    let refused = words
+        .iter()
+        .find(|w| HTTP_APP_HEADER_WORDS_REFUSED.contains(w))?;
+    Some(format!(
+        "{name} is not a header an http task may set (its word {refused:?} is one that proxies \
+         and gateways use in headers their servers trust)"
+    ))
 }
 
 /// `http` payload.
@@ -99,6 +188,9 @@ fn default_method() -> String {
 pub(crate) struct Checked {
     url: Url,
     payload: HttpPayload,
+    /// The payload's headers, one value per name, under the default `Content-Type:
+    /// application/json` unless the payload gives its own.
+    headers: HeaderMap,
 }
 
 /// Decode and check an `http` payload against `allow`. Errors name the field
@@ -127,18 +219,31 @@ pub(crate) fn check_payload(payload: &str, allow: &HttpAllow) -> Result<Checked,
             "payload.headers: at most {HTTP_HEADER_BYTES_MAX} bytes of names and values"
         ));
     }
+    let mut headers = HeaderMap::new();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    let mut names = BTreeMap::new();
     for (k, v) in &p.headers {
-        if header_forbidden(k) {
+        if let Some(reason) = header_refusal(k) {
+            return Err(format!("payload.headers: {reason}"));
+        }
+        if let Some(first) = names.insert(k.to_ascii_lowercase(), k) {
             return Err(format!(
-                "payload.headers: {k} is set by orq or the HTTP client and cannot be given"
+                "payload.headers: {first} and {k} name the same header (names are compared in \
+                 any case)"
             ));
         }
-        reqwest::header::HeaderName::from_bytes(k.as_bytes())
+        let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| format!("payload.headers: invalid header name {k:?}"))?;
-        reqwest::header::HeaderValue::from_str(v)
+        let value = HeaderValue::from_str(v)
             .map_err(|_| format!("payload.headers: invalid value for {k:?}"))?;
+        // Insert, never append: a payload's Content-Type replaces the default one.
+        headers.insert(name, value);
     }
-    Ok(Checked { url, payload: p })
+    Ok(Checked {
+        url,
+        payload: p,
+        headers,
+    })
 }
 
 /// `http`: calls a webhook under the allow-list. 2xx succeeds with `{"status", "body"}` (body
@@ -165,7 +270,11 @@ impl Http {
 #[async_trait]
 impl Handler for Http {
     async fn handle(&self, ctx: TaskContext) -> Result<Value, HandlerError> {
-        let Checked { url, payload: p } = check_payload(&ctx.task.payload, &self.allow)
+        let Checked {
+            url,
+            payload: p,
+            headers,
+        } = check_payload(&ctx.task.payload, &self.allow)
             .map_err(|e| HandlerError::permanent(format!("{e} (checked when the task ran)")))?;
         let method = if p.method == "PUT" {
             reqwest::Method::PUT
@@ -173,6 +282,7 @@ impl Handler for Http {
             reqwest::Method::POST
         };
         let timeout = p.timeout_ms.unwrap_or(HTTP_TIMEOUT_MS_DEFAULT);
+        let body = serde_json::to_vec(&p.body).expect("a JSON value serialises");
         let mut req = self
             .client
             .request(method, url)
@@ -180,18 +290,17 @@ impl Handler for Http {
             .header("x-orq-task-id", &ctx.task.id)
             .header("x-orq-attempt", ctx.attempt.to_string())
             .header("x-orq-epoch", ctx.epoch.to_string())
-            .json(&p.body);
+            .body(body);
         // The trace goes on to the webhook; a trace header the payload sets is its own.
-        let own = |name: &str| p.headers.keys().any(|k| k.eq_ignore_ascii_case(name));
+        let own = |name: &str| headers.contains_key(name);
         if !own("traceparent") {
             let stored = ctx.task.trace.as_ref();
             req = req.headers(crate::telemetry::outgoing_headers(stored, |name| {
                 !own(name)
             }));
         }
-        for (k, v) in &p.headers {
-            req = req.header(k, v);
-        }
+        // Replaces, name by name: exactly one Content-Type reaches the webhook.
+        req = req.headers(headers);
         let exchange = async {
             let mut resp = req.send().await?;
             let status = resp.status().as_u16();
@@ -277,12 +386,21 @@ mod tests {
             "HOST",
             "Proxy-Authorization",
             "X-ORQ-EPOCH",
+            "Content_Type",
+            "X--Signature",
+            "X-Signature-",
+            "X-",
+            "X-Sig.nature",
         ] {
             let p = serde_json::json!({"url": "http://127.0.0.1:9000/h", "headers": {h: "a"}});
             refused(&p.to_string(), "payload.headers");
+            refused(&p.to_string(), h);
         }
         let p = r#"{"url": "http://127.0.0.1:9000/h", "headers": {"Authorization": "Bearer x", "X-Signature": "s"}}"#;
         assert!(check("http", p, &a).is_ok());
+        // Two spellings of one name would be sent as two headers.
+        let p = r#"{"url": "http://127.0.0.1:9000/h", "headers": {"Content-Type": "text/plain", "content-type": "a/b"}}"#;
+        refused(p, "name the same header");
         let many: BTreeMap<String, String> = (0..=HTTP_HEADERS_MAX)
             .map(|i| (format!("x-h{i}"), "v".to_string()))
             .collect();
@@ -291,5 +409,85 @@ mod tests {
         let big = serde_json::json!({"url": "http://127.0.0.1:9000/h",
             "headers": {"x-big": "v".repeat(HTTP_HEADER_BYTES_MAX)}});
         refused(&big.to_string(), "payload.headers");
+    }
+
+    // Goal: the allow-list's rule, name by name: each standard header and ordinary application
+    // headers pass in any case; each header a proxy or gateway trusts is refused with a reason
+    // naming it, whether the list names it or only its word, and so is every name outside both.
+    #[test]
+    fn only_allowed_headers_pass_and_refusals_name_the_header() {
+        for name in HTTP_HEADERS_ALLOWED {
+            assert_eq!(header_refusal(name), None, "{name}");
+            assert_eq!(header_refusal(&name.to_ascii_uppercase()), None, "{name}");
+        }
+        for name in [
+            "X-Signature",
+            "x-api-key",
+            "X-Hub-Signature-256",
+            "X-Request-Id",
+            "X-GitHub-Event",
+            "X-Slack-Request-Timestamp",
+            "X-Webhook-Secret",
+            "X-Tenant",
+        ] {
+            assert_eq!(header_refusal(name), None, "{name}");
+        }
+        for name in [
+            "X-Client-IP",
+            "True-Client-IP",
+            "CF-Connecting-IP",
+            "X-Real-IP",
+            "Fastly-Client-IP",
+            "X-Cluster-Client-IP",
+            "X-Forwarded-For",
+            "X-Forwarded-Proto",
+            "X-Forwarded-Scheme",
+            "X-Url-Scheme",
+            "X-Scheme",
+            "X-HTTP-Method-Override",
+            "X-Original-Method",
+            "X-Original-URL",
+            "X-Rewrite-URL",
+            "X-Host",
+            "Via",
+            "Forwarded",
+            "Front-End-Https",
+            "X-Remote-User",
+            "X-WebAuth-User",
+            "X-Auth-Request-Email",
+            "X-Amzn-Oidc-Data",
+            "X-Goog-IAP-JWT-Assertion",
+            "X-AppEngine-Cron",
+            "X-MS-Client-Principal",
+            "X-Envoy-Max-Retries",
+            "X-Orq-Task-Id",
+            "Cookie",
+            "Origin",
+            "Content-Length",
+            "Transfer-Encoding",
+            "Connection",
+        ] {
+            for variant in [
+                name.to_string(),
+                name.to_ascii_lowercase(),
+                name.to_ascii_uppercase(),
+            ] {
+                let reason = header_refusal(&variant).unwrap_or_else(|| panic!("{variant}"));
+                assert!(reason.starts_with(&variant), "{variant}: {reason}");
+            }
+        }
+        // Every word refused is refused in an application header, and the lists are written in
+        // the form they are compared in.
+        for word in HTTP_APP_HEADER_WORDS_REFUSED {
+            let name = format!("X-Hook-{word}-Id");
+            assert!(header_refusal(&name).unwrap().contains(word), "{name}");
+            assert!(word
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+        }
+        for name in HTTP_HEADERS_ALLOWED {
+            assert_eq!(*name, name.to_ascii_lowercase());
+            assert!(!name.starts_with(HTTP_APP_HEADER_PREFIX), "{name}");
+        }
     }
 }
