@@ -81,7 +81,8 @@ export type FaultKind = (typeof FAULT_KINDS)[number];
 /**
  * Redis's transient error words that refuse only scripts that write (Redis still runs orq's
  * read-only scripts: get, list, stats, queues); the other words (BUSY, LOADING, MASTERDOWN,
- * TRYAGAIN, CLUSTERDOWN) refuse every call.
+ * TRYAGAIN, CLUSTERDOWN, and the authentication refusals WRONGPASS, NOAUTH, NOPERM) refuse every
+ * call.
  */
 export const WRITES_ONLY_WORDS = ["OOM", "READONLY", "NOREPLICAS"] as const;
 

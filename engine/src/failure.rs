@@ -18,6 +18,15 @@
 //! | `TRYAGAIN` | a multi-key call on a cluster slot that is being migrated |
 //! | `CLUSTERDOWN` | the cluster cannot serve the slot (a failover in progress, a hash slot unowned) |
 //! | `MOVED`, `ASK` | the slot lives on another cluster node (a cluster client follows them) |
+//! | `WRONGPASS` | the server refused orq's user name or password (`AUTH`, `HELLO`): a password was changed, or an ACL file is not loaded yet |
+//! | `NOAUTH` | the server wants a password orq did not send (`requirepass` set since orq connected) |
+//! | `NOPERM` | orq's ACL user may not run a command or touch a key (an ACL being changed) |
+//!
+//! The three authentication refusals pass when the operator puts the credentials right: a
+//! password rotated in the wrong order, or a Redis that starts before its ACL file is loaded,
+//! must not leave orq down until it is restarted. A refused authentication ran nothing. The
+//! store turns a connection the server refused to authenticate into a `WRONGPASS` reply
+//! (`redis_store/resp.rs`), as the `redis` crate keeps no word of it.
 //!
 //! Everything else is permanent: the scripts' codes (`NOTFOUND`, `STALE`, `CANCELLED`,
 //! `CONFLICT`, `INVALID`, `LIMITED`, `CORRUPT`), `WRONGTYPE`, `NOSCRIPT` after the fall-back to
@@ -51,11 +60,17 @@ pub enum Transient {
     Moved,
     /// `ASK`: the slot is moving to another node.
     Ask,
+    /// `WRONGPASS`: the server refused orq's user name or password.
+    WrongPass,
+    /// `NOAUTH`: the server wants a password orq did not send.
+    NoAuth,
+    /// `NOPERM`: orq's ACL user may not run the command.
+    NoPerm,
 }
 
 /// The transient error words of Redis, each with its [`Transient`]. The one list: every caller
 /// classifies through [`Transient::of_reply`].
-pub const TRANSIENT_ERROR_WORDS: [(&str, Transient); 10] = [
+pub const TRANSIENT_ERROR_WORDS: [(&str, Transient); 13] = [
     ("OOM", Transient::OutOfMemory),
     ("BUSY", Transient::Busy),
     ("LOADING", Transient::Loading),
@@ -66,6 +81,9 @@ pub const TRANSIENT_ERROR_WORDS: [(&str, Transient); 10] = [
     ("CLUSTERDOWN", Transient::ClusterDown),
     ("MOVED", Transient::Moved),
     ("ASK", Transient::Ask),
+    ("WRONGPASS", Transient::WrongPass),
+    ("NOAUTH", Transient::NoAuth),
+    ("NOPERM", Transient::NoPerm),
 ];
 
 impl Transient {
@@ -100,7 +118,22 @@ impl Transient {
             Transient::TryAgain => "is migrating the queue's hash slot",
             Transient::ClusterDown => "cluster cannot serve the queue's hash slot",
             Transient::Moved | Transient::Ask => "moved the queue's hash slot to another node",
+            Transient::WrongPass => "refused orq's user name or password (authentication failed)",
+            Transient::NoAuth => {
+                "requires a password that orq did not send (authentication required)"
+            }
+            Transient::NoPerm => {
+                "does not permit orq's ACL user to run the call (permission denied)"
+            }
         }
+    }
+
+    /// True for the authentication refusals (`WRONGPASS`, `NOAUTH`, `NOPERM`).
+    pub fn is_authentication(self) -> bool {
+        matches!(
+            self,
+            Transient::WrongPass | Transient::NoAuth | Transient::NoPerm
+        )
     }
 }
 
@@ -131,6 +164,18 @@ mod tests {
         assert_eq!(
             Transient::of_reply("MOVED 16303 127.0.0.1:7103"),
             Some(Transient::Moved)
+        );
+        assert_eq!(
+            Transient::of_reply("WRONGPASS invalid username-password pair or user is disabled."),
+            Some(Transient::WrongPass)
+        );
+        assert_eq!(
+            Transient::of_reply("NOAUTH Authentication required."),
+            Some(Transient::NoAuth)
+        );
+        assert_eq!(
+            Transient::of_reply("NOPERM User orq has no permissions to run the 'fcall' command"),
+            Some(Transient::NoPerm)
         );
         for (word, t) in TRANSIENT_ERROR_WORDS {
             assert_eq!(Transient::of_reply(&format!("{word} x")), Some(t));

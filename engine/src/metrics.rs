@@ -40,7 +40,7 @@ pub struct Metrics {
     pub store_call: HistogramVec,
     /// `orq_store_errors_total{kind}`: store calls refused or unanswered, by kind (`unreachable`,
     /// `oom`, `loading`, `readonly`, `busy`, `masterdown`, `noreplicas`, `tryagain`,
-    /// `clusterdown`, `moved`, `ask`).
+    /// `clusterdown`, `moved`, `ask`, `wrongpass`, `noauth`, `noperm`).
     pub store_errors: IntCounterVec,
     /// `orq_reports_refused_total{queue, op, reason}`: heartbeats and outcomes the store refused
     /// because the lease had ended (`stale`: it expired or another worker holds it; `cancelled`;

@@ -175,7 +175,8 @@ pub struct Faults {
 /// - `restart`: a store restart (script cache flushed), then a `LOADING` window;
 /// - `network`: a call failed before the store, a reply lost, a call delivered twice, a call
 ///   held in flight for longer than a lease (reports more often);
-/// - `refusal`: single refusals and refusal episodes (`OOM`, `READONLY`, `BUSY`, ...).
+/// - `refusal`: single refusals and refusal episodes (`OOM`, `READONLY`, `BUSY`, `WRONGPASS`,
+///   ...).
 pub const FAULT_FAMILIES: [&str; 6] = ["crash", "stall", "clock", "restart", "network", "refusal"];
 
 /// Probability that a seed turns a fault family on.

@@ -6,8 +6,11 @@
 //! Which calls a word refuses follows Redis 7 with orq's scripts called as functions
 //! (docs/design-notes.md, note 44): `OOM`, `READONLY` and `NOREPLICAS` refuse up front every
 //! function not flagged `no-writes`, so only the read-only scripts still run; `BUSY`, `LOADING`,
-//! `MASTERDOWN`, `TRYAGAIN` and `CLUSTERDOWN` refuse every call. `MOVED` and `ASK` are not refusals a store
-//! passes on (a cluster client follows them), so the simulator never injects them.
+//! `MASTERDOWN`, `TRYAGAIN` and `CLUSTERDOWN` refuse every call. The authentication refusals
+//! (`WRONGPASS`, `NOAUTH`, `NOPERM`: a password rotated in the wrong order, an ACL not loaded
+//! yet) refuse every call too, as a connection Redis will not authenticate runs nothing. `MOVED`
+//! and `ASK` are not refusals a store passes on (a cluster client follows them), so the
+//! simulator never injects them.
 
 use orq::Transient;
 
@@ -20,7 +23,7 @@ pub fn read_only(script: &str) -> bool {
 }
 
 /// The transient words the simulator injects, in a fixed order (draws index into it).
-pub const INJECTED: [Transient; 8] = [
+pub const INJECTED: [Transient; 11] = [
     Transient::OutOfMemory,
     Transient::Busy,
     Transient::Loading,
@@ -29,6 +32,9 @@ pub const INJECTED: [Transient; 8] = [
     Transient::NoReplicas,
     Transient::TryAgain,
     Transient::ClusterDown,
+    Transient::WrongPass,
+    Transient::NoAuth,
+    Transient::NoPerm,
 ];
 
 /// The error reply Redis 7.0 sends for `word`, as a script call relays it (first word first).
@@ -49,6 +55,9 @@ pub fn reply_text(word: Transient) -> &'static str {
         Transient::Moved => "MOVED 0 127.0.0.1:7000",
         Transient::Ask => "ASK 0 127.0.0.1:7000",
         Transient::Unreachable => "connection refused",
+        Transient::WrongPass => "WRONGPASS invalid username-password pair or user is disabled.",
+        Transient::NoAuth => "NOAUTH Authentication required.",
+        Transient::NoPerm => "NOPERM User orq has no permissions to run the 'fcall' command",
     }
 }
 
@@ -89,6 +98,12 @@ mod tests {
     // Redis would send), the write-only words spare read-only scripts, and an episode ends.
     #[test]
     fn injected_refusals_read_as_redis_sends_them() {
+        // Every refusal Redis passes on is injected; MOVED and ASK, which a cluster client
+        // follows, are not.
+        for (_, word) in orq::failure::TRANSIENT_ERROR_WORDS {
+            let followed = matches!(word, Transient::Moved | Transient::Ask);
+            assert_eq!(INJECTED.contains(&word), !followed, "{word}");
+        }
         for word in INJECTED {
             assert_eq!(Transient::of_reply(reply_text(word)), Some(word));
             assert!(refuses(word, "complete"));
