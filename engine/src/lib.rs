@@ -18,6 +18,7 @@ pub mod heartbeat;
 pub mod keys;
 pub mod metrics;
 pub mod ops;
+pub mod redact;
 pub mod redis_store;
 pub mod report;
 pub mod resp;

@@ -245,7 +245,7 @@ async fn sigterm_releases_running_tasks_after_the_grace() {
 }
 
 // Goal: with --redis, the startup log says which Redis orq connected to: the address (no
-// password: `redacted_url`'s unit test), the version, the role and whether AOF is on. Method:
+// password: `orq::redact`'s unit test), the version, the role and whether AOF is on. Method:
 // start `orq scheduler` on a private Redis, read its log until that line.
 #[test]
 fn startup_log_names_the_redis_it_connected_to() {

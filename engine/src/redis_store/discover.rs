@@ -5,6 +5,7 @@
 
 use super::url::cluster_node_urls;
 use super::{Conn, RedisStore, CONNECTION_TIMEOUT};
+use crate::redact::redacted;
 use crate::store::StoreError;
 use redis::AsyncConnectionConfig;
 
@@ -30,7 +31,7 @@ impl RedisStore {
                 for node in cluster_node_urls(&self.url)? {
                     match ping(&node).await {
                         Ok(()) => return Ok(()),
-                        Err(e) => problems.push(format!("{}: {e}", without_credentials(&node))),
+                        Err(e) => problems.push(format!("{}: {e}", redacted(&node))),
                     }
                 }
                 Err(StoreError(format!(
@@ -58,24 +59,5 @@ async fn ping(url: &str) -> Result<(), String> {
     match tokio::time::timeout(CONNECTION_TIMEOUT * 2, work).await {
         Ok(r) => r.map(drop).map_err(|e| e.to_string()),
         Err(_) => Err("no answer in time".into()),
-    }
-}
-
-/// `host:port` of a `redis://[userinfo@]host:port/` URL: what an error message may show.
-pub(super) fn without_credentials(url: &str) -> &str {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
-    rest.trim_end_matches('/')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::without_credentials;
-
-    #[test]
-    fn messages_show_host_and_port_only() {
-        assert_eq!(without_credentials("redis://u:p@h:1/"), "h:1");
-        assert_eq!(without_credentials("redis://h:1/"), "h:1");
-        assert_eq!(without_credentials("redis://:p@[::1]:7000/"), "[::1]:7000");
     }
 }

@@ -141,7 +141,7 @@ enum Route<'a> {
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
-            .field("url", &self.url)
+            .field("url", &crate::redact::redacted(&self.url))
             .finish()
     }
 }
@@ -196,8 +196,13 @@ impl RedisStore {
             .set_response_timeout(Some(RESPONSE_TIMEOUT))
             .set_number_of_retries(3)
             .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)
-            .map_err(|e| StoreError(format!("cannot create connection to {url}: {e}")))?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|e| {
+                StoreError(format!(
+                    "cannot create connection to {}: {e}",
+                    crate::redact::redacted(url)
+                ))
+            })?;
         Ok(RedisStore {
             conn: Conn::Single(conn),
             url: url.to_string(),

@@ -136,18 +136,18 @@ impl SentinelConn {
         let mut problems = Vec::new();
         let mut answered = 0;
         for s in &self.url.sentinels {
-            let shown = super::discover::without_credentials(s);
+            let shown = crate::redact::redacted(s);
             match ask(s, master).await {
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) => answered += 1,
                 Err(e) => problems.push(format!("{shown}: {e}")),
             }
         }
-        let shown: Vec<&str> = self
+        let shown: Vec<String> = self
             .url
             .sentinels
             .iter()
-            .map(|s| super::discover::without_credentials(s))
+            .map(|s| crate::redact::redacted(s))
             .collect();
         if answered > 0 {
             return Err(StoreError(format!(

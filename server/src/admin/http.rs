@@ -24,7 +24,7 @@ impl Api {
     /// `key` as a bearer token when given. Errors: a URL that is not http(s).
     pub fn new(url: &str, key: Option<String>) -> Result<Api, Failure> {
         let trimmed = url.trim_end_matches('/');
-        let shown = crate::config::print::redact(url);
+        let shown = orq::redact::redacted(url);
         if !(trimmed.starts_with("http://") || trimmed.starts_with("https://"))
             || trimmed.contains(['?', '#'])
         {
@@ -60,7 +60,7 @@ impl Api {
 
     /// `url` as messages show it: a password in it replaced by `***`.
     fn shown(url: &str) -> String {
-        crate::config::print::redact(url)
+        orq::redact::redacted(url)
     }
 
     /// `method path` (path under `/api/v1`, with its query) with an optional JSON body; the

@@ -6,8 +6,7 @@ use clap::builder::ValueParser;
 use clap::parser::ValueSource;
 use clap::{Arg, ArgAction, Command};
 
-/// What stands for a redacted secret.
-pub const REDACTED: &str = "***";
+use orq::redact::{redacted, REDACTED};
 
 /// The effective configuration of `merged`'s role (a role of `cli`) as TOML: one
 /// `key = value  # source` line per option set by a flag, an environment variable or the file
@@ -76,7 +75,7 @@ fn value(arg: &Arg, sub: &clap::ArgMatches, id: &str) -> String {
     }
     let words: Vec<String> = sub
         .get_raw(id)
-        .map(|v| v.map(|w| redact(&w.to_string_lossy())).collect())
+        .map(|v| v.map(|w| redacted(&w.to_string_lossy())).collect())
         .unwrap_or_default();
     let textual = [
         ValueParser::string(),
@@ -116,99 +115,9 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// `word` with the passwords of a URL replaced by [`REDACTED`]: the password of each host's
-/// user information (`scheme://user:PASSWORD@host`, and every `user:PASSWORD@host` of a
-/// comma-separated host list) and the value of a `password`, `pass`, `pwd`, `secret` or `token`
-/// query parameter. A word that holds no URL is kept.
-pub fn redact(word: &str) -> String {
-    let Some(scheme_end) = word.find("://") else {
-        return word.to_string();
-    };
-    let (head, rest) = word.split_at(scheme_end + 3);
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let hosts: Vec<String> = authority
-        .split(',')
-        .map(|h| match h.rfind('@') {
-            Some(at) => match h[..at].find(':') {
-                Some(colon) => format!("{}{REDACTED}{}", &h[..colon + 1], &h[at..]),
-                None => h.to_string(),
-            },
-            None => h.to_string(),
-        })
-        .collect();
-    format!("{head}{}{}", hosts.join(","), redact_query(tail))
-}
-
-/// The query parameters named like secrets in `tail` (a URL's path, query and fragment) with
-/// their values replaced by [`REDACTED`].
-fn redact_query(tail: &str) -> String {
-    let Some(q) = tail.find('?') else {
-        return tail.to_string();
-    };
-    let (path, query) = tail.split_at(q + 1);
-    let (query, fragment) = match query.find('#') {
-        Some(f) => query.split_at(f),
-        None => (query, ""),
-    };
-    let params: Vec<String> = query
-        .split('&')
-        .map(|p| match p.split_once('=') {
-            Some((k, _))
-                if ["password", "pass", "pwd", "secret", "token"]
-                    .contains(&k.to_ascii_lowercase().as_str()) =>
-            {
-                format!("{k}={REDACTED}")
-            }
-            _ => p.to_string(),
-        })
-        .collect();
-    format!("{path}{}{fragment}", params.join("&"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    // Goal: a password never reaches the printed configuration, whatever the URL's shape; a
-    // word that holds none is kept as it is.
-    #[test]
-    fn passwords_in_urls_are_redacted() {
-        for (word, want) in [
-            ("redis://:s3cret@h:6379/0", "redis://:***@h:6379/0"),
-            ("redis://app:p@ss:w@h:1/", "redis://app:***@h:1/"),
-            (
-                "redis+cluster://u:x@a:1,b:2",
-                "redis+cluster://u:***@a:1,b:2",
-            ),
-            (
-                "redis+sentinel://:pw@s1:26379,s2:26379/main",
-                "redis+sentinel://:***@s1:26379,s2:26379/main",
-            ),
-            ("redis://h:6379/", "redis://h:6379/"),
-            ("redis://user@h:6379/", "redis://user@h:6379/"),
-            (
-                "https://hooks.example/api/?a=b@c",
-                "https://hooks.example/api/?a=b@c",
-            ),
-            ("127.0.0.1:8080", "127.0.0.1:8080"),
-            (
-                "redis+cluster://u:pw@h1:1,u:pw2@h2:2/0",
-                "redis+cluster://u:***@h1:1,u:***@h2:2/0",
-            ),
-            (
-                "redis://h:1/?password=s3cret&db=2",
-                "redis://h:1/?password=***&db=2",
-            ),
-            ("redis://h:1/0?Token=x#frag", "redis://h:1/0?Token=***#frag"),
-            (
-                "error sending request for url (http://a:b@h:1/api/v1/x)",
-                "error sending request for url (http://a:***@h:1/api/v1/x)",
-            ),
-        ] {
-            assert_eq!(redact(word), want, "{word}");
-        }
-    }
 
     #[test]
     fn strings_are_valid_toml() {
