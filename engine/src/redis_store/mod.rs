@@ -4,8 +4,10 @@
 mod admin;
 mod discover;
 mod functions;
+mod outage;
 mod resp;
 mod sentinel;
+mod server;
 mod subscriber;
 mod url;
 mod wait;
@@ -17,13 +19,13 @@ use crate::resp::Resp;
 use crate::store::{Store, StoreError};
 use async_trait::async_trait;
 use orq_lua::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 use resp::{error_reply, to_resp};
 use sentinel::SentinelConn;
+use server::ServerConn;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +59,11 @@ const CLUSTER_RETRY_WAIT_MAX_MS: u64 = 1_000;
 /// with a fall-back to EVAL on NOSCRIPT (which also caches the script again); multiplexed connections that reconnect by themselves after a drop, so
 /// concurrent calls pipeline.
 ///
-/// **One server** (`redis://`, `rediss://`): one multiplexed connection.
+/// **One server** (`redis://`, `rediss://`): one multiplexed connection, made again after it is
+/// lost and after any failed attempt to make it ([`server`]): a refused password is tried again
+/// after a backoff (100 ms doubling to 2 s, jittered), like a server that is down, so the store
+/// recovers as soon as the credentials work again; the episode is logged once when it begins
+/// and once when it ends ([`outage`]).
 ///
 /// **A cluster** (`redis+cluster://host:port[,host:port...]`, any one reachable node is
 /// enough): the `redis` crate's cluster client learns the slot map from the nodes, keeps a
@@ -117,7 +123,7 @@ pub struct RedisStore {
 #[derive(Clone)]
 enum Conn {
     /// One server.
-    Single(ConnectionManager),
+    Single(Arc<ServerConn>),
     /// A Redis Cluster.
     Cluster(ClusterConnection),
     /// The primary of a Sentinel deployment, found through the sentinels.
@@ -191,20 +197,8 @@ impl RedisStore {
                  {SENTINEL_SCHEME}host:port,host:port/master-name)"
             ))
         })?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_number_of_retries(3)
-            .set_max_delay(Duration::from_secs(2));
-        let conn =
-            ConnectionManager::new_lazy_with_config(client.clone(), config).map_err(|e| {
-                StoreError(format!(
-                    "cannot create connection to {}: {e}",
-                    crate::redact::redacted(url)
-                ))
-            })?;
         Ok(RedisStore {
-            conn: Conn::Single(conn),
+            conn: Conn::Single(Arc::new(ServerConn::new(client.clone()))),
             url: url.to_string(),
             subscribe_to: SubscribeTo::Nodes(vec![client]),
             wakes: std::sync::Arc::default(),
@@ -369,7 +363,7 @@ impl RedisStore {
         p.add_command(cmd);
         p.cmd("WAIT").arg(w.replicas).arg(w.timeout_ms.max(1));
         let replies: Vec<RedisResult<Value>> = match &self.conn {
-            Conn::Single(c) => p.query_async(&mut c.clone()).await?,
+            Conn::Single(c) => c.query_pipeline(&p).await?,
             Conn::Sentinel(c) => c.query_pipeline(&p).await?,
             Conn::Cluster(c) => p.query_async(&mut c.clone()).await?,
         };
@@ -388,7 +382,7 @@ impl RedisStore {
     /// cluster, where each node's error stays in its entry ([`per_node`]).
     async fn query(&self, cmd: &Cmd, route: Route<'_>) -> RedisResult<Value> {
         match &self.conn {
-            Conn::Single(c) => cmd.query_async(&mut c.clone()).await,
+            Conn::Single(c) => c.query(cmd).await,
             Conn::Sentinel(c) => c.query(cmd).await,
             Conn::Cluster(c) => {
                 let mut c = c.clone();

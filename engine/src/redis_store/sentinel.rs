@@ -1,11 +1,15 @@
 //! The connection of a [`super::RedisStore`] on a Sentinel deployment (`redis+sentinel://`):
 //! the primary is found through the sentinels, and found again after a failover.
 
+use super::outage::Outage;
+use super::resp::authentication_failed;
+use super::server::{connection_lost, server_config};
 use super::url::SentinelUrl;
 use super::{CONNECTION_TIMEOUT, RESPONSE_TIMEOUT};
+use crate::redact::redacted;
 use crate::store::StoreError;
 use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisResult, Value};
+use redis::{AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisResult, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,10 +23,6 @@ const SENTINEL_TIMEOUT: Duration = Duration::from_secs(2);
 /// ten seconds: without this check every write of that time would land on the old primary and
 /// be lost when it is demoted. With it, at most this long plus a sentinel's answer.
 const PRIMARY_CHECK_INTERVAL: Duration = Duration::from_millis(500);
-
-/// After a failed search for the primary, how long calls fail at once with its error instead of
-/// searching again (so that many concurrent callers do not hammer the sentinels).
-const RESOLVE_FAILURE_HOLD: Duration = Duration::from_millis(250);
 
 /// The primary found through the sentinels: a multiplexed connection to it, forgotten after an
 /// I/O error or a `READONLY` reply (a failover), or when the sentinels name another primary
@@ -44,8 +44,10 @@ struct State {
     addr: String,
     checked_at: Option<Instant>,
     checking: bool,
-    /// The last failure to find the primary, and when.
-    failed: Option<(Instant, String)>,
+    /// Failed searches for the primary in a row: after each, calls fail at once with its
+    /// error for the outage's wait (so that many concurrent callers do not hammer the
+    /// sentinels), and the episode is logged when it begins and ends.
+    outage: Outage,
 }
 
 /// The server found as the primary: its client (for the wake-up subscriber), a connection to
@@ -56,21 +58,10 @@ pub(super) struct Primary {
     pub addr: String,
 }
 
-/// Whether `e` means the connection (or the server's role) can no longer be trusted: an I/O
-/// error, a dropped connection, a timeout, or a replica's refusal to write.
+/// Whether `e` means the connection (or the server's role) can no longer be trusted: a lost
+/// connection ([`connection_lost`]), or a replica's refusal to write.
 fn forgets(e: &redis::RedisError) -> bool {
-    e.is_io_error()
-        || e.is_connection_dropped()
-        || e.is_timeout()
-        || e.is_unrecoverable_error()
-        || matches!(e.code(), Some("READONLY" | "MASTERDOWN"))
-}
-
-/// The connection settings of a data server connection.
-fn server_config() -> AsyncConnectionConfig {
-    AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+    connection_lost(e) || matches!(e.code(), Some("READONLY" | "MASTERDOWN"))
 }
 
 impl SentinelConn {
@@ -84,12 +75,16 @@ impl SentinelConn {
     /// Ask the sentinels, in the URL's order, for the primary of the master name; connect to
     /// the first one named that says (`ROLE`) it is a master. Bounded by the timeouts: each
     /// sentinel [`SENTINEL_TIMEOUT`], each server [`CONNECTION_TIMEOUT`] and
-    /// [`RESPONSE_TIMEOUT`].
-    pub async fn resolve(&self) -> Result<Primary, StoreError> {
+    /// [`RESPONSE_TIMEOUT`]. Errors: an I/O error naming each sentinel asked and its answer;
+    /// when a primary a sentinel named refused orq's credentials, an authentication failure
+    /// ([`ErrorKind::AuthenticationFailed`]: the engine's `WRONGPASS`, transient).
+    pub async fn resolve(&self) -> Result<Primary, RedisError> {
         let master = &self.url.master;
         let mut problems = Vec::new();
         let mut unknown = 0;
+        let mut refused = false;
         for s in &self.url.sentinels {
+            let s = &redacted(s);
             let addr = match ask(s, master).await {
                 Ok(Some(a)) => a,
                 Ok(None) => {
@@ -110,22 +105,41 @@ impl SentinelConn {
                         addr: format!("{}:{}", addr.0, addr.1),
                     })
                 }
-                Err(e) => problems.push(format!(
-                    "{s} names {}:{} as the primary, but {e}",
-                    addr.0, addr.1
-                )),
+                Err(e) => {
+                    refused |= e.kind() == ErrorKind::AuthenticationFailed;
+                    problems.push(format!(
+                        "{s} names {}:{} as the primary, but {}",
+                        addr.0,
+                        addr.1,
+                        e.detail().unwrap_or_default()
+                    ));
+                }
             }
         }
         if unknown == self.url.sentinels.len() {
-            return Err(StoreError(format!(
+            return Err(io_error(format!(
                 "no Redis Sentinel knows a master named {master:?} (sentinels asked: {})",
-                self.url.sentinels.join(", ")
+                self.url
+                    .sentinels
+                    .iter()
+                    .map(|s| redacted(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
-        Err(StoreError(format!(
+        let message = format!(
             "cannot find the Redis primary {master:?} through the sentinels: {}",
             problems.join("; ")
-        )))
+        );
+        Err(if refused {
+            RedisError::from((
+                ErrorKind::AuthenticationFailed,
+                "the Redis primary refused orq's credentials",
+                message,
+            ))
+        } else {
+            io_error(message)
+        })
     }
 
     /// Whether some sentinel answers and knows the master name (the primary it names need not
@@ -162,26 +176,41 @@ impl SentinelConn {
         )))
     }
 
-    /// Connect to the server at `url` and check it is a master.
-    async fn connect_primary(url: &str) -> Result<(redis::Client, MultiplexedConnection), String> {
-        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    /// Connect to the server at `url` and check it is a master. Errors: the `redis` crate's
+    /// (an authentication failure keeps its kind), with a detail that says what failed.
+    async fn connect_primary(
+        url: &str,
+    ) -> Result<(redis::Client, MultiplexedConnection), RedisError> {
+        let client = redis::Client::open(url)?;
+        let failed = |what: &str, e: RedisError| {
+            let refused =
+                authentication_failed(&e) || matches!(e.code(), Some("WRONGPASS" | "NOAUTH"));
+            let kind = if refused {
+                ErrorKind::AuthenticationFailed
+            } else {
+                ErrorKind::Io
+            };
+            let text = e.to_string();
+            RedisError::from((kind, "the named primary failed", format!("{what}: {text}")))
+        };
         let work = async {
+            let config = server_config();
             let mut conn = client
-                .get_multiplexed_async_connection_with_config(&server_config())
+                .get_multiplexed_async_connection_with_config(&config)
                 .await
-                .map_err(|e| format!("cannot connect to it: {e}"))?;
+                .map_err(|e| failed("cannot connect to it", e))?;
             let role: Value = redis::cmd("ROLE")
                 .query_async(&mut conn)
                 .await
-                .map_err(|e| format!("ROLE failed: {e}"))?;
+                .map_err(|e| failed("ROLE failed", e))?;
             match super::admin::role_word(role).as_deref() {
                 Some("master") => Ok(conn),
-                other => Err(format!("it is not a master (ROLE: {other:?})")),
+                other => Err(io_error(format!("it is not a master (ROLE: {other:?})"))),
             }
         };
         match tokio::time::timeout(CONNECTION_TIMEOUT + RESPONSE_TIMEOUT, work).await {
             Ok(r) => r.map(|conn| (client, conn)),
-            Err(_) => Err("it did not answer in time".into()),
+            Err(_) => Err(io_error("it did not answer in time".into())),
         }
     }
 
@@ -204,11 +233,10 @@ impl SentinelConn {
             }
             return Ok(c);
         }
-        if let Some((at, e)) = &st.failed {
-            if at.elapsed() < RESOLVE_FAILURE_HOLD {
-                return Err(io_error(e.clone()));
-            }
+        if let Some(e) = st.outage.holding(Instant::now()) {
+            return Err(e);
         }
+        let what = format!("the Redis primary {:?} through Sentinel", self.url.master);
         match self.resolve().await {
             Ok(p) => {
                 st.generation += 1;
@@ -217,12 +245,12 @@ impl SentinelConn {
                 st.current = Some((st.generation, p.conn));
                 st.addr = p.addr;
                 st.checked_at = Some(Instant::now());
-                st.failed = None;
+                st.outage.recovered(Instant::now(), &what);
                 Ok(st.current.clone().expect("just set"))
             }
             Err(e) => {
-                st.failed = Some((Instant::now(), e.0.clone()));
-                Err(io_error(e.0))
+                st.outage.failed(Instant::now(), &what, &e);
+                Err(e)
             }
         }
     }

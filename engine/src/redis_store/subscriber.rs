@@ -1,10 +1,11 @@
 //! The wake-up subscriber of a [`super::RedisStore`]: one pub/sub connection that hears the
 //! scripts' wake-ups and wakes the store's listeners.
 
+use super::outage::Outage;
 use super::sentinel::SentinelConn;
-use crate::store::{StoreError, WakeHub};
+use crate::store::WakeHub;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the wake-up subscriber connects.
 #[derive(Clone)]
@@ -17,10 +18,10 @@ pub(super) enum SubscribeTo {
 
 impl SubscribeTo {
     /// The server to subscribe on at the `next`-th try.
-    async fn client(&self, next: usize) -> Result<redis::Client, StoreError> {
+    async fn client(&self, next: usize) -> redis::RedisResult<redis::Client> {
         match self {
             SubscribeTo::Nodes(nodes) => Ok(nodes[next % nodes.len()].clone()),
-            SubscribeTo::Sentinel(s) => Ok(s.resolve().await?.client),
+            SubscribeTo::Sentinel(s) => s.resolve().await.map(|p| p.client),
         }
     }
 }
@@ -41,20 +42,23 @@ const SUBSCRIBER_BACKOFF_MAX_MS: u64 = 1_000;
 /// sent on `new` later), wake the listeners of each message's channel. Connects to `to`'s first
 /// server, and to the next one (round robin) after each failure to connect or lost connection;
 /// on Sentinel, to the primary the sentinels name at each (re)connection. Ends when the store
-/// is gone (`new` closed).
+/// is gone (`new` closed). Failures to connect in a row are one outage, logged when it begins
+/// and when it ends ([`Outage`]); each lost connection is logged.
 pub(super) async fn subscriber(
     to: SubscribeTo,
     wakes: std::sync::Weak<Wakes>,
     mut new: tokio::sync::mpsc::UnboundedReceiver<String>,
 ) {
     use futures::StreamExt;
+    const WHAT: &str = "Redis for the wake-up subscriber";
     let mut backoff_ms = 100;
     let mut next = 0;
+    let mut outage = Outage::default();
     loop {
         let client = match to.client(next).await {
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!(error = %e, backoff_ms, "wake-up subscriber cannot find the primary");
+                outage.failed(Instant::now(), WHAT, &e);
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 backoff_ms = (backoff_ms * 2).min(SUBSCRIBER_BACKOFF_MAX_MS);
                 if new.is_closed() {
@@ -67,7 +71,7 @@ pub(super) async fn subscriber(
         let pubsub = match client.get_async_pubsub().await {
             Ok(p) => p,
             Err(e) => {
-                tracing::warn!(error = %e, %node, backoff_ms, "wake-up subscriber cannot connect");
+                outage.failed(Instant::now(), WHAT, &e);
                 next += 1;
                 tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
                 backoff_ms = (backoff_ms * 2).min(SUBSCRIBER_BACKOFF_MAX_MS);
@@ -88,6 +92,7 @@ pub(super) async fn subscriber(
         }
         if subscribed {
             backoff_ms = 100;
+            outage.recovered(Instant::now(), WHAT);
             // Wake-ups published while no subscription was up are lost: everyone looks again.
             w.hub.notify_all();
         }
