@@ -256,7 +256,7 @@ async fn no_debug_output_or_error_shows_the_password() {
 // Goal: on a Redis Cluster too, a password changed on every node with the connections killed
 // makes calls fail transiently, never permanently, and the store answers again once the
 // password works. (The cluster client keeps no word of why it cannot reconnect: the cause reads
-// UNREACHABLE, design note 68.) Method: a cluster of three primaries with
+// UNREACHABLE, design note 69.) Method: a cluster of three primaries with
 // requirepass on each, a store on `redis+cluster://:PASSWORD@…`; CONFIG SET another password
 // and CLIENT KILL on every node; poll until a call fails (transient, no password shown); set
 // the password back on every node and poll until calls work again.
