@@ -58,7 +58,7 @@
 -- Emits: paused / resumed / configured (queue mode), tenant_configured (tenant mode).
 -- Publishes: the queue's wake-up on resume, and when a tenant's new limits unpark it (lib/park.lua, wake).
 --
--- Uses: ctx, format, args, keys, events, park, capped
+-- Uses: ctx, format, args, keys, counters, events, park, capped
 
 local c = new_ctx(KEYS)
 
@@ -99,14 +99,25 @@ local function drop_busy()
   return {now, 'busy', n}
 end
 
+-- The counters move with the tasks (queue and tenant `n:<status>`), so a drop that stops
+-- half-way (answer 'more') leaves the counts true.
 local function drop_finished(bound)
   local deleted = 0
-  for _, index in ipairs({c.K_COMPLETED, c.K_CANCELLED}) do
+  for _, finished in ipairs({{c.K_COMPLETED, 'completed'}, {c.K_CANCELLED, 'cancelled'}}) do
+    local index, field = finished[1], 'n:' .. finished[2]
     local ids = redis.call('ZRANGE', index, '0', istr(bound - deleted - 1))
     for i = 1, #ids do
-      redis.call('DEL', task_key(c, ids[i]))
+      local key = task_key(c, ids[i])
+      local tenant = redis.pcall('HGET', key, F.tenant)
+      if type(tenant) == 'string' and tenant ~= '' and not tenant_error(c, tenant) then
+        hincr(c, tenant_key(c, tenant), field, -1)
+      end
+      redis.call('DEL', key)
     end
-    if #ids > 0 then redis.call('ZREM', index, unpack(ids)) end
+    if #ids > 0 then
+      redis.call('ZREM', index, unpack(ids))
+      hincr(c, c.K_STATS, field, -#ids)
+    end
     deleted = deleted + #ids
     if deleted >= bound then break end
   end

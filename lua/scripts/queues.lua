@@ -13,13 +13,16 @@
 --
 -- ARGV:
 --   ARGV[1]  string  'add', 'create', 'remove', 'list', 'probe' or 'format'
---   ARGV[2]  string  queue name (modes add, create, remove; validated by the caller)
---   ARGV[3]  string  mode create: the tenant creating it (validated by the caller)
---   ARGV[4]  integer mode create: the most queues that tenant may have created (1..)
+--   ARGV[2]  string  modes add and remove: the queue name (validated by the caller);
+--                    mode create: the tenant creating the queues (validated by the caller)
+--   ARGV[3]  integer mode create: the most queues that tenant may have created (1..)
+--   ARGV[4..] string mode create: the queue names (1..1000, validated and distinct)
 --
 -- Returns: mode add: {now_ms, 1 when the name was new else 0};
---   mode create: {now_ms, 1 created | 0 it existed | -1 refused: the tenant has created ARGV[4]
---   queues already, count} with count the queues the tenant has created (after this call);
+--   mode create: {now_ms, created, count}: created is the number of names that were new, all
+--   now registered and counted against the tenant, or -1 when they would take the tenant past
+--   ARGV[3] queues (none is created then: all or nothing); count is the queues the tenant has
+--   created that exist (after this call);
 --   mode remove: {now_ms, 1 when the name was there else 0, creator} with creator the tenant
 --   that created it ('' when an admin or a worker serving it did);
 --   mode list: {now_ms, {name, ...}} sorted by name;
@@ -62,9 +65,9 @@ end
 if mode == 'create' or mode == 'remove' then
   bad = type_error(KEYS[2], 'hash')
   if bad then return bad end
-  local queue = ARGV[2]
-  if not queue or queue == '' then return redis.error_reply('INVALID queue name is required') end
   if mode == 'remove' then
+    local queue = ARGV[2]
+    if not queue or queue == '' then return redis.error_reply('INVALID queue name is required') end
     local removed = redis.call('SREM', KEYS[1], queue)
     local creator = redis.call('HGET', KEYS[2], 'q:' .. queue)
     if creator then
@@ -75,24 +78,30 @@ if mode == 'create' or mode == 'remove' then
     end
     return {now, removed, creator or ''}
   end
-  local tenant = ARGV[3]
+  local tenant = ARGV[2]
   if not tenant or tenant == '' then return redis.error_reply('INVALID tenant is required') end
-  local cap = tonumber(ARGV[4])
+  local cap = tonumber(ARGV[3])
   if not cap or cap < 1 or cap ~= math.floor(cap) then
     return redis.error_reply('INVALID the most queues a tenant may create must be an integer >= 1')
   end
+  if #ARGV < 4 or #ARGV > 1003 then
+    return redis.error_reply('INVALID between 1 and 1000 queue names')
+  end
   local count = tonumber(redis.call('HGET', KEYS[2], 't:' .. tenant) or '0') or 0
-  if redis.call('SISMEMBER', KEYS[1], queue) == 1 then
-    return {now, 0, count}
+  local new = {}
+  for i = 4, #ARGV do
+    if ARGV[i] == '' then return redis.error_reply('INVALID queue name is required') end
+    if redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 0 then new[#new + 1] = ARGV[i] end
   end
-  if count >= cap then
-    return {now, -1, count}
+  if #new == 0 then return {now, 0, count} end
+  if count + #new > cap then return {now, -1, count} end
+  for i = 1, #new do
+    redis.call('SADD', KEYS[1], new[i])
+    redis.call('HSET', KEYS[2], 'q:' .. new[i], tenant)
+    redis.call('PUBLISH', KEYS[1] .. ':wake', new[i])
   end
-  redis.call('SADD', KEYS[1], queue)
-  redis.call('HSET', KEYS[2], 'q:' .. queue, tenant)
-  count = redis.call('HINCRBY', KEYS[2], 't:' .. tenant, 1)
-  redis.call('PUBLISH', KEYS[1] .. ':wake', queue)
-  return {now, 1, count}
+  count = redis.call('HINCRBY', KEYS[2], 't:' .. tenant, #new)
+  return {now, #new, count}
 end
 if mode == 'add' then
   if not ARGV[2] or ARGV[2] == '' then return redis.error_reply('INVALID queue name is required') end

@@ -288,13 +288,17 @@ impl AppState {
         self
     }
 
-    /// The queue rules of a submit to `queue` by `caller`: a tenant key that may use every
-    /// queue creates a queue that does not exist yet within its tenant's allowance
-    /// ([`AppState::tenant_queues_max`]; 403 beyond it). An admin's submit, and a tenant key's
-    /// to a queue its `queues` list names, create queues as they always did (at their first
-    /// task). The registry is read through the worker protocol's cache, so a submit to a known
-    /// queue costs no store call.
-    pub(crate) async fn admit_queue(&self, caller: &Caller, queue: &str) -> Result<(), ApiError> {
+    /// The queue rules of a submit to `queues` (a batch's distinct queues) by `caller`: a
+    /// tenant key that may use every queue creates the queues that do not exist yet within its
+    /// tenant's allowance ([`AppState::tenant_queues_max`]), all of them or none (403 naming
+    /// them). An admin's submit, and a tenant key's to a queue its `queues` list names, create
+    /// queues as they always did (at their first task). The registry is read through the worker
+    /// protocol's cache, so a submit to known queues costs no store call.
+    pub(crate) async fn admit_queues(
+        &self,
+        caller: &Caller,
+        queues: &[&str],
+    ) -> Result<(), ApiError> {
         let crate::auth::Scope::Tenant {
             tenant,
             queues: None,
@@ -302,24 +306,42 @@ impl AppState {
         else {
             return Ok(());
         };
-        if !is_valid_name(queue)
-            || self
-                .queues_cache
-                .knows(&self.client, &*self.clock, queue)
-                .await?
-        {
+        let mut missing = Vec::new();
+        for q in queues {
+            if is_valid_name(q)
+                && !self
+                    .queues_cache
+                    .knows(&self.client, &*self.clock, q)
+                    .await?
+            {
+                missing.push(*q);
+            }
+        }
+        if missing.is_empty() {
             return Ok(());
         }
         match self
             .client
-            .create_queue(queue, tenant, self.tenant_queues_max)
+            .create_queues(&missing, tenant, self.tenant_queues_max)
             .await?
         {
-            orq::client::Created::Refused { count } => Err(ApiError::forbidden(format!(
-                "queue: no queue named {queue}, and tenant {tenant} has created {count} queues, \
-                 the most its keys may (--tenant-queues-max); submit to an existing queue, or \
-                 ask an admin to create this one or delete unused ones"
-            ))),
+            orq::client::Created::Refused { count } => {
+                let named = match missing.as_slice() {
+                    [one] => format!("no queue named {one}"),
+                    more => format!(
+                        "{} of this batch's queues do not exist ({}{})",
+                        more.len(),
+                        more.iter().take(3).copied().collect::<Vec<_>>().join(", "),
+                        if more.len() > 3 { ", ..." } else { "" }
+                    ),
+                };
+                Err(ApiError::forbidden(format!(
+                    "queue: {named}, and tenant {tenant} has created {count} of the {} queues \
+                     its keys may (--tenant-queues-max); submit to existing queues, or ask an \
+                     admin to create them or delete unused ones",
+                    self.tenant_queues_max
+                )))
+            }
             _ => Ok(()),
         }
     }

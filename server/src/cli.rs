@@ -85,7 +85,7 @@ pub enum Command {
     Tasks(crate::admin::TasksArgs),
     /// The dead-letter queue of a running orq: list, replay, purge (one by one or --all).
     Dlq(crate::admin::DlqArgs),
-    /// Queues of a running orq: list, stats, pause, resume, drain.
+    /// Queues of a running orq: list, stats, pause, resume, drain, delete.
     Queues(crate::admin::QueuesArgs),
     /// Tenants of a queue of a running orq: get their settings and counts, set their fair-share
     /// settings.

@@ -14,25 +14,30 @@ pub const DROP_BOUND: u64 = 1000;
 /// deleted with a queue; beyond, it answers [`Deleted::More`] and can be asked again).
 pub const DROP_ROUNDS_MAX: u32 = 200;
 
-/// What [`Client::create_queue`] found or did.
+/// What [`Client::create_queues`] found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
-    /// The queue existed already.
+    /// Every queue existed already.
     Existed {
         /// The queues the tenant has created that exist.
         count: u64,
     },
-    /// The queue was created, counted against the tenant.
+    /// The queues that did not exist were created, counted against the tenant.
     Created {
-        /// The queues the tenant has created that exist, this one included.
+        /// How many were new.
+        new: u64,
+        /// The queues the tenant has created that exist, these included.
         count: u64,
     },
-    /// Refused: the tenant has created its allowance of queues.
+    /// Refused: the new ones would take the tenant past its allowance; none was created.
     Refused {
         /// The queues the tenant has created that exist.
         count: u64,
     },
 }
+
+/// Most queue names one [`Client::create_queues`] call takes (a batch's distinct queues).
+pub const CREATE_QUEUES_MAX: usize = 1000;
 
 /// What [`Client::delete_queue`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,37 +70,60 @@ pub enum Deleted {
 }
 
 impl Client {
-    /// Create `queue` on behalf of `tenant`, whose key may bring at most `allowance` queues into
-    /// existence (counted in [`CREATORS_KEY`] until each is deleted). An existing queue is not
-    /// counted again. Errors: `Invalid` (a bad name, `allowance` 0), `Unavailable`.
-    pub async fn create_queue(&self, queue: &str, tenant: &str, allowance: u64) -> Result<Created> {
+    /// Create those of `queues` that do not exist on behalf of `tenant`, whose keys may bring
+    /// at most `allowance` queues into existence (counted in [`CREATORS_KEY`] until each is
+    /// deleted): all of them, or none when they would take the tenant past its allowance. An
+    /// existing queue is not counted again. Errors: `Invalid` (a bad name, none or more than
+    /// [`CREATE_QUEUES_MAX`], `allowance` 0), `Unavailable`.
+    pub async fn create_queues(
+        &self,
+        queues: &[&str],
+        tenant: &str,
+        allowance: u64,
+    ) -> Result<Created> {
         let op = "create_queue";
-        check_queue(op, queue)?;
+        if queues.is_empty() || queues.len() > CREATE_QUEUES_MAX {
+            return Err(Error::invalid(
+                op,
+                format!("queues: 1 to {CREATE_QUEUES_MAX}"),
+            ));
+        }
+        let mut distinct: Vec<&str> = Vec::with_capacity(queues.len());
+        for q in queues {
+            check_queue(op, q)?;
+            if !distinct.contains(q) {
+                distinct.push(q);
+            }
+        }
         if !is_valid_name(tenant) || allowance == 0 {
             return Err(Error::invalid(
                 op,
                 "tenant and allowance: a valid name, 1 or more",
             ));
         }
+        let mut args = vec![arg("create"), arg(tenant), arg(allowance)];
+        args.extend(distinct.iter().map(|q| arg(*q)));
         let reply = eval(
             &*self.store,
             "queues",
             op,
             &[QUEUES_KEY.to_string(), CREATORS_KEY.to_string()],
-            &[arg("create"), arg(queue), arg(tenant), arg(allowance)],
+            &args,
         )
         .await?;
         let it = items(op, &reply, "")?;
         let count = int_at(op, it, 2)?.max(0) as u64;
         let created = match int_at(op, it, 1)? {
-            1 => Created::Created { count },
+            -1 => return Ok(Created::Refused { count }),
             0 => Created::Existed { count },
-            -1 => Created::Refused { count },
+            n if n > 0 => Created::Created {
+                new: n as u64,
+                count,
+            },
             other => return Err(Error::protocol(op, format!("unknown outcome {other}"))),
         };
-        if created != (Created::Refused { count }) {
-            self.registered.lock().unwrap().insert(queue.to_string());
-        }
+        let mut registered = self.registered.lock().unwrap();
+        registered.extend(distinct.iter().map(|q| q.to_string()));
         Ok(created)
     }
 
@@ -192,7 +220,7 @@ impl Client {
         let r = if creator.is_empty() {
             self.register_queue(queue, true).await.map(|_| ())
         } else {
-            self.create_queue(queue, creator, u64::MAX >> 11)
+            self.create_queues(&[queue], creator, u64::MAX >> 11)
                 .await
                 .map(|_| ())
         };

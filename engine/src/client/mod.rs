@@ -16,7 +16,7 @@ mod reads;
 mod submit;
 mod types;
 
-pub use lifecycle::{Created, Deleted, DROP_BOUND, DROP_ROUNDS_MAX};
+pub use lifecycle::{Created, Deleted, CREATE_QUEUES_MAX, DROP_BOUND, DROP_ROUNDS_MAX};
 pub use types::{
     BulkReplay, Held, ListQuery, OldestReady, Page, QueueEvent, QueueStats, StatsQuery, Submitted,
     TenantLimits, TenantStats, WorkerInfo, WorkerLease, Workers,
@@ -127,8 +127,8 @@ fn check_lookup_width(op: &'static str, n: usize) -> Result<()> {
         op,
         format!(
             "queue: required here: a lookup without a queue searches at most \
-             {LOOKUP_QUEUES_MAX} queues and {n} may hold this task; name the task's queue \
-             (?queue=)"
+             {LOOKUP_QUEUES_MAX} queues, and more than that may hold this task; name the \
+             task's queue (?queue=)"
         ),
     ))
 }

@@ -6,35 +6,51 @@ use crate::common::{spec, Env};
 use orq::client::{Created, Deleted};
 use orq::Status;
 
-// Goal: a tenant creates at most its allowance of queues; an existing queue is not counted
-// again, and another tenant has its own allowance.
-// Method: an allowance of 2; three creates by acme, one by bolt, one of an existing queue.
+// Goal: a tenant creates at most its allowance of queues, a set of names all or none; an
+// existing queue is not counted again, and another tenant has its own allowance.
+// Method: an allowance of 3; creates by acme of one, of a set too big, of a set that fits (with
+// an existing name and a repeated one), then one too many; one by bolt.
 async fn queues_are_created_within_a_tenants_allowance(env: Env) {
     let c = &env.client;
+    let created = |new, count| Created::Created { new, count };
     assert_eq!(
-        c.create_queue("a1", "acme", 2).await.unwrap(),
-        Created::Created { count: 1 }
+        c.create_queues(&["a1"], "acme", 3).await.unwrap(),
+        created(1, 1)
     );
     assert_eq!(
-        c.create_queue("a1", "acme", 2).await.unwrap(),
+        c.create_queues(&["a1"], "acme", 3).await.unwrap(),
         Created::Existed { count: 1 }
     );
+    // All or nothing: three new names with two left are refused whole.
     assert_eq!(
-        c.create_queue("a2", "acme", 2).await.unwrap(),
-        Created::Created { count: 2 }
+        c.create_queues(&["a1", "a2", "a3", "a4"], "acme", 3)
+            .await
+            .unwrap(),
+        Created::Refused { count: 1 }
     );
     assert_eq!(
-        c.create_queue("a3", "acme", 2).await.unwrap(),
-        Created::Refused { count: 2 }
+        c.queues().await.unwrap(),
+        ["a1"],
+        "none of the refused names"
     );
     assert_eq!(
-        c.create_queue("b1", "bolt", 2).await.unwrap(),
-        Created::Created { count: 1 }
+        c.create_queues(&["a1", "a2", "a2", "a3"], "acme", 3)
+            .await
+            .unwrap(),
+        created(2, 3)
+    );
+    assert_eq!(
+        c.create_queues(&["a4"], "acme", 3).await.unwrap(),
+        Created::Refused { count: 3 }
+    );
+    assert_eq!(
+        c.create_queues(&["b1"], "bolt", 3).await.unwrap(),
+        created(1, 1)
     );
     let queues = c.queues().await.unwrap();
     assert_eq!(
         queues,
-        ["a1", "a2", "b1"],
+        ["a1", "a2", "a3", "b1"],
         "a refused queue is not registered"
     );
 }
@@ -47,8 +63,8 @@ async fn queues_are_created_within_a_tenants_allowance(env: Env) {
 async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
     let c = &env.client;
     assert_eq!(
-        c.create_queue("q", "acme", 1).await.unwrap(),
-        Created::Created { count: 1 }
+        c.create_queues(&["q"], "acme", 1).await.unwrap(),
+        Created::Created { new: 1, count: 1 }
     );
     let sub = c
         .submit(spec("q", "echo", "{}").delay_ms(600_000))
@@ -66,7 +82,7 @@ async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
     assert_eq!(c.queues().await.unwrap(), ["q"], "back in the registry");
     assert_eq!(env.get("q", &sub.task.id).await.status, Status::Scheduled);
     assert_eq!(
-        c.create_queue("r", "acme", 1).await.unwrap(),
+        c.create_queues(&["r"], "acme", 1).await.unwrap(),
         Created::Refused { count: 1 }
     );
 
@@ -88,8 +104,8 @@ async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
         "the queue's counters went too"
     );
     assert_eq!(
-        c.create_queue("r", "acme", 1).await.unwrap(),
-        Created::Created { count: 1 }
+        c.create_queues(&["r"], "acme", 1).await.unwrap(),
+        Created::Created { new: 1, count: 1 }
     );
 
     // Another client (another process) that recorded `q` before: its next submit finds the
@@ -143,10 +159,63 @@ async fn a_delete_stopped_half_way_is_undone_by_asking_again(env: Env) {
     assert_eq!(c.delete_queue("q").await.unwrap(), Deleted::NotFound);
 }
 
+// Goal: a drop call that stops at its bound leaves the queue's and its tenants' counts true.
+// Method: two cancelled tasks of two tenants; one drop call of bound 1 ('more'), then the
+// counts; the next call drops the rest.
+async fn a_drop_that_stops_at_its_bound_leaves_true_counts(env: Env) {
+    let c = &env.client;
+    for tenant in ["acme", "bolt"] {
+        let sub = c
+            .submit(spec("q", "echo", "{}").tenant(tenant).delay_ms(600_000))
+            .await
+            .unwrap();
+        c.cancel(Some("q"), &sub.task.id).await.unwrap();
+    }
+    let drop = || async {
+        let args = [b"drop".to_vec(), b"1".to_vec()];
+        let reply = env
+            .store
+            .eval(
+                orq_lua::script("configure"),
+                &orq::keys::queue_keys("q"),
+                &args,
+            )
+            .await
+            .unwrap();
+        reply.as_array().unwrap()[1].as_str().unwrap().to_string()
+    };
+    assert_eq!(drop().await, "more");
+    let stats = env.stats("q").await;
+    assert_eq!(
+        stats.counts[&Status::Cancelled],
+        1,
+        "the queue's count moved"
+    );
+    let per_tenant: i64 = stats
+        .tenants
+        .iter()
+        .map(|t| t.counts.get(&Status::Cancelled).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        per_tenant, 1,
+        "one tenant's count moved: {:?}",
+        stats.tenants
+    );
+    // The other task, then each tenant's hash, a bounded batch each, then the keys.
+    let mut calls = 1;
+    while drop().await != "dropped" {
+        calls += 1;
+        assert!(calls < 10, "a drop of bound 1 never ended");
+    }
+    assert_eq!(calls, 4);
+    assert_eq!(env.stats("q").await.counts[&Status::Cancelled], 0);
+}
+
 pub fn cases() -> Vec<crate::deployment::Case> {
     cases![
         queues_are_created_within_a_tenants_allowance,
         a_queue_is_deleted_only_when_it_holds_no_work,
         a_delete_stopped_half_way_is_undone_by_asking_again,
+        a_drop_that_stops_at_its_bound_leaves_true_counts,
     ]
 }

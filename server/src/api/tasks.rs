@@ -53,7 +53,7 @@ pub(crate) async fn submit(
     let body = authorize_submit(&caller, body)?;
     let mut spec = spec_of(&s, body).await?;
     s.admit(std::slice::from_ref(&spec))?;
-    s.admit_queue(&caller, &spec.queue).await?;
+    s.admit_queues(&caller, &[&spec.queue]).await?;
     // Disabled (a no-op) unless this process exports traces (crate::telemetry).
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit",
         otel.kind = "server", orq.queue = %spec.queue, orq.tenant = %spec.tenant,
@@ -121,13 +121,11 @@ pub(crate) async fn submit_batch(
         })?);
     }
     s.admit(&specs)?;
-    // Each queue a tenant key brings into existence is counted (a refusal after another queue
-    // of the batch was created leaves that one, empty and counted, for an admin to delete).
+    // The queues a tenant key brings into existence: all of the batch's, or none.
     let queues: std::collections::BTreeSet<&str> =
         specs.iter().map(|sp| sp.queue.as_str()).collect();
-    for q in queues {
-        s.admit_queue(&caller, q).await?;
-    }
+    s.admit_queues(&caller, &queues.into_iter().collect::<Vec<_>>())
+        .await?;
     let span = tracing::info_span!(target: orq::trace::TARGET, "orq.submit_batch",
         otel.kind = "server", orq.tasks = specs.len());
     crate::telemetry::continue_trace(&span, &headers);

@@ -15,7 +15,10 @@ impl ApiKeys {
     /// index every tenant shares, so in the clear it would tell how many of the other tenants'
     /// tasks a page skipped. Sealed with ChaCha20-Poly1305 (RFC 8439) under a secret derived from
     /// the keys file, `tenant` as associated data: hex of the 12-byte random nonce, the
-    /// ciphertext and the 16-byte tag. Opened by [`ApiKeys::open_cursor`].
+    /// ciphertext and the 16-byte tag. The plain text is padded with NUL bytes to
+    /// [`CURSOR_PLAIN_MAX`] first, so every sealed cursor has one length: the length of an
+    /// offset or a stream id would otherwise tell its order of magnitude (how many of the other
+    /// tenants' tasks or events lie before it). Opened by [`ApiKeys::open_cursor`].
     pub fn seal_cursor(&self, tenant: &str, cursor: &str) -> String {
         use chacha20poly1305::aead::{Aead, KeyInit, Payload};
         debug_assert!(cursor.len() <= CURSOR_PLAIN_MAX, "engine cursors are short");
@@ -25,12 +28,14 @@ impl ApiKeys {
             // tenants, but two equal cursors look equal.
             nonce = [0; CURSOR_NONCE_BYTES];
         }
+        let mut padded = cursor.as_bytes().to_vec();
+        padded.resize(CURSOR_PLAIN_MAX.max(padded.len()), 0);
         let cipher = chacha20poly1305::ChaCha20Poly1305::new(&self.cursor_secret.into());
         let sealed = cipher
             .encrypt(
                 &nonce.into(),
                 Payload {
-                    msg: cursor.as_bytes(),
+                    msg: &padded,
                     aad: tenant.as_bytes(),
                 },
             )
@@ -71,7 +76,8 @@ impl ApiKeys {
                 },
             )
             .ok()?;
-        String::from_utf8(plain).ok()
+        let end = plain.iter().position(|&b| b == 0).unwrap_or(plain.len());
+        String::from_utf8(plain[..end].to_vec()).ok()
     }
 }
 
@@ -108,5 +114,23 @@ mod tests {
         }
         let other = file(&toml_entry("ops", "orq_other", &Scope::Admin)).unwrap();
         assert_eq!(other.open_cursor("acme", &a), None, "another keys file");
+    }
+
+    // Goal: a sealed cursor's length says nothing of the cursor's: a short offset and a long
+    // stream id seal to texts of one length, and both open to what was sealed.
+    #[test]
+    fn sealed_cursors_all_have_one_length() {
+        let keys = file(&toml_entry("ops", A, &Scope::Admin)).unwrap();
+        let plains = [
+            "0-0",
+            "4:0:1",
+            "1796686943245-3000",
+            "1796686943245-18446744073709551615",
+        ];
+        let sealed: Vec<String> = plains.iter().map(|p| keys.seal_cursor("acme", p)).collect();
+        for (p, s) in plains.iter().zip(&sealed) {
+            assert_eq!(s.len(), sealed[0].len(), "{p}");
+            assert_eq!(keys.open_cursor("acme", s).as_deref(), Some(*p));
+        }
     }
 }
