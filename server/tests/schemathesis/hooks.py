@@ -20,6 +20,9 @@ make the run slow. Negative cases are left alone.
 - `DELETE /dlq/{id}` and `POST /dlq/{id}/replay` act on a dead task: positive cases name one of
   the dead tasks run.sh made (ORQ_SCHEMATHESIS_DEAD_IDS, in the default queue), in turn, so their
   logic runs and not only their 404 (a replayed one dies again; a purged one is gone).
+- A by-id route without `queue` (`GET /tasks/{id}`, its cancel, the DLQ's replay and purge)
+  searches at most 64 queues and asks for `queue` (400) once more exist, which the run's own
+  submits bring about: positive cases without `queue` name the queue `default`.
 - `POST /simulations` takes fault families and a planted bug from the simulator's own lists
   (`GET /simulations`; the stand-in simulator of run.sh offers SIM_FAMILIES and SIM_PLANTED), so
   a positive case's unknown ones are dropped (a family named twice counts once).
@@ -40,6 +43,7 @@ CHECKED_TYPES = ("sleep", "fail", "http")
 BUILTIN_STANDIN = "schemathesis"
 DEAD_IDS = [i for i in os.environ.get("ORQ_SCHEMATHESIS_DEAD_IDS", "").split(",") if i]
 DEAD_PATHS = ("/api/v1/dlq/{id}", "/api/v1/dlq/{id}/replay")
+BY_ID_PATHS = ("/api/v1/tasks/{id}", "/api/v1/tasks/{id}/cancel") + DEAD_PATHS
 SIM_FAMILIES = ("crash", "stall", "clock", "restart", "network", "refusal")
 SIM_PLANTED = ("none", "complete_ignores_token")
 _turn = itertools.count()
@@ -74,8 +78,11 @@ def map_case(context, case):
         case.query.pop("cursor", None)
     if DEAD_IDS and case.path in DEAD_PATHS and isinstance(case.path_parameters, dict):
         case.path_parameters["id"] = DEAD_IDS[next(_turn) % len(DEAD_IDS)]
-        if isinstance(case.query, dict):
-            case.query.pop("queue", None)  # the dead tasks are in the default queue
+        case.query = dict(case.query or {}, queue="default")  # the dead tasks' queue
+    if case.path in BY_ID_PATHS:
+        query = case.query if isinstance(case.query, dict) else {}
+        query.setdefault("queue", "default")
+        case.query = query
     if case.path.endswith("/drain"):
         query = case.query if isinstance(case.query, dict) else {}
         timeout_ms = query.get("timeout_ms", DRAIN_WAIT_MS)  # absent: the server waits 10 s
