@@ -115,6 +115,20 @@ async fn a_queue_is_deleted_only_when_it_holds_no_work(env: Env) {
     assert_eq!(env.lease("q", "w-1", 10).await.tasks[0].id, again.task.id);
 }
 
+/// The first half of a delete alone, as a crash between the two would leave it: the name out of
+/// the registry (`queues.lua` mode remove), the queue's keys as they were.
+async fn unregister_only(env: &Env, queue: &str) {
+    let keys = [
+        orq::keys::QUEUES_KEY.to_string(),
+        orq::keys::CREATORS_KEY.to_string(),
+    ];
+    let args = [b"remove".to_vec(), queue.as_bytes().to_vec()];
+    env.store
+        .eval(orq_lua::script("queues"), &keys, &args)
+        .await
+        .unwrap();
+}
+
 // Goal: a delete that stopped half-way (its name out of the registry, as after a crash between
 // the two steps) is finished or undone by asking again: a queue that still holds work is put
 // back in the registry, so workers serving every queue see its tasks again.
@@ -125,18 +139,7 @@ async fn a_delete_stopped_half_way_is_undone_by_asking_again(env: Env) {
         .submit(spec("q", "echo", "{}").delay_ms(600_000))
         .await
         .unwrap();
-    let keys = [
-        orq::keys::QUEUES_KEY.to_string(),
-        orq::keys::CREATORS_KEY.to_string(),
-    ];
-    env.store
-        .eval(
-            orq_lua::script("queues"),
-            &keys,
-            &[b"remove".to_vec(), b"q".to_vec()],
-        )
-        .await
-        .unwrap();
+    unregister_only(&env, "q").await;
     assert!(c.queues().await.unwrap().is_empty(), "the crash's half");
     assert!(matches!(
         c.delete_queue("q").await.unwrap(),
@@ -144,14 +147,7 @@ async fn a_delete_stopped_half_way_is_undone_by_asking_again(env: Env) {
     ));
     assert_eq!(c.queues().await.unwrap(), ["q"], "back in the registry");
     c.cancel(Some("q"), &sub.task.id).await.unwrap();
-    env.store
-        .eval(
-            orq_lua::script("queues"),
-            &keys,
-            &[b"remove".to_vec(), b"q".to_vec()],
-        )
-        .await
-        .unwrap();
+    unregister_only(&env, "q").await;
     assert_eq!(
         c.delete_queue("q").await.unwrap(),
         Deleted::Deleted { finished: 1 }
